@@ -21,6 +21,14 @@ mod files;
 mod lifecycle;
 mod provider;
 
+pub mod client;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
+#[cfg(feature = "local")]
+#[cfg_attr(docsrs, doc(cfg(feature = "local")))]
+pub mod local;
+
 pub use access::{PreviewLink, SshAccess};
 pub use capability::{
     Capabilities, Capability, Flags, Level, PreviewModel, matrix_json, matrix_markdown,

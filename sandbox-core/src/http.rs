@@ -1,0 +1,1 @@
+//! The one reqwest transport the adapters share (feature `http`). No reqwest type appears in its public API.
