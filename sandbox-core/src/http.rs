@@ -1,1 +1,1135 @@
-//! The one reqwest transport the adapters share (feature `http`). No reqwest type appears in its public API.
+//! The one HTTP transport the provider adapters share (feature `http`).
+//!
+//! An [`HttpClient`] holds a provider name, a base URL, the credentials and default headers, the
+//! default timeouts and the adapter's one error-mapping function. Each call is a [`Request`]
+//! built from it and sent with [`Request::send`], [`Request::send_json`] or
+//! [`Request::send_empty`]; a non-2xx answer becomes an [`Error`] through the adapter's mapper
+//! (or [`default_error_mapper`]). No reqwest or `http` type appears in this API.
+//!
+//! Decisions, for adapters to rely on:
+//!
+//! - **No retries here.** Retrying belongs to the client layer ([`crate::client`]); this module
+//!   sends each request once.
+//! - **Errors.** Connection refused or reset, TLS failures and bodies cut short are
+//!   [`ErrorKind::Transport`] (retryable); a request past its timeout is [`ErrorKind::Timeout`];
+//!   an invalid URL, header or body is [`ErrorKind::Validation`] and nothing is sent. Messages
+//!   name the method, the URL *path* (never the query string, which may hold a signature) and the
+//!   provider; never a header value.
+//! - **Secrets.** Credentials set with [`HttpClientBuilder::bearer`],
+//!   [`HttpClientBuilder::auth_header`] and [`Request::sensitive_header`] are marked sensitive
+//!   and are never shown by any `Debug`; headers whose names look like credentials (see
+//!   [`is_sensitive_header`]) are redacted too. Query values are never shown.
+//! - **Timeouts.** The client's default timeout covers the whole exchange, body included; use
+//!   [`Request::no_timeout`] for long streams and [`Request::timeout`] to override.
+//! - **Redirects** are followed (up to 10) only to the same scheme, host and port, so credentials
+//!   never travel to another host; a redirect elsewhere is returned to the mapper as a 3xx.
+//! - **Compression.** No `Accept-Encoding` is sent unless the core feature `gzip` is on.
+//! - **TLS** is rustls with the webpki roots. The usual proxy variables (`HTTPS_PROXY`, ...)
+//!   are honoured.
+//! - **Request ids** are read from the header set with [`HttpClientBuilder::request_id_header`]
+//!   (default `x-request-id`) on success and on error.
+//!
+//! ```no_run
+//! # async fn demo() -> sandbox_sdk_core::Result<()> {
+//! use sandbox_sdk_core::http::{HttpClient, Method};
+//! use std::time::Duration;
+//!
+//! let client = HttpClient::builder("fly", "https://api.machines.dev/v1")
+//!     .bearer("fly-token")
+//!     .request_id_header("fly-request-id")
+//!     .timeout(Duration::from_secs(30))
+//!     .build()?;
+//! let apps: serde_json::Value = client
+//!     .request(Method::Get, "/apps")
+//!     .query("org_slug", "personal")
+//!     .operation("list")
+//!     .send_json()
+//!     .await?;
+//! # let _ = apps; Ok(()) }
+//! ```
+
+mod error_response;
+mod multipart;
+
+pub use error_response::{
+    BODY_TEXT_LIMIT, ERROR_BODY_LIMIT, ErrorResponse, Headers, default_error_kind,
+    default_error_mapper, is_sensitive_header,
+};
+pub use multipart::Multipart;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::files::{ByteStream, UploadBody};
+use bytes::Bytes;
+use error_response::{CallSite, redact_serde_message};
+use futures::StreamExt;
+use reqwest::header::{HeaderName, HeaderValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use url::Url;
+
+/// The user agent sent when the adapter sets none.
+pub const DEFAULT_USER_AGENT: &str = concat!("sandbox-sdk-rs/", env!("CARGO_PKG_VERSION"));
+
+/// The request-id header read when the adapter sets none.
+pub const DEFAULT_REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// An HTTP method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `GET`
+    Get,
+    /// `POST`
+    Post,
+    /// `PUT`
+    Put,
+    /// `PATCH`
+    Patch,
+    /// `DELETE`
+    Delete,
+    /// `HEAD`
+    Head,
+}
+
+impl Method {
+    /// The method's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+            Method::Head => "HEAD",
+        }
+    }
+
+    fn to_reqwest(self) -> reqwest::Method {
+        match self {
+            Method::Get => reqwest::Method::GET,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Patch => reqwest::Method::PATCH,
+            Method::Delete => reqwest::Method::DELETE,
+            Method::Head => reqwest::Method::HEAD,
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A streamed request body: a [`ByteStream`] or an [`UploadBody`] reader, read as it is sent.
+pub enum StreamBody {
+    /// Chunks from a stream.
+    Stream(ByteStream),
+    /// Bytes from an async reader.
+    Reader(UploadBody),
+}
+
+impl StreamBody {
+    fn into_reqwest(self) -> reqwest::Body {
+        match self {
+            StreamBody::Stream(stream) => reqwest::Body::wrap_stream(stream),
+            StreamBody::Reader(reader) => {
+                reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(reader))
+            }
+        }
+    }
+}
+
+impl From<ByteStream> for StreamBody {
+    fn from(stream: ByteStream) -> Self {
+        StreamBody::Stream(stream)
+    }
+}
+
+impl From<UploadBody> for StreamBody {
+    fn from(reader: UploadBody) -> Self {
+        StreamBody::Reader(reader)
+    }
+}
+
+impl fmt::Debug for StreamBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StreamBody::Stream(_) => "StreamBody::Stream",
+            StreamBody::Reader(_) => "StreamBody::Reader",
+        })
+    }
+}
+
+type Mapper = Arc<dyn Fn(&ErrorResponse) -> Error + Send + Sync>;
+
+/// One header line, checked and ready to send.
+#[derive(Clone)]
+struct HeaderLine {
+    name: HeaderName,
+    value: HeaderValue,
+    /// Never shown.
+    sensitive: bool,
+    /// A credential: dropped by [`Request::without_auth`].
+    auth: bool,
+}
+
+impl HeaderLine {
+    fn new(name: &str, value: &str, sensitive: bool, auth: bool) -> Result<Self> {
+        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            Error::validation(format!(
+                "invalid HTTP header name {:?}",
+                name_for_message(name)
+            ))
+        })?;
+        let mut header_value = HeaderValue::from_str(value).map_err(|_| {
+            Error::validation(format!(
+                "invalid value for HTTP header {header_name}: control characters or non-ASCII bytes"
+            ))
+        })?;
+        let sensitive = sensitive || is_sensitive_header(name);
+        header_value.set_sensitive(sensitive);
+        Ok(HeaderLine {
+            name: header_name,
+            value: header_value,
+            sensitive,
+            auth,
+        })
+    }
+}
+
+/// A header name for an error message: cut short and stripped of control characters.
+fn name_for_message(name: &str) -> String {
+    error_response::truncate(
+        &name.chars().filter(|c| !c.is_control()).collect::<String>(),
+        64,
+    )
+}
+
+/// Shows header names and non-sensitive values.
+struct HeaderLines<'a>(&'a [HeaderLine]);
+
+impl fmt::Debug for HeaderLines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|h| {
+                let shown = if h.sensitive {
+                    "<redacted>"
+                } else {
+                    h.value.to_str().unwrap_or("<binary>")
+                };
+                (h.name.as_str(), shown)
+            }))
+            .finish()
+    }
+}
+
+/// A URL for messages and `Debug`: scheme, host, port and path; no user info, no query.
+fn redacted_url(url: &Url) -> String {
+    let mut out = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
+    if let Some(port) = url.port() {
+        out.push_str(&format!(":{port}"));
+    }
+    out.push_str(url.path());
+    out
+}
+
+fn parse_base_url(provider: &str, base: &str) -> Result<Url> {
+    let trimmed = base.trim().trim_end_matches('/');
+    let url = Url::parse(trimmed).map_err(|e| {
+        Error::validation(format!("invalid base URL for {provider}: {e}")).with_provider(provider)
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::validation(format!(
+            "invalid base URL for {provider}: scheme {:?} is not http or https",
+            url.scheme()
+        ))
+        .with_provider(provider));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(
+            Error::validation(format!("invalid base URL for {provider}: no host"))
+                .with_provider(provider),
+        );
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Error::validation(format!(
+            "invalid base URL for {provider}: it must not have a query string or fragment"
+        ))
+        .with_provider(provider));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::validation(format!(
+            "invalid base URL for {provider}: credentials in the URL are not supported, use bearer() or auth_header()"
+        ))
+        .with_provider(provider));
+    }
+    Ok(url)
+}
+
+/// Builds an [`HttpClient`]; see [`HttpClient::builder`]. Setter errors (a bad header name or
+/// value) are reported by [`HttpClientBuilder::build`].
+pub struct HttpClientBuilder {
+    provider: String,
+    base_url: String,
+    headers: Vec<std::result::Result<HeaderLine, String>>,
+    timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+    request_id_header: String,
+    user_agent: String,
+    mapper: Option<Mapper>,
+}
+
+impl HttpClientBuilder {
+    fn push_header(mut self, name: &str, value: &str, sensitive: bool, auth: bool) -> Self {
+        // Replace an earlier line of the same name, so `bearer` twice keeps one Authorization.
+        self.headers.retain(|h| match h {
+            Ok(line) => !line.name.as_str().eq_ignore_ascii_case(name),
+            Err(_) => true,
+        });
+        self.headers.push(
+            HeaderLine::new(name, value, sensitive, auth).map_err(|e| e.message().to_owned()),
+        );
+        self
+    }
+
+    /// Sends `Authorization: Bearer <token>` on every request. The token is never shown.
+    pub fn bearer(self, token: impl Into<String>) -> Self {
+        let value = format!("Bearer {}", token.into());
+        self.push_header("authorization", &value, true, true)
+    }
+
+    /// Sends a credential header (`X-API-Key`, ...) on every request. The value is never shown.
+    pub fn auth_header(self, name: &str, secret: impl Into<String>) -> Self {
+        let secret = secret.into();
+        self.push_header(name, &secret, true, true)
+    }
+
+    /// Sends a header on every request.
+    pub fn header(self, name: &str, value: &str) -> Self {
+        self.push_header(name, value, false, false)
+    }
+
+    /// The timeout of each request, body included, unless the request sets its own. Default:
+    /// none.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How long to wait for a connection. Default: none (the OS decides).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// The response header that carries the provider's request id (default `x-request-id`).
+    pub fn request_id_header(mut self, name: &str) -> Self {
+        self.request_id_header = name.to_ascii_lowercase();
+        self
+    }
+
+    /// The `User-Agent` to send (default [`DEFAULT_USER_AGENT`]).
+    pub fn user_agent(mut self, user_agent: &str) -> Self {
+        self.user_agent = user_agent.to_owned();
+        self
+    }
+
+    /// The adapter's one mapping from a non-2xx answer to an [`Error`]. Provider, operation,
+    /// sandbox id, status, request id and `Retry-After` are filled in afterwards where the
+    /// mapper left them unset. Without a mapper, [`default_error_mapper`] is used.
+    pub fn error_mapper(
+        mut self,
+        mapper: impl Fn(&ErrorResponse) -> Error + Send + Sync + 'static,
+    ) -> Self {
+        self.mapper = Some(Arc::new(mapper));
+        self
+    }
+
+    /// Builds the client. Fails with [`ErrorKind::Validation`] for a bad base URL (not http or
+    /// https, no host, a query string or credentials in it) or a bad header, and with
+    /// [`ErrorKind::Transport`] when the TLS backend cannot start.
+    pub fn build(self) -> Result<HttpClient> {
+        let provider = self.provider;
+        let base = parse_base_url(&provider, &self.base_url)?;
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for header in self.headers {
+            headers.push(
+                header.map_err(|message| {
+                    Error::validation(message).with_provider(provider.clone())
+                })?,
+            );
+        }
+        let user_agent = HeaderValue::from_str(&self.user_agent).map_err(|_| {
+            Error::validation("invalid user agent: control characters or non-ASCII bytes")
+                .with_provider(provider.clone())
+        })?;
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .user_agent(user_agent)
+            .redirect(reqwest::redirect::Policy::custom(same_origin_redirects));
+        if let Some(timeout) = self.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        let client = builder.build().map_err(|e| {
+            Error::new(
+                ErrorKind::Transport,
+                format!("could not start the HTTP client for {provider}"),
+            )
+            .with_provider(provider.clone())
+            .with_source(e.without_url())
+        })?;
+        Ok(HttpClient {
+            inner: Arc::new(ClientInner {
+                shared: Arc::new(Shared {
+                    provider,
+                    client,
+                    headers,
+                    timeout: self.timeout,
+                    connect_timeout: self.connect_timeout,
+                    request_id_header: self.request_id_header,
+                    mapper: self.mapper,
+                }),
+                base,
+            }),
+        })
+    }
+}
+
+fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let origin = |u: &Url| {
+        (
+            u.scheme().to_owned(),
+            u.host_str().map(str::to_owned),
+            u.port_or_known_default(),
+        )
+    };
+    let Some(first) = attempt.previous().first() else {
+        return attempt.stop();
+    };
+    if attempt.previous().len() > 10 || origin(first) != origin(attempt.url()) {
+        attempt.stop()
+    } else {
+        attempt.follow()
+    }
+}
+
+impl fmt::Debug for HttpClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<HeaderLine> = self.headers.iter().filter_map(|h| h.clone().ok()).collect();
+        f.debug_struct("HttpClientBuilder")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("headers", &HeaderLines(&lines))
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_id_header", &self.request_id_header)
+            .field("user_agent", &self.user_agent)
+            .field("error_mapper", &self.mapper.is_some())
+            .finish()
+    }
+}
+
+/// What every client made from one builder shares.
+struct Shared {
+    provider: String,
+    client: reqwest::Client,
+    headers: Vec<HeaderLine>,
+    timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+    request_id_header: String,
+    mapper: Option<Mapper>,
+}
+
+struct ClientInner {
+    shared: Arc<Shared>,
+    base: Url,
+}
+
+/// A configured HTTP client for one provider. Cheap to clone (one `Arc`); clones share the
+/// connection pool. `Debug` never shows credentials.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Arc<ClientInner>,
+}
+
+impl HttpClient {
+    /// Starts a builder for `provider` (used in error messages) talking to `base_url`. Request
+    /// paths are appended to the base URL, keeping its path prefix.
+    pub fn builder(provider: &str, base_url: &str) -> HttpClientBuilder {
+        HttpClientBuilder {
+            provider: provider.to_owned(),
+            base_url: base_url.to_owned(),
+            headers: Vec::new(),
+            timeout: None,
+            connect_timeout: None,
+            request_id_header: DEFAULT_REQUEST_ID_HEADER.to_owned(),
+            user_agent: DEFAULT_USER_AGENT.to_owned(),
+            mapper: None,
+        }
+    }
+
+    /// A request to `path` under the base URL: `https://api.machines.dev/v1` and `/apps/x` give
+    /// `https://api.machines.dev/v1/apps/x`. The path is used as given (encode ids with
+    /// [`encode_path_segment`]); a `?query` in it is kept.
+    pub fn request(&self, method: Method, path: &str) -> Request {
+        let base = self.inner.base.as_str().trim_end_matches('/');
+        let joined = if path.is_empty() {
+            base.to_owned()
+        } else if path.starts_with('/') {
+            format!("{base}{path}")
+        } else {
+            format!("{base}/{path}")
+        };
+        let url = Url::parse(&joined).map_err(|e| {
+            format!(
+                "invalid request path {:?}: {e}",
+                error_response::truncate(path.split('?').next().unwrap_or(""), 200)
+            )
+        });
+        Request::new(self.clone(), method, url)
+    }
+
+    /// A request to an absolute URL (another host of the same provider, a signed URL), with the
+    /// same credentials, headers and timeouts. Use [`Request::without_auth`] when the URL carries
+    /// its own authorization.
+    pub fn request_url(&self, method: Method, url: &str) -> Request {
+        let url = Url::parse(url)
+            .map_err(|e| format!("invalid request URL: {e}"))
+            .and_then(|u| {
+                if matches!(u.scheme(), "http" | "https") {
+                    Ok(u)
+                } else {
+                    Err(format!(
+                        "invalid request URL: scheme {:?} is not http or https",
+                        u.scheme()
+                    ))
+                }
+            });
+        Request::new(self.clone(), method, url)
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        self.inner.base.as_str().trim_end_matches('/')
+    }
+
+    /// The provider name.
+    pub fn provider(&self) -> &str {
+        &self.inner.shared.provider
+    }
+
+    /// The same client (credentials, headers, timeouts, mapper, connection pool) with another
+    /// base URL, e.g. a sandbox's own host.
+    pub fn with_base_url(&self, base: &str) -> Result<HttpClient> {
+        let base = parse_base_url(&self.inner.shared.provider, base)?;
+        Ok(HttpClient {
+            inner: Arc::new(ClientInner {
+                shared: self.inner.shared.clone(),
+                base,
+            }),
+        })
+    }
+
+    /// The default timeout of each request, when set.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.inner.shared.timeout
+    }
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = &self.inner.shared;
+        f.debug_struct("HttpClient")
+            .field("provider", &shared.provider)
+            .field("base_url", &self.base_url())
+            .field("headers", &HeaderLines(&shared.headers))
+            .field("timeout", &shared.timeout)
+            .field("connect_timeout", &shared.connect_timeout)
+            .field("request_id_header", &shared.request_id_header)
+            .field("error_mapper", &shared.mapper.is_some())
+            .finish()
+    }
+}
+
+/// Percent-encodes one path segment: everything but `A-Z a-z 0-9 - . _ ~` is escaped, so a `/`
+/// in an id cannot change the route.
+pub fn encode_path_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+enum Body {
+    None,
+    Bytes(Bytes, String),
+    Json(std::result::Result<Vec<u8>, String>),
+    Stream(StreamBody, String, Option<u64>),
+    Multipart(Multipart),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TimeoutChoice {
+    Default,
+    Fixed(Duration),
+    Unlimited,
+}
+
+/// One request being built. Nothing is sent until [`Request::send`] (or `send_json`,
+/// `send_empty`). Errors in the builder calls (a bad header, a body that fails to serialize)
+/// are reported by `send` as [`ErrorKind::Validation`], and nothing is sent.
+///
+/// `Debug` shows the method, the URL without query values, header names and non-sensitive
+/// values, and the body's kind.
+pub struct Request {
+    client: HttpClient,
+    method: Method,
+    url: std::result::Result<Url, String>,
+    query: Vec<(String, String)>,
+    headers: Vec<std::result::Result<HeaderLine, String>>,
+    body: Body,
+    timeout: TimeoutChoice,
+    operation: Option<String>,
+    sandbox_id: Option<String>,
+    with_auth: bool,
+}
+
+impl Request {
+    fn new(client: HttpClient, method: Method, url: std::result::Result<Url, String>) -> Self {
+        Request {
+            client,
+            method,
+            url,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: Body::None,
+            timeout: TimeoutChoice::Default,
+            operation: None,
+            sandbox_id: None,
+            with_auth: true,
+        }
+    }
+
+    /// Adds a query parameter (repeatable: `?a=1&a=2`). Values are encoded; they are never shown
+    /// in messages or `Debug`.
+    pub fn query(mut self, key: &str, value: impl ToString) -> Self {
+        self.query.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// Adds a header to this request (after, and in addition to, the client's defaults).
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push(HeaderLine::new(name, value, false, false).map_err(|e| e.message().to_owned()));
+        self
+    }
+
+    /// Adds a header whose value is a secret: never shown, marked sensitive on the wire.
+    pub fn sensitive_header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push(HeaderLine::new(name, value, true, false).map_err(|e| e.message().to_owned()));
+        self
+    }
+
+    /// Leaves out the client's credentials ([`HttpClientBuilder::bearer`],
+    /// [`HttpClientBuilder::auth_header`]), e.g. for a signed URL on another host.
+    pub fn without_auth(mut self) -> Self {
+        self.with_auth = false;
+        self
+    }
+
+    /// Sends `body` as JSON with `Content-Type: application/json`.
+    pub fn json<T: Serialize + ?Sized>(mut self, body: &T) -> Self {
+        self.body = Body::Json(serde_json::to_vec(body).map_err(|e| {
+            format!(
+                "could not encode the request body as JSON: {}",
+                redact_serde_message(&e.to_string())
+            )
+        }));
+        self
+    }
+
+    /// Sends `bytes` with the given content type.
+    pub fn body(mut self, bytes: impl Into<Bytes>, content_type: &str) -> Self {
+        self.body = Body::Bytes(bytes.into(), content_type.to_owned());
+        self
+    }
+
+    /// Streams the body from a [`ByteStream`] or an [`UploadBody`] reader in constant memory,
+    /// with chunked transfer encoding.
+    pub fn body_stream(mut self, body: impl Into<StreamBody>, content_type: &str) -> Self {
+        self.body = Body::Stream(body.into(), content_type.to_owned(), None);
+        self
+    }
+
+    /// Streams the body like [`Request::body_stream`], announcing its exact length with
+    /// `Content-Length` (for servers that refuse chunked uploads). The stream must yield exactly
+    /// `length` bytes.
+    pub fn body_stream_with_length(
+        mut self,
+        body: impl Into<StreamBody>,
+        content_type: &str,
+        length: u64,
+    ) -> Self {
+        self.body = Body::Stream(body.into(), content_type.to_owned(), Some(length));
+        self
+    }
+
+    /// Sends a `multipart/form-data` body.
+    pub fn multipart(mut self, form: Multipart) -> Self {
+        self.body = Body::Multipart(form);
+        self
+    }
+
+    /// The timeout of this request, body included, instead of the client's default.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = TimeoutChoice::Fixed(timeout);
+        self
+    }
+
+    /// Overrides the timeout when `timeout` is `Some` (e.g. [`crate::Command::request_timeout`]).
+    pub fn timeout_opt(self, timeout: Option<Duration>) -> Self {
+        match timeout {
+            Some(t) => self.timeout(t),
+            None => self,
+        }
+    }
+
+    /// No timeout at all, for long-lived streams.
+    pub fn no_timeout(mut self) -> Self {
+        self.timeout = TimeoutChoice::Unlimited;
+        self
+    }
+
+    /// The operation this request belongs to, for errors (`create`, `exec`, ...).
+    pub fn operation(mut self, operation: &str) -> Self {
+        self.operation = Some(operation.to_owned());
+        self
+    }
+
+    /// The sandbox this request is aimed at, for errors.
+    pub fn sandbox_id(mut self, id: &str) -> Self {
+        self.sandbox_id = Some(id.to_owned());
+        self
+    }
+
+    fn path_for_messages(&self) -> String {
+        match &self.url {
+            Ok(url) => url.path().to_owned(),
+            Err(_) => "<invalid URL>".to_owned(),
+        }
+    }
+
+    fn call_site(&self) -> CallSite {
+        CallSite {
+            provider: self.client.inner.shared.provider.clone(),
+            method: self.method.as_str(),
+            path: self.path_for_messages(),
+            operation: self.operation.clone(),
+            sandbox_id: self.sandbox_id.clone(),
+        }
+    }
+
+    /// Sends the request. A 2xx answer is returned as a [`Response`]; any other status goes
+    /// through the client's error mapper, then provider, operation, sandbox id, status, request
+    /// id and `Retry-After` are filled in where the mapper left them unset.
+    pub async fn send(self) -> Result<Response> {
+        let site = self.call_site();
+        let shared = self.client.inner.shared.clone();
+        let prepared = self.prepare(&site, &shared)?;
+        let started = Instant::now();
+        let result = prepared.send().await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let response = match result {
+            Ok(response) => response,
+            Err(e) => {
+                let error = site.transport_error("request", e);
+                tracing::debug!(
+                    provider = %site.provider,
+                    method = site.method,
+                    path = %site.path,
+                    elapsed_ms,
+                    kind = %error.kind(),
+                    "http request failed"
+                );
+                return Err(error);
+            }
+        };
+        let status = response.status().as_u16();
+        let headers = Headers::from_reqwest(response.headers());
+        let request_id = headers.get(&shared.request_id_header).map(str::to_owned);
+        tracing::debug!(
+            provider = %site.provider,
+            method = site.method,
+            path = %site.path,
+            status,
+            elapsed_ms,
+            "http response"
+        );
+        if (200..300).contains(&status) {
+            return Ok(Response {
+                inner: response,
+                status,
+                headers,
+                request_id,
+                site,
+            });
+        }
+        let body = read_limited(response, ERROR_BODY_LIMIT).await;
+        let error_response = ErrorResponse {
+            status,
+            headers,
+            body,
+            operation: site.operation_or_route(),
+            sandbox_id: site.sandbox_id.clone(),
+            request_id,
+            method: site.method.to_owned(),
+            path: site.path.clone(),
+            provider: site.provider.clone(),
+        };
+        let mapped = match &shared.mapper {
+            Some(mapper) => mapper(&error_response),
+            None => default_error_mapper(&error_response),
+        };
+        let mut error = site.context(mapped);
+        if error.status().is_none() {
+            error = error.with_status(status);
+        }
+        if let (None, Some(id)) = (error.request_id(), &error_response.request_id) {
+            error = error.with_request_id(id.clone());
+        }
+        if error.retry_after().is_none()
+            && let Some(delay) = error_response.retry_after()
+        {
+            error = error.with_retry_after(delay);
+        }
+        Err(error)
+    }
+
+    /// Sends the request and decodes a 2xx body as JSON. A body that does not decode is a
+    /// [`ErrorKind::Provider`] error naming the operation and serde's message (quoted values
+    /// removed), never the body.
+    pub async fn send_json<T: DeserializeOwned>(self) -> Result<T> {
+        self.send().await?.json().await
+    }
+
+    /// Sends the request, expects a 2xx answer and reads and discards its body.
+    pub async fn send_empty(self) -> Result<()> {
+        self.send().await?.bytes().await.map(drop)
+    }
+
+    fn prepare(self, site: &CallSite, shared: &Shared) -> Result<reqwest::RequestBuilder> {
+        let invalid = |message: String| site.context(Error::validation(message));
+        let mut url = self.url.map_err(invalid)?;
+        if !self.query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in &self.query {
+                pairs.append_pair(k, v);
+            }
+        }
+        let mut builder = shared.client.request(self.method.to_reqwest(), url);
+        let mut header_map = reqwest::header::HeaderMap::new();
+        for line in &shared.headers {
+            if line.auth && !self.with_auth {
+                continue;
+            }
+            header_map.insert(line.name.clone(), line.value.clone());
+        }
+        let mut request_lines = Vec::with_capacity(self.headers.len());
+        for line in self.headers {
+            request_lines.push(line.map_err(invalid)?);
+        }
+        // A request header replaces a default of the same name; repeated request headers add up.
+        for line in &request_lines {
+            header_map.remove(&line.name);
+        }
+        for line in request_lines {
+            header_map.append(line.name, line.value);
+        }
+        let content_type = |ct: &str| -> Result<HeaderValue> {
+            HeaderValue::from_str(ct).map_err(|_| invalid(format!("invalid content type {ct:?}")))
+        };
+        match self.body {
+            Body::None => {}
+            Body::Bytes(bytes, ct) => {
+                header_map.insert(reqwest::header::CONTENT_TYPE, content_type(&ct)?);
+                builder = builder.body(bytes);
+            }
+            Body::Json(json) => {
+                let json = json.map_err(invalid)?;
+                header_map.insert(
+                    reqwest::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                builder = builder.body(json);
+            }
+            Body::Stream(stream, ct, length) => {
+                header_map.insert(reqwest::header::CONTENT_TYPE, content_type(&ct)?);
+                if let Some(length) = length {
+                    header_map.insert(reqwest::header::CONTENT_LENGTH, HeaderValue::from(length));
+                }
+                builder = builder.body(stream.into_reqwest());
+            }
+            Body::Multipart(form) => {
+                header_map.remove(reqwest::header::CONTENT_TYPE);
+                builder = builder.multipart(form.into_reqwest().map_err(invalid)?);
+            }
+        }
+        builder = builder.headers(header_map);
+        let timeout = match self.timeout {
+            TimeoutChoice::Default => shared.timeout,
+            TimeoutChoice::Fixed(t) => Some(t),
+            TimeoutChoice::Unlimited => None,
+        };
+        if let Some(timeout) = timeout {
+            builder = builder.timeout(timeout);
+        }
+        Ok(builder)
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<HeaderLine> = self.headers.iter().filter_map(|h| h.clone().ok()).collect();
+        let body = match &self.body {
+            Body::None => "none".to_owned(),
+            Body::Bytes(b, ct) => format!("{} bytes of {ct}", b.len()),
+            Body::Json(Ok(j)) => format!("{} bytes of JSON", j.len()),
+            Body::Json(Err(_)) => "invalid JSON".to_owned(),
+            Body::Stream(_, ct, _) => format!("stream of {ct}"),
+            Body::Multipart(m) => format!("multipart form of {} parts", m.len()),
+        };
+        f.debug_struct("Request")
+            .field("provider", &self.client.inner.shared.provider)
+            .field("method", &self.method)
+            .field(
+                "url",
+                &self
+                    .url
+                    .as_ref()
+                    .map(redacted_url)
+                    .unwrap_or_else(|_| "<invalid URL>".into()),
+            )
+            .field(
+                "query_keys",
+                &self
+                    .query
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("headers", &HeaderLines(&lines))
+            .field("body", &body)
+            .field("timeout", &self.timeout)
+            .field("operation", &self.operation)
+            .field("sandbox_id", &self.sandbox_id)
+            .field("with_auth", &self.with_auth)
+            .finish()
+    }
+}
+
+/// Reads at most `limit` bytes of an error body; a failure while reading keeps what arrived.
+async fn read_limited(mut response: reqwest::Response, limit: usize) -> Bytes {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = limit - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Bytes::from(body)
+}
+
+/// A 2xx answer whose body has not been read yet.
+pub struct Response {
+    inner: reqwest::Response,
+    status: u16,
+    headers: Headers,
+    request_id: Option<String>,
+    site: CallSite,
+}
+
+impl Response {
+    /// The HTTP status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The first value of a response header (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)
+    }
+
+    /// Every response header.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// The provider's request id, from the client's request-id header.
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
+    /// The `Content-Length` the server announced, when it did.
+    pub fn content_length(&self) -> Option<u64> {
+        self.header("content-length")?.parse().ok()
+    }
+
+    /// Reads the whole body. A body cut short is [`ErrorKind::Transport`].
+    pub async fn bytes(self) -> Result<Bytes> {
+        let site = self.site;
+        self.inner
+            .bytes()
+            .await
+            .map_err(|e| site.transport_error("response body", e))
+    }
+
+    /// Reads the whole body as UTF-8 text; invalid UTF-8 is [`ErrorKind::Provider`].
+    pub async fn text(self) -> Result<String> {
+        let site = self.site.clone();
+        let bytes = self.bytes().await?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| {
+            site.context(Error::new(
+                ErrorKind::Provider,
+                format!(
+                    "the response to {} {} is not valid UTF-8",
+                    site.method, site.path
+                ),
+            ))
+        })
+    }
+
+    /// Reads the whole body and decodes it as JSON. A body that does not decode is
+    /// [`ErrorKind::Provider`], naming the operation and serde's message (quoted values removed).
+    pub async fn json<T: DeserializeOwned>(self) -> Result<T> {
+        let site = self.site.clone();
+        let status = self.status;
+        let request_id = self.request_id.clone();
+        let bytes = self.bytes().await?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            let mut error = Error::new(
+                ErrorKind::Provider,
+                format!(
+                    "could not decode the response to {} ({} {}): {}",
+                    site.operation_or_route(),
+                    site.method,
+                    site.path,
+                    redact_serde_message(&e.to_string())
+                ),
+            )
+            .with_status(status);
+            if let Some(id) = request_id {
+                error = error.with_request_id(id);
+            }
+            site.context(error)
+        })
+    }
+
+    /// The body as a lazy stream of chunks, read as the caller polls it, in constant memory. A
+    /// body cut short ends the stream with an [`ErrorKind::Transport`] error; passing the
+    /// request's timeout gives [`ErrorKind::Timeout`].
+    pub fn bytes_stream(self) -> ByteStream {
+        let site = self.site;
+        self.inner
+            .bytes_stream()
+            .map(move |chunk| chunk.map_err(|e| site.transport_error("response body", e)))
+            .boxed()
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Response")
+            .field("provider", &self.site.provider)
+            .field("method", &self.site.method)
+            .field("path", &self.site.path)
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .field("request_id", &self.request_id)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_are_checked() {
+        for bad in [
+            "",
+            "not a url",
+            "ftp://example.com",
+            "https://example.com/v1?x=1",
+            "https://user:pw@example.com",
+            "unix:/tmp/sock",
+        ] {
+            let e = HttpClient::builder("t", bad).build().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Validation, "{bad}");
+            assert!(!e.to_string().contains("pw@"), "{e}");
+        }
+        let c = HttpClient::builder("t", "https://api.example.com/v1/")
+            .build()
+            .unwrap();
+        assert_eq!(c.base_url(), "https://api.example.com/v1");
+        assert_eq!(c.provider(), "t");
+    }
+
+    #[test]
+    fn paths_keep_the_base_prefix() {
+        let c = HttpClient::builder("t", "https://api.example.com/v1")
+            .build()
+            .unwrap();
+        let url = |r: Request| r.url.unwrap().to_string();
+        assert_eq!(
+            url(c.request(Method::Get, "/apps/x")),
+            "https://api.example.com/v1/apps/x"
+        );
+        assert_eq!(
+            url(c.request(Method::Get, "apps/x")),
+            "https://api.example.com/v1/apps/x"
+        );
+        assert_eq!(
+            url(c.request(Method::Get, "")),
+            "https://api.example.com/v1"
+        );
+        let root = HttpClient::builder("t", "http://127.0.0.1:9")
+            .build()
+            .unwrap();
+        assert_eq!(url(root.request(Method::Get, "/a")), "http://127.0.0.1:9/a");
+    }
+
+    #[test]
+    fn bad_headers_fail_at_build() {
+        let e = HttpClient::builder("t", "https://x.example")
+            .header("bad header", "v")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        let e = HttpClient::builder("t", "https://x.example")
+            .bearer("line\nbreak-secret")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        assert!(!e.to_string().contains("break-secret"), "{e}");
+    }
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(encode_path_segment("a/b c?d"), "a%2Fb%20c%3Fd");
+        assert_eq!(encode_path_segment("sb-1_x.y~"), "sb-1_x.y~");
+        assert_eq!(encode_path_segment("é"), "%C3%A9");
+    }
+}
