@@ -1,1 +1,81 @@
-fn main() {}
+//! Developer and CI entry points for the sandbox SDK workspace, run as `cargo xtask <task>`.
+//!
+//! One module per task. To add a task, write `src/<task>.rs` with a
+//! `pub fn run(args: Args) -> Result<()>`, declare the module below and add one line to [`TASKS`];
+//! to make CI run it too, add one line to `ci::steps`.
+//!
+//! xtask keeps few dependencies: arguments are parsed by the small [`args::Args`] helper, not clap.
+
+mod args;
+mod capabilities;
+mod ci;
+mod readme;
+mod shell;
+
+use args::Args;
+use std::process::ExitCode;
+
+/// What a task returns: `Err` carries a message for the user, printed as `error: ...`.
+pub type Result<T = ()> = std::result::Result<T, String>;
+
+/// A task: its name on the command line, its usage line, and what it does.
+struct Task {
+    name: &'static str,
+    usage: &'static str,
+    about: &'static str,
+    run: fn(Args) -> Result,
+}
+
+/// Every task, in the order `cargo xtask help` lists them.
+const TASKS: &[Task] = &[
+    Task {
+        name: "ci",
+        usage: "ci",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, examples, README table",
+        run: ci::run,
+    },
+    Task {
+        name: "capabilities",
+        usage: "capabilities [--json]",
+        about: "print every provider's capability map (Markdown table, or JSON)",
+        run: capabilities::run,
+    },
+    Task {
+        name: "readme",
+        usage: "readme [--check]",
+        about: "regenerate the capability table in README.md (--check: fail if it is stale)",
+        run: readme::run,
+    },
+];
+
+fn main() -> ExitCode {
+    let mut args = Args::from_env();
+    let Some(name) = args.subcommand() else {
+        print_help();
+        return ExitCode::FAILURE;
+    };
+    if matches!(name.as_str(), "help" | "-h" | "--help") {
+        print_help();
+        return ExitCode::SUCCESS;
+    }
+    let Some(task) = TASKS.iter().find(|t| t.name == name) else {
+        eprintln!("error: unknown task `{name}`\n");
+        print_help();
+        return ExitCode::FAILURE;
+    };
+    match (task.run)(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_help() {
+    eprintln!("usage: cargo xtask <task> [options]\n\ntasks:");
+    let width = TASKS.iter().map(|t| t.usage.len()).max().unwrap_or(0);
+    for task in TASKS {
+        eprintln!("  {:width$}  {}", task.usage, task.about);
+    }
+}
