@@ -1,1 +1,806 @@
-//! The embedded `local` provider: each sandbox a private directory on this machine, with real child processes. It is not an isolation boundary.
+//! The embedded `local` provider: each sandbox is a private directory on this machine, and its
+//! commands are real child processes. It needs no account and no network.
+//!
+//! **This is not an isolation boundary.** Processes run as the current user, on the host, with
+//! the host's filesystem, network and environment. Use it for development, tests and trusted code.
+//!
+//! What it does:
+//!
+//! - Each sandbox is a fresh directory (mode `0700`) under [`LocalProvider::with_root`] (by default
+//!   `sandbox-sdk-local/` in the system temp directory), with a uuid id. Its user-visible directory
+//!   is `<root>/<id>/work`; process output of background commands goes to `<root>/<id>/state`,
+//!   outside the work directory.
+//! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
+//!   directory, which is also every command's default cwd. An absolute path is a host path, used
+//!   as is.
+//! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
+//!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
+//!   processes keep running and directories stay until removed.
+//! - Exec runs each command in its own process group (`setpgid`), with the inherited environment
+//!   plus [`CreateSpec::env`](crate::CreateSpec) plus [`Command::env`]. Stdout and stderr are
+//!   streamed live and apart, read only as the stream is polled (a slow reader slows the child).
+//!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group.
+//! - Background commands write stdout and stderr to files in the state directory, so nothing blocks
+//!   when nobody reads; their handles (and [`Sandbox::attach`]) poll those files every few
+//!   milliseconds, and are marked as emulated streaming.
+//! - Pause sends `SIGSTOP` to every process group of the sandbox, resume sends `SIGCONT`; memory is
+//!   kept. While paused, `exec` fails with `NotRunning`; files stay reachable.
+//! - Preview links are `http://127.0.0.1:{port}`: nothing is proxied, the port is the host's.
+//!
+//! What it does not do (each is `Unsupported` in [`CAPABILITIES`] and fails with `NotSupported`):
+//! stop, time to live (`set_timeout`; [`CreateSpec::timeout`](crate::CreateSpec) is ignored), pty,
+//! running as another user, file watching, code interpreter, egress control, SSH, proxied fetch,
+//! snapshots, fork, volumes, GPUs, regions, secrets, metrics, usage. A
+//! [`CreateSpec::template`](crate::CreateSpec) is refused with `NotSupported`; `resources` and
+//! `region` are ignored.
+//!
+//! ```no_run
+//! use sandbox_sdk_core::local::LocalProvider;
+//! use sandbox_sdk_core::prelude::*;
+//! use sandbox_sdk_core::{Command, CreateSpec};
+//!
+//! # async fn demo() -> sandbox_sdk_core::Result<()> {
+//! let provider = LocalProvider::new();
+//! let sandbox = provider.create(&CreateSpec::new()).await?;
+//! let out = sandbox.run(&Command::shell("echo hi; exit 3")).await?;
+//! assert_eq!(out.stdout_lossy(), "hi\n");
+//! assert_eq!(out.status.code, Some(3));
+//! sandbox.destroy().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod fs;
+mod process;
+
+use crate::access::{PreviewLink, SshAccess};
+use crate::capability::{Capabilities, Flags, Level, PreviewModel};
+use crate::error::{Error, ErrorKind, Result};
+use crate::exec::{Command, Process, ProcessInfo, Stdin};
+use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody, validate_path};
+use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SandboxState, SnapshotInfo};
+use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
+use async_trait::async_trait;
+use bytes::Bytes;
+use nix::sys::signal::Signal;
+use process::{ForegroundGuard, GroupControl, ProcState};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+/// The provider's name.
+const NAME: &str = "local";
+
+/// What the `local` provider does. Everything not listed as native here is unsupported.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    list: Level::Native,
+    pause: Level::Native,
+    background: Level::Native,
+    streaming: Level::Native,
+    kill_process: Level::Native,
+    stdin: Level::Native,
+    files_upload: Level::Native,
+    expose_port: Level::Native,
+    flags: Flags {
+        preserves_memory_on_pause: true,
+        preserves_disk_on_stop: false,
+        per_command_env_cwd: true,
+        exit_code_native: true,
+        preview_model: PreviewModel::Localhost,
+    },
+    ..Capabilities::NONE
+};
+
+/// Every live local sandbox of this process, by id.
+static REGISTRY: LazyLock<Mutex<HashMap<String, Arc<Inner>>>> = LazyLock::new(Default::default);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Makes local sandboxes: private directories on this machine with real child processes.
+/// Not an isolation boundary; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct LocalProvider {
+    root: PathBuf,
+}
+
+impl Default for LocalProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocalProvider {
+    /// A provider keeping sandboxes under `sandbox-sdk-local/` in the system temp directory.
+    pub fn new() -> Self {
+        LocalProvider {
+            root: std::env::temp_dir().join("sandbox-sdk-local"),
+        }
+    }
+
+    /// A provider keeping sandbox directories under `root` (created on first use).
+    pub fn with_root(root: impl Into<PathBuf>) -> Self {
+        LocalProvider { root: root.into() }
+    }
+
+    /// Where this provider creates sandbox directories.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Creates a sandbox and returns it as its concrete type.
+    pub async fn create_local(&self, spec: &CreateSpec) -> Result<LocalSandbox> {
+        self.create_inner(spec)
+            .await
+            .map_err(|e| e.or_context(NAME, "create", None))
+    }
+
+    /// Finds a live sandbox of this process by id, as its concrete type.
+    pub fn connect_local(&self, id: &str) -> Result<LocalSandbox> {
+        match lock(&REGISTRY).get(id) {
+            Some(inner) => Ok(LocalSandbox {
+                inner: inner.clone(),
+            }),
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no local sandbox with id {id:?} in this process"),
+            )
+            .or_context(NAME, "connect", Some(id))),
+        }
+    }
+
+    async fn create_inner(&self, spec: &CreateSpec) -> Result<LocalSandbox> {
+        if let Some(template) = &spec.template {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                format!("local sandboxes have no templates (asked for {template:?})"),
+            ));
+        }
+        for (key, value) in &spec.env {
+            crate::exec::validate_env_name(key)?;
+            if value.contains('\0') {
+                return Err(Error::validation(format!(
+                    "value of environment variable {key} contains a NUL byte"
+                )));
+            }
+        }
+        if let Some(key) = &spec.idempotency_key {
+            let registry = lock(&REGISTRY);
+            if let Some(inner) = registry
+                .values()
+                .find(|i| i.idempotency_key.as_deref() == Some(key.as_str()))
+            {
+                return Ok(LocalSandbox {
+                    inner: inner.clone(),
+                });
+            }
+        }
+        let root = self.root.clone();
+        let id = uuid::Uuid::new_v4().to_string();
+        let base = root.join(&id);
+        let (work, state) = (base.join("work"), base.join("state"));
+        let dirs = {
+            let (base, work, state) = (base.clone(), work.clone(), state.clone());
+            move || -> std::io::Result<u32> {
+                use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&root)?;
+                let mut builder = std::fs::DirBuilder::new();
+                builder.mode(0o700);
+                builder.create(&base)?;
+                builder.create(&work)?;
+                builder.create(&state)?;
+                Ok(std::fs::metadata(&base)?.uid())
+            }
+        };
+        let uid = tokio::task::spawn_blocking(dirs)
+            .await
+            .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))?
+            .map_err(|e| fs::io_error(e, "cannot create sandbox directory", &base_shown(&base)))?;
+        let inner = Arc::new(Inner {
+            id: id.clone(),
+            base,
+            work,
+            state,
+            uid,
+            created_at: SystemTime::now(),
+            metadata: spec.metadata.clone(),
+            env: spec.env.clone(),
+            idempotency_key: spec.idempotency_key.clone(),
+            destroyed: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            processes: Mutex::new(BTreeMap::new()),
+            next_output: std::sync::atomic::AtomicU64::new(0),
+        });
+        lock(&REGISTRY).insert(id, inner.clone());
+        Ok(LocalSandbox { inner })
+    }
+}
+
+fn base_shown(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+#[async_trait]
+impl Provider for LocalProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.create_local(spec).await?))
+    }
+
+    async fn connect(&self, id: &str) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.connect_local(id)?))
+    }
+
+    fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
+        let mut infos: Vec<SandboxInfo> = lock(&REGISTRY)
+            .values()
+            .map(|inner| inner.info())
+            .filter(|info| filter.matches(info))
+            .collect();
+        infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Box::pin(futures::stream::iter(infos.into_iter().map(Ok)))
+    }
+}
+
+/// One local sandbox. Handles are cheap to clone and share the sandbox; dropping one does not
+/// destroy it (call [`Sandbox::destroy`]).
+#[derive(Clone)]
+pub struct LocalSandbox {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LocalSandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalSandbox")
+            .field("id", &self.inner.id)
+            .field("dir", &self.inner.work)
+            .field("destroyed", &self.inner.destroyed.load(Ordering::SeqCst))
+            .finish()
+    }
+}
+
+struct Inner {
+    id: String,
+    /// `<root>/<id>`: removed by destroy.
+    base: PathBuf,
+    /// The user-visible directory and default cwd.
+    work: PathBuf,
+    /// Background output files.
+    state: PathBuf,
+    /// The uid owning the sandbox (the current user).
+    uid: u32,
+    created_at: SystemTime,
+    metadata: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
+    idempotency_key: Option<String>,
+    destroyed: AtomicBool,
+    paused: AtomicBool,
+    /// Every process started and not yet forgotten, by pid.
+    processes: Mutex<BTreeMap<u32, Arc<ProcState>>>,
+    next_output: std::sync::atomic::AtomicU64,
+}
+
+impl Inner {
+    fn info(&self) -> SandboxInfo {
+        let state = if self.destroyed.load(Ordering::SeqCst) {
+            SandboxState::Destroyed
+        } else if self.paused.load(Ordering::SeqCst) {
+            SandboxState::Paused
+        } else {
+            SandboxState::Running
+        };
+        let mut info = SandboxInfo::new(&self.id, NAME, state);
+        info.raw_state = Some(state.as_str().to_owned());
+        info.metadata = self.metadata.clone();
+        info.created_at = Some(self.created_at);
+        info
+    }
+
+    fn alive(&self) -> Result<()> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            Err(Error::new(
+                ErrorKind::NotFound,
+                format!("sandbox {} was destroyed", self.id),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn running(&self) -> Result<()> {
+        self.alive()?;
+        if self.paused.load(Ordering::SeqCst) {
+            Err(Error::new(
+                ErrorKind::NotRunning,
+                format!("sandbox {} is paused; resume it first", self.id),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Resolves a sandbox path: relative against the work directory, absolute as a host path.
+    fn resolve(&self, path: &str) -> Result<PathBuf> {
+        validate_path(path)?;
+        let p = Path::new(path);
+        Ok(if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.work.join(p)
+        })
+    }
+
+    fn forget(&self, pid: u32) {
+        lock(&self.processes).remove(&pid);
+    }
+
+    fn signal_all(&self, signal: Signal) {
+        let states: Vec<Arc<ProcState>> = lock(&self.processes).values().cloned().collect();
+        for state in states {
+            let _ = state.signal_group(signal);
+        }
+    }
+
+    fn is_current_user(&self, user: &str) -> bool {
+        if user == self.uid.to_string() {
+            return true;
+        }
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        passwd.lines().any(|line| {
+            let mut fields = line.split(':');
+            let name = fields.next();
+            let uid = fields.nth(1);
+            name == Some(user) && uid == Some(self.uid.to_string().as_str())
+        })
+    }
+
+    async fn exec(self: &Arc<Self>, command: &Command) -> Result<Process> {
+        command.validate()?;
+        self.running()?;
+        if command.pty.is_some() {
+            return Err(Error::not_supported(NAME, "pty"));
+        }
+        if let Some(user) = &command.user
+            && !self.is_current_user(user)
+        {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                format!("local sandboxes run commands as the current user only, not as {user:?}"),
+            ));
+        }
+        let (cwd, cwd_shown) = match &command.cwd {
+            Some(c) => (self.resolve(c)?, c.clone()),
+            None => (self.work.clone(), ".".to_owned()),
+        };
+        match tokio::fs::metadata(&cwd).await {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::validation(format!(
+                    "working directory {cwd_shown} is not a directory"
+                )));
+            }
+            Err(e) => return Err(fs::io_error(e, "working directory", &cwd_shown)),
+        }
+        let program = &command.argv[0];
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&command.argv[1..])
+            .current_dir(&cwd)
+            .envs(&self.env)
+            .envs(&command.env)
+            .process_group(0)
+            .stdin(if command.stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        let output_files = if command.background {
+            let n = self.next_output.fetch_add(1, Ordering::SeqCst);
+            let out = self.state.join(format!("{n}.stdout"));
+            let err = self.state.join(format!("{n}.stderr"));
+            let create = |p: &Path| {
+                std::fs::File::create(p)
+                    .map_err(|e| fs::io_error(e, "cannot create output file", &base_shown(p)))
+            };
+            cmd.stdout(create(&out)?).stderr(create(&err)?);
+            Some((out, err))
+        } else {
+            cmd.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            None
+        };
+        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::new(
+                ErrorKind::NotFound,
+                format!("program {program:?} not found"),
+            )
+            .with_source(e),
+            _ => fs::io_error(e, "cannot start program", program),
+        })?;
+        let Some(pid) = child.id() else {
+            return Err(Error::new(
+                ErrorKind::Provider,
+                format!("program {program:?} exited before its pid was known"),
+            ));
+        };
+        let pgid = i32::try_from(pid)
+            .map_err(|_| Error::new(ErrorKind::Provider, format!("pid {pid} out of range")))?;
+        let state = Arc::new(ProcState::new(
+            pgid,
+            command.argv.clone(),
+            cwd_shown,
+            command.tag.clone(),
+            output_files,
+            command.timeout,
+        ));
+        lock(&self.processes).insert(pid, state.clone());
+        // Destroy sets the flag before it kills what it finds in the table: either it saw this
+        // process, or we see the flag now.
+        if self.destroyed.load(Ordering::SeqCst) {
+            let _ = state.signal_group(Signal::SIGKILL);
+            self.forget(pid);
+            self.alive()?;
+        }
+        let stdin = child.stdin.take().map(Stdin::new);
+        let watchdog = process::watchdog(&state);
+        let control = Arc::new(GroupControl(state.clone()));
+        if let Some((out, err)) = &state.output {
+            let (out, err) = (open_output(out).await, open_output(err).await);
+            process::reap_in_background(child, state.clone(), watchdog);
+            let events = process::tail_stream(out?, err?, state);
+            return Ok(
+                Process::new(pid.to_string(), events, stdin, control).with_emulated_streaming()
+            );
+        }
+        let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+            let _ = state.signal_group(Signal::SIGKILL);
+            self.forget(pid);
+            return Err(Error::new(
+                ErrorKind::Provider,
+                "child started without its output pipes",
+            ));
+        };
+        let weak = Arc::downgrade(self);
+        let guard = ForegroundGuard {
+            state,
+            watchdog,
+            on_drop: Some(Box::new(move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.forget(pid);
+                }
+            })),
+        };
+        let events = process::foreground_stream(child, out, err, guard);
+        Ok(Process::new(pid.to_string(), events, stdin, control))
+    }
+
+    fn find_process(&self, pid: &str) -> Result<Arc<ProcState>> {
+        let found = pid
+            .parse::<u32>()
+            .ok()
+            .and_then(|n| lock(&self.processes).get(&n).cloned());
+        found.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("no process {pid:?} in sandbox {}", self.id),
+            )
+        })
+    }
+
+    async fn attach(&self, pid: &str) -> Result<Process> {
+        self.alive()?;
+        let state = self.find_process(pid)?;
+        let Some((out, err)) = &state.output else {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("process {pid} runs in the foreground; its output belongs to its handle"),
+            ));
+        };
+        let mut out = open_output(out).await?;
+        let mut err = open_output(err).await?;
+        use tokio::io::AsyncSeekExt;
+        // Output from now on, as `Sandbox::attach` promises.
+        out.seek(std::io::SeekFrom::End(0))
+            .await
+            .map_err(|e| fs::io_error(e, "cannot read output of process", pid))?;
+        err.seek(std::io::SeekFrom::End(0))
+            .await
+            .map_err(|e| fs::io_error(e, "cannot read output of process", pid))?;
+        let control = Arc::new(GroupControl(state.clone()));
+        let events = process::tail_stream(out, err, state);
+        Ok(Process::new(pid, events, None, control).with_emulated_streaming())
+    }
+}
+
+async fn open_output(path: &Path) -> Result<tokio::fs::File> {
+    tokio::fs::File::open(path)
+        .await
+        .map_err(|e| fs::io_error(e, "cannot open output file", &base_shown(path)))
+}
+
+impl LocalSandbox {
+    /// The sandbox's working directory on the host (relative paths resolve against it).
+    pub fn dir(&self) -> &Path {
+        &self.inner.work
+    }
+
+    fn ctx(&self, op: &str) -> impl FnOnce(Error) -> Error + '_ {
+        let id = self.inner.id.as_str();
+        let op = op.to_owned();
+        move |e| e.or_context(NAME, &op, Some(id))
+    }
+
+    fn unsupported<T>(&self, op: &str) -> Result<T> {
+        Err(Error::not_supported(NAME, op).with_sandbox_id(&self.inner.id))
+    }
+
+    async fn files_op<T, F, Fut>(&self, op: &str, f: F) -> Result<T>
+    where
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        async {
+            self.inner.alive()?;
+            f(self.inner.clone()).await
+        }
+        .await
+        .map_err(self.ctx(op))
+    }
+
+    async fn destroy_inner(&self) -> Result<()> {
+        let inner = &self.inner;
+        if inner.destroyed.swap(true, Ordering::SeqCst) {
+            return inner.alive();
+        }
+        lock(&REGISTRY).remove(&inner.id);
+        inner.signal_all(Signal::SIGKILL);
+        let base = inner.base.clone();
+        // A dying process may still create a file for a moment; try a few times.
+        let mut last = None;
+        for _ in 0..5 {
+            match tokio::fs::remove_dir_all(&base).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        match last {
+            Some(e) => Err(fs::io_error(
+                e,
+                "cannot remove sandbox directory",
+                &base_shown(&base),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn set_paused(&self, paused: bool) -> Result<()> {
+        let inner = &self.inner;
+        inner.alive()?;
+        inner.paused.store(paused, Ordering::SeqCst);
+        let states: Vec<Arc<ProcState>> = lock(&inner.processes).values().cloned().collect();
+        let signal = if paused {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGCONT
+        };
+        for state in states.iter().filter(|s| s.finished().is_none()) {
+            state.signal_group(signal)?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Sandbox for LocalSandbox {
+    fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    fn provider(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    async fn info(&self) -> Result<SandboxInfo> {
+        self.inner.alive().map_err(self.ctx("info"))?;
+        Ok(self.inner.info())
+    }
+
+    async fn exec(&self, command: &Command) -> Result<Process> {
+        self.inner.exec(command).await.map_err(self.ctx("exec"))
+    }
+
+    async fn processes(&self) -> Result<Vec<ProcessInfo>> {
+        self.inner.alive().map_err(self.ctx("processes"))?;
+        let procs = lock(&self.inner.processes);
+        Ok(procs
+            .iter()
+            .filter(|(_, s)| s.output.is_some())
+            .map(|(pid, s)| ProcessInfo {
+                pid: pid.to_string(),
+                tag: s.tag.clone(),
+                argv: s.argv.clone(),
+                cwd: Some(s.cwd.clone()),
+                running: s.finished().is_none(),
+            })
+            .collect())
+    }
+
+    async fn attach(&self, pid: &str) -> Result<Process> {
+        self.inner.attach(pid).await.map_err(self.ctx("attach"))
+    }
+
+    async fn kill_process(&self, pid: &str) -> Result<()> {
+        let inner = &self.inner;
+        async {
+            inner.alive()?;
+            let state = inner.find_process(pid)?;
+            if state.finished().is_none() {
+                state.signal_group(Signal::SIGKILL)?;
+            }
+            Ok(())
+        }
+        .await
+        .map_err(self.ctx("kill_process"))
+    }
+
+    async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
+        self.files_op("upload", |inner| async move {
+            let target = inner.resolve(path)?;
+            let bytes = fs::write_from(&target, path, body).await?;
+            Ok(Transfer {
+                bytes,
+                emulated: false,
+            })
+        })
+        .await
+    }
+
+    async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
+        self.files_op("write_file", |inner| async move {
+            let target = inner.resolve(path)?;
+            let bytes = fs::write_from(&target, path, &data[..]).await?;
+            Ok(Transfer {
+                bytes,
+                emulated: false,
+            })
+        })
+        .await
+    }
+
+    async fn download(&self, path: &str) -> Result<Download> {
+        let id = self.inner.id.clone();
+        self.files_op("download", |inner| async move {
+            let target = inner.resolve(path)?;
+            let stream = fs::download(&target, path).await?;
+            let stream = futures::TryStreamExt::map_err(stream, move |e| {
+                e.or_context(NAME, "download", Some(&id))
+            });
+            Ok(Download::new(Box::pin(stream)))
+        })
+        .await
+    }
+
+    async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
+        self.files_op("list_files", |inner| async move {
+            let target = inner.resolve(path)?;
+            fs::list(&target, path, options.depth.max(1)).await
+        })
+        .await
+    }
+
+    async fn stat(&self, path: &str) -> Result<FileInfo> {
+        self.files_op("stat", |inner| async move {
+            let target = inner.resolve(path)?;
+            fs::stat(&target, path).await
+        })
+        .await
+    }
+
+    async fn mkdir(&self, path: &str) -> Result<()> {
+        self.files_op("mkdir", |inner| async move {
+            let target = inner.resolve(path)?;
+            fs::mkdir(&target, path).await
+        })
+        .await
+    }
+
+    async fn remove(&self, path: &str) -> Result<()> {
+        self.files_op("remove", |inner| async move {
+            let target = inner.resolve(path)?;
+            fs::remove(&target, path).await
+        })
+        .await
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.files_op("rename", |inner| async move {
+            let (source, target) = (inner.resolve(from)?, inner.resolve(to)?);
+            fs::rename(&source, from, &target, to).await
+        })
+        .await
+    }
+
+    async fn watch(&self, _path: &str, _recursive: bool) -> Result<FileEventStream> {
+        self.unsupported("watch")
+    }
+
+    async fn stop(&self) -> Result<()> {
+        self.unsupported("stop")
+    }
+
+    /// Sends `SIGSTOP` to every process group of the sandbox; `exec` then fails until resumed.
+    async fn pause(&self) -> Result<()> {
+        self.set_paused(true).map_err(self.ctx("pause"))
+    }
+
+    /// Sends `SIGCONT` to every process group of the sandbox.
+    async fn resume(&self) -> Result<()> {
+        self.set_paused(false).map_err(self.ctx("resume"))
+    }
+
+    /// Kills every process of the sandbox (foreground and background), removes its directory and
+    /// forgets it. A second destroy is `NotFound`.
+    async fn destroy(&self) -> Result<()> {
+        self.destroy_inner().await.map_err(self.ctx("destroy"))
+    }
+
+    async fn set_timeout(&self, _timeout: Duration) -> Result<()> {
+        self.unsupported("set_timeout")
+    }
+
+    /// `http://127.0.0.1:{port}`, no token: the port is the host's own.
+    async fn preview_link(&self, port: u16) -> Result<PreviewLink> {
+        async {
+            self.inner.alive()?;
+            if port == 0 {
+                return Err(Error::validation("port 0 cannot be exposed"));
+            }
+            Ok(PreviewLink {
+                url: format!("http://127.0.0.1:{port}"),
+                port,
+                headers: BTreeMap::new(),
+                token: None,
+                expires_at: None,
+            })
+        }
+        .await
+        .map_err(self.ctx("preview_link"))
+    }
+
+    async fn ssh_access(&self, _ttl: Duration) -> Result<SshAccess> {
+        self.unsupported("ssh_access")
+    }
+
+    async fn fork(&self) -> Result<Box<dyn Sandbox>> {
+        self.unsupported("fork")
+    }
+
+    async fn snapshot(&self, _name: Option<&str>) -> Result<SnapshotInfo> {
+        self.unsupported("snapshot")
+    }
+
+    async fn metrics(&self) -> Result<Metrics> {
+        self.unsupported("metrics")
+    }
+}

@@ -1,0 +1,669 @@
+//! Behaviour of the embedded `local` provider, against real child processes and a real filesystem.
+#![cfg(feature = "local")]
+
+use futures::StreamExt;
+use sandbox_sdk_core::local::{CAPABILITIES, LocalProvider, LocalSandbox};
+use sandbox_sdk_core::prelude::*;
+use sandbox_sdk_core::{
+    Capability, Command, CreateSpec, ErrorKind, FileKind, Level, ListFilter, ListOptions,
+    PreviewModel, Process, ProcessEvent, PtySize, SandboxState,
+};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+async fn sandbox() -> LocalSandbox {
+    LocalProvider::new()
+        .create_local(&CreateSpec::new())
+        .await
+        .expect("create a local sandbox")
+}
+
+/// Whether process `pid` is gone (no entry in /proc, or a zombie awaiting its reaper).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Whether process `pid` is stopped by a signal.
+fn stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('T'))
+    })
+}
+
+/// Polls `condition` every 10ms for up to 10s.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("still not true after 10s: {what}");
+}
+
+/// Reads stdout events until `lines` complete lines arrived; returns them.
+async fn read_lines(process: &mut Process, lines: usize) -> Vec<String> {
+    let mut text = String::new();
+    while text.matches('\n').count() < lines {
+        match process.next_event().await {
+            Some(Ok(ProcessEvent::Stdout(b))) => text.push_str(&String::from_utf8_lossy(&b)),
+            Some(Ok(ProcessEvent::Stderr(_))) => {}
+            other => panic!("expected output, got {other:?}"),
+        }
+    }
+    text.lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn exec_keeps_stdout_and_stderr_apart_and_reports_the_exit_code() {
+    let sb = sandbox().await;
+    let out = sb
+        .run(&Command::shell(
+            "printf out1; printf err1 >&2; printf out2; exit 3",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(&out.stdout[..], b"out1out2");
+    assert_eq!(&out.stderr[..], b"err1");
+    assert_eq!(out.status.code, Some(3));
+    assert_eq!(out.status.signal, None);
+    assert!(!out.status.emulated);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn output_streams_before_the_process_ends() {
+    let sb = sandbox().await;
+    let mut p = sb
+        .exec(&Command::shell("echo ready; exec sleep 100"))
+        .await
+        .unwrap();
+    assert_eq!(read_lines(&mut p, 1).await, ["ready"]);
+    p.kill().await.unwrap();
+    let status = p.wait().await.unwrap();
+    assert_eq!(status.signal, Some(9));
+    assert_eq!(status.code, None);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn env_and_cwd_apply_and_relative_paths_resolve_in_the_sandbox() {
+    let sb = LocalProvider::new()
+        .create_local(&CreateSpec::new().env("FROM_SPEC", "spec value"))
+        .await
+        .unwrap();
+    sb.mkdir("sub/dir").await.unwrap();
+    let out = sb
+        .run(
+            &Command::shell(
+                "printf '%s|%s|' \"$FROM_SPEC\" \"$FROM_CMD\"; pwd; echo made > here.txt",
+            )
+            .cwd("sub/dir")
+            .env("FROM_CMD", "it's $HOME `x` \"q\""),
+        )
+        .await
+        .unwrap();
+    let expected_dir = sb.dir().join("sub/dir").canonicalize().unwrap();
+    assert_eq!(
+        out.stdout_lossy(),
+        format!(
+            "spec value|it's $HOME `x` \"q\"|{}\n",
+            expected_dir.display()
+        )
+    );
+    assert_eq!(
+        sb.read_to_string("sub/dir/here.txt").await.unwrap(),
+        "made\n"
+    );
+    // The default cwd is the sandbox directory.
+    let out = sb.run(&Command::new("pwd")).await.unwrap();
+    assert_eq!(
+        out.stdout_lossy().trim_end(),
+        sb.dir().canonicalize().unwrap().display().to_string()
+    );
+    // A missing cwd is NotFound naming it, and nothing runs.
+    let err = sb
+        .exec(&Command::new("pwd").cwd("no/such/dir"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn stdin_round_trips_and_defaults_to_dev_null() {
+    let sb = sandbox().await;
+    let mut p = sb.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = p.take_stdin().expect("stdin was asked for");
+    stdin.write_all(b"hello\n\x00\xffworld").await.unwrap();
+    stdin.shutdown().await.unwrap();
+    drop(stdin);
+    let out = p.output().await.unwrap();
+    assert_eq!(&out.stdout[..], b"hello\n\x00\xffworld");
+    assert!(out.status.success());
+
+    let mut p = sb.exec(&Command::new("cat")).await.unwrap();
+    assert!(p.take_stdin().is_none());
+    let out = p.output().await.unwrap();
+    assert!(out.stdout.is_empty());
+    assert!(out.status.success());
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn kill_takes_down_the_whole_process_tree() {
+    let sb = sandbox().await;
+    let mut p = sb
+        .exec(&Command::shell("sleep 100 & echo $!; echo $$; sleep 100"))
+        .await
+        .unwrap();
+    let pids: Vec<i32> = read_lines(&mut p, 2)
+        .await
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|pid| !gone(*pid)));
+    p.kill().await.unwrap();
+    let status = p.wait().await.unwrap();
+    assert_eq!(status.signal, Some(9));
+    for pid in pids {
+        eventually(&format!("process {pid} is gone"), || gone(pid)).await;
+    }
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_foreground_handle_kills_its_process_group() {
+    let sb = sandbox().await;
+    let mut p = sb
+        .exec(&Command::shell("sleep 100 & echo $!; sleep 100"))
+        .await
+        .unwrap();
+    let child: i32 = read_lines(&mut p, 1).await[0].parse().unwrap();
+    let leader: i32 = p.pid().parse().unwrap();
+    drop(p);
+    eventually("the dropped process's group is gone", || {
+        gone(child) && gone(leader)
+    })
+    .await;
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_process_timeout_kills_the_group_and_ends_with_a_timeout_error() {
+    let sb = sandbox().await;
+    let mut p = sb
+        .exec(&Command::shell("sleep 100 & echo $!; sleep 100").timeout(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    let child: i32 = read_lines(&mut p, 1).await[0].parse().unwrap();
+    let err = p.wait().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    let text = err.to_string();
+    assert!(
+        text.contains("sleep 100") && text.contains("300ms"),
+        "{text}"
+    );
+    eventually("the timed-out group is gone", || gone(child)).await;
+
+    // A command that ends in time is not affected.
+    let out = sb
+        .run(&Command::new("true").timeout(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn background_processes_outlive_their_handle_and_can_be_listed_attached_and_killed() {
+    let sb = sandbox().await;
+    let mut p = sb
+        .exec(
+            &Command::shell("echo started; echo warn >&2; while :; do echo tick; sleep 0.02; done")
+                .background()
+                .tag("ticker"),
+        )
+        .await
+        .unwrap();
+    assert!(p.is_streaming_emulated());
+    let pid = p.pid().to_owned();
+    assert_eq!(read_lines(&mut p, 1).await[0], "started");
+    drop(p);
+
+    let listed = sb.processes().await.unwrap();
+    let info = listed.iter().find(|i| i.pid == pid).expect("listed");
+    assert!(info.running);
+    assert_eq!(info.tag.as_deref(), Some("ticker"));
+    assert_eq!(info.argv[0], "sh");
+
+    // Nothing reads the output, yet the process keeps running: attach sees new ticks (and only
+    // output from now on).
+    let mut attached = sb.attach(&pid).await.unwrap();
+    let lines = read_lines(&mut attached, 2).await;
+    assert!(lines.iter().any(|l| l == "tick"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l == "started"), "{lines:?}");
+
+    sb.kill_process(&pid).await.unwrap();
+    let mut status = None;
+    while let Some(event) = attached.next().await {
+        if let ProcessEvent::Exit(s) = event.unwrap() {
+            status = Some(s);
+        }
+    }
+    assert_eq!(status.unwrap().signal, Some(9));
+    let listed = sb.processes().await.unwrap();
+    assert!(!listed.iter().find(|i| i.pid == pid).unwrap().running);
+
+    // Attaching to a finished process gives its exit at once.
+    let status = sb.attach(&pid).await.unwrap().wait().await.unwrap();
+    assert_eq!(status.signal, Some(9));
+
+    let err = sb.kill_process("999999999").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(err.to_string().contains("999999999"), "{err}");
+    assert_eq!(
+        sb.attach("not-a-pid").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_background_handle_streams_the_whole_output_and_the_exit() {
+    let sb = sandbox().await;
+    let p = sb
+        .exec(&Command::shell("echo one; echo two >&2; exit 4").background())
+        .await
+        .unwrap();
+    let out = p.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "one\n");
+    assert_eq!(out.stderr_lossy(), "two\n");
+    assert_eq!(out.status.code, Some(4));
+
+    let p = sb
+        .exec(
+            &Command::new("sleep")
+                .arg("100")
+                .background()
+                .timeout(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.wait().await.unwrap_err().kind(), ErrorKind::Timeout);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn files_round_trip_every_byte_value_and_large_streams() {
+    let sb = sandbox().await;
+    let all: Vec<u8> = (0..=255u8).collect();
+    let t = sb
+        .write_file("bin/all-bytes", Bytes::from(all.clone()))
+        .await
+        .unwrap();
+    assert_eq!(t.bytes, 256);
+    assert!(!t.emulated);
+    assert_eq!(&sb.read_file("bin/all-bytes").await.unwrap()[..], &all[..]);
+    // A command sees the same bytes.
+    let out = sb
+        .run(&Command::new("cat").arg("bin/all-bytes"))
+        .await
+        .unwrap();
+    assert_eq!(&out.stdout[..], &all[..]);
+
+    let big: Vec<u8> = (0..5 * 1024 * 1024 + 17)
+        .map(|i: usize| (i * 31 % 251) as u8)
+        .collect();
+    let t = sb
+        .upload(
+            "deep/er/big.bin",
+            Box::pin(std::io::Cursor::new(big.clone())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.bytes, big.len() as u64);
+    let mut download = sb.download("deep/er/big.bin").await.unwrap();
+    assert!(!download.is_emulated());
+    let mut got = Vec::new();
+    let mut chunks = 0;
+    while let Some(chunk) = download.next().await {
+        let chunk = chunk.unwrap();
+        assert!(chunk.len() <= 64 * 1024);
+        chunks += 1;
+        got.extend_from_slice(&chunk);
+    }
+    assert!(chunks > 1);
+    assert!(got == big, "downloaded bytes differ");
+
+    // Upload replaces an existing file.
+    sb.write_file("deep/er/big.bin", Bytes::from_static(b"small"))
+        .await
+        .unwrap();
+    assert_eq!(sb.read_to_string("deep/er/big.bin").await.unwrap(), "small");
+    let info = sb.stat("deep/er/big.bin").await.unwrap();
+    assert_eq!(
+        (info.kind, info.size, info.name.as_str()),
+        (FileKind::File, 5, "big.bin")
+    );
+
+    sb.rename("deep/er/big.bin", "moved/here.bin")
+        .await
+        .unwrap();
+    assert!(!sb.exists("deep/er/big.bin").await.unwrap());
+    assert_eq!(sb.read_to_string("moved/here.bin").await.unwrap(), "small");
+    sb.remove("deep").await.unwrap();
+    assert!(!sb.exists("deep/er").await.unwrap());
+    sb.mkdir("moved").await.unwrap();
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn missing_files_are_not_found_naming_the_path() {
+    let sb = sandbox().await;
+    for err in [
+        sb.read_file("missing/file.txt").await.unwrap_err(),
+        sb.stat("missing/file.txt").await.unwrap_err(),
+        sb.remove("missing/file.txt").await.unwrap_err(),
+        sb.rename("missing/file.txt", "x").await.unwrap_err(),
+        sb.list_files("missing/file.txt", ListOptions::default())
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains("missing/file.txt"), "{err}");
+        assert_eq!(err.provider(), Some("local"));
+        assert_eq!(err.sandbox_id(), Some(sb.id()));
+    }
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_files_descends_to_the_requested_depth() {
+    let sb = sandbox().await;
+    sb.write_file("a/b/c/deep.txt", Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    sb.write_file("a/top.txt", Bytes::from_static(b"xy"))
+        .await
+        .unwrap();
+    let paths = |infos: Vec<sandbox_sdk_core::FileInfo>| -> Vec<String> {
+        infos.into_iter().map(|i| i.path).collect()
+    };
+    let one = sb.list_files("a", ListOptions { depth: 1 }).await.unwrap();
+    assert_eq!(paths(one.clone()), ["a/b", "a/top.txt"]);
+    assert_eq!(one[0].kind, FileKind::Dir);
+    assert_eq!((one[1].kind, one[1].size), (FileKind::File, 2));
+    let two = sb.list_files("a", ListOptions { depth: 2 }).await.unwrap();
+    assert_eq!(paths(two), ["a/b", "a/b/c", "a/top.txt"]);
+    let all = sb.list_files("a", ListOptions { depth: 10 }).await.unwrap();
+    assert_eq!(paths(all), ["a/b", "a/b/c", "a/b/c/deep.txt", "a/top.txt"]);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_non_utf8_file_name_is_a_validation_error_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = sandbox().await;
+    sb.mkdir("odd").await.unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"bad\xffname");
+    std::fs::write(sb.dir().join("odd").join(name), b"x").unwrap();
+    let err = sb
+        .list_files("odd", ListOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert!(err.to_string().contains("bad\u{fffd}name"), "{err}");
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_commands_are_rejected_before_anything_runs() {
+    let sb = sandbox().await;
+    let cases = [
+        (Command::default(), ErrorKind::Validation),
+        (Command::new(""), ErrorKind::Validation),
+        (Command::new("echo").arg("a\0b"), ErrorKind::Validation),
+        (
+            Command::new("echo").env("BAD-NAME", "v"),
+            ErrorKind::Validation,
+        ),
+        (
+            Command::new("echo").pty(PtySize::default()),
+            ErrorKind::NotSupported,
+        ),
+        (
+            Command::new("echo").user("no-such-user-here"),
+            ErrorKind::NotSupported,
+        ),
+        (
+            Command::new("definitely-not-a-program-xyz"),
+            ErrorKind::NotFound,
+        ),
+    ];
+    for (command, kind) in cases {
+        let err = sb.exec(&command).await.unwrap_err();
+        assert_eq!(err.kind(), kind, "{command:?}: {err}");
+        assert_eq!(err.provider(), Some("local"));
+        assert_eq!(err.sandbox_id(), Some(sb.id()));
+    }
+    let err = sb
+        .exec(&Command::new("definitely-not-a-program-xyz"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("definitely-not-a-program-xyz"),
+        "{err}"
+    );
+    assert_eq!(
+        sb.write_file("a\0b", Bytes::new())
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Validation
+    );
+    assert_eq!(sb.stat("").await.unwrap_err().kind(), ErrorKind::Validation);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn connect_finds_sandboxes_across_providers_and_rejects_unknown_ids() {
+    let sb = LocalProvider::new()
+        .create_local(&CreateSpec::new().metadata("suite", "connect-test"))
+        .await
+        .unwrap();
+    sb.write_file("f", Bytes::from_static(b"shared"))
+        .await
+        .unwrap();
+    let other: Box<dyn Sandbox> = LocalProvider::new().connect(sb.id()).await.unwrap();
+    assert_eq!(other.read_to_string("f").await.unwrap(), "shared");
+    let info = other.info().await.unwrap();
+    assert_eq!(info.state, SandboxState::Running);
+    assert_eq!(info.provider, "local");
+    assert_eq!(info.template, None);
+    assert!(info.created_at.is_some());
+    assert_eq!(info.metadata["suite"], "connect-test");
+
+    let listed = LocalProvider::new()
+        .list_all(&ListFilter::new().metadata("suite", "connect-test"))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, sb.id());
+
+    let err = LocalProvider::new()
+        .connect("no-such-id")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(err.to_string().contains("no-such-id"), "{err}");
+    other.destroy().await.unwrap();
+    assert!(
+        LocalProvider::new()
+            .list_all(&ListFilter::new().metadata("suite", "connect-test"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn destroy_kills_everything_removes_the_directory_and_only_works_once() {
+    let sb = sandbox().await;
+    let dir = sb.dir().to_owned();
+    let bg = sb
+        .exec(&Command::new("sleep").arg("100").background())
+        .await
+        .unwrap();
+    let bg_pid: i32 = bg.pid().parse().unwrap();
+    let fg = sb.exec(&Command::new("sleep").arg("100")).await.unwrap();
+    let fg_pid: i32 = fg.pid().parse().unwrap();
+    sb.destroy().await.unwrap();
+    assert!(!dir.exists());
+    eventually("every process of the sandbox is gone", || {
+        gone(bg_pid) && gone(fg_pid)
+    })
+    .await;
+    assert_eq!(fg.wait().await.unwrap().signal, Some(9));
+
+    let err = sb.destroy().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(err.to_string().contains("was destroyed"), "{err}");
+    for err in [
+        sb.exec(&Command::new("true")).await.unwrap_err(),
+        sb.write_file("x", Bytes::new()).await.unwrap_err(),
+        sb.read_file("x").await.unwrap_err(),
+        sb.info().await.unwrap_err(),
+        sb.processes().await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains(sb.id()), "{err}");
+    }
+    assert_eq!(
+        LocalProvider::new()
+            .connect(sb.id())
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[tokio::test]
+async fn pause_stops_every_process_and_resume_continues_them() {
+    let sb = sandbox().await;
+    let p = sb
+        .exec(&Command::new("sleep").arg("100").background())
+        .await
+        .unwrap();
+    let pid: i32 = p.pid().parse().unwrap();
+    sb.pause().await.unwrap();
+    assert_eq!(sb.info().await.unwrap().state, SandboxState::Paused);
+    eventually("the process is stopped", || stopped(pid)).await;
+    let err = sb.exec(&Command::new("true")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotRunning);
+    sb.resume().await.unwrap();
+    assert_eq!(sb.info().await.unwrap().state, SandboxState::Running);
+    eventually("the process runs again", || !stopped(pid)).await;
+    assert!(
+        sb.run(&Command::new("true"))
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    sb.destroy().await.unwrap();
+    eventually("the process is gone", || gone(pid)).await;
+}
+
+#[tokio::test]
+async fn capabilities_are_honest_and_unsupported_operations_fail_fast() {
+    let sb = sandbox().await;
+    assert_eq!(sb.capabilities(), CAPABILITIES);
+    let caps = sb.capabilities();
+    assert!(caps.flags.preserves_memory_on_pause);
+    assert_eq!(caps.flags.preview_model, PreviewModel::Localhost);
+    let native = [
+        Capability::List,
+        Capability::Pause,
+        Capability::Background,
+        Capability::Streaming,
+        Capability::KillProcess,
+        Capability::Stdin,
+        Capability::FilesUpload,
+        Capability::ExposePort,
+    ];
+    for cap in Capability::ALL {
+        let expected = if native.contains(cap) {
+            Level::Native
+        } else {
+            Level::Unsupported
+        };
+        assert_eq!(caps.level(*cap), expected, "{cap}");
+    }
+    let link = sb.preview_link(8080).await.unwrap();
+    assert_eq!(link.url, "http://127.0.0.1:8080");
+    assert!(link.headers.is_empty() && link.token.is_none());
+
+    let errors = [
+        sb.watch(".", true).await.map(|_| ()).unwrap_err(),
+        sb.stop().await.unwrap_err(),
+        sb.set_timeout(Duration::from_secs(1)).await.unwrap_err(),
+        sb.ssh_access(Duration::from_secs(1))
+            .await
+            .map(|_| ())
+            .unwrap_err(),
+        sb.fork().await.map(|_| ()).unwrap_err(),
+        sb.snapshot(None).await.map(|_| ()).unwrap_err(),
+        sb.metrics().await.map(|_| ()).unwrap_err(),
+    ];
+    for err in errors {
+        assert_eq!(err.kind(), ErrorKind::NotSupported, "{err}");
+        assert_eq!(err.provider(), Some("local"));
+    }
+    let err = LocalProvider::new()
+        .create(&CreateSpec::new().template("python"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotSupported);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idempotency_key_returns_the_sandbox_already_made() {
+    let spec = CreateSpec::new().idempotency_key(format!("key-{}", std::process::id()));
+    let provider = LocalProvider::new();
+    let a = provider.create_local(&spec).await.unwrap();
+    let b = provider.create_local(&spec).await.unwrap();
+    assert_eq!(a.id(), b.id());
+    a.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn sandboxes_are_private_directories_under_the_chosen_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let sb = LocalProvider::with_root(root.path())
+        .create_local(&CreateSpec::new())
+        .await
+        .unwrap();
+    assert!(sb.dir().starts_with(root.path()));
+    let mode = std::fs::metadata(sb.dir()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let other = LocalProvider::with_root(root.path())
+        .create_local(&CreateSpec::new())
+        .await
+        .unwrap();
+    assert_ne!(sb.id(), other.id());
+    sb.destroy().await.unwrap();
+    other.destroy().await.unwrap();
+}
