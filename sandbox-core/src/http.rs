@@ -60,7 +60,7 @@ pub use multipart::Multipart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::{ByteStream, UploadBody};
 use bytes::Bytes;
-use error_response::{CallSite, redact_serde_message};
+use error_response::{CallSite, Stage, redact_serde_message};
 use futures::StreamExt;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::Serialize;
@@ -722,6 +722,31 @@ impl Request {
         self
     }
 
+    /// The credential values this request carries, to scrub from error bodies.
+    fn secrets(&self) -> Vec<String> {
+        let shared = &self.client.inner.shared;
+        let mut secrets = Vec::new();
+        let lines = shared
+            .headers
+            .iter()
+            .filter(|h| !h.auth || self.with_auth)
+            .chain(self.headers.iter().filter_map(|h| h.as_ref().ok()));
+        for line in lines.filter(|h| h.sensitive) {
+            let Ok(value) = line.value.to_str() else {
+                continue;
+            };
+            secrets.push(value.to_owned());
+            // `Bearer <token>`, `Basic <blob>`: the credential alone may be echoed too.
+            if let Some((_, credential)) = value.rsplit_once(' ') {
+                secrets.push(credential.to_owned());
+            }
+        }
+        secrets.retain(|s| s.len() >= MIN_SCRUBBED_SECRET_LEN);
+        // Longest first, so a whole `Bearer x` is replaced before its tail.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets
+    }
+
     fn path_for_messages(&self) -> String {
         match &self.url {
             Ok(url) => url.path().to_owned(),
@@ -745,6 +770,7 @@ impl Request {
     pub async fn send(self) -> Result<Response> {
         let site = self.call_site();
         let shared = self.client.inner.shared.clone();
+        let secrets = self.secrets();
         let prepared = self.prepare(&site, &shared)?;
         let started = Instant::now();
         let result = prepared.send().await;
@@ -752,7 +778,7 @@ impl Request {
         let response = match result {
             Ok(response) => response,
             Err(e) => {
-                let error = site.transport_error("request", e);
+                let error = site.transport_error(Stage::Request, e);
                 tracing::debug!(
                     provider = %site.provider,
                     method = site.method,
@@ -784,7 +810,17 @@ impl Request {
                 site,
             });
         }
-        let body = read_limited(response, ERROR_BODY_LIMIT).await;
+        // A provider that echoes a credential in its error must not get it into our messages.
+        let body = redact_secrets(&read_limited(response, ERROR_BODY_LIMIT).await, &secrets);
+        let headers = Headers::from(
+            headers
+                .iter()
+                .map(|(n, v)| {
+                    let v = redact_secrets(v.as_bytes(), &secrets);
+                    (n.to_owned(), String::from_utf8_lossy(&v).into_owned())
+                })
+                .collect::<Vec<_>>(),
+        );
         let error_response = ErrorResponse {
             status,
             headers,
@@ -937,6 +973,34 @@ impl fmt::Debug for Request {
     }
 }
 
+/// Credential values shorter than this are not scrubbed from error bodies (too likely to match
+/// ordinary text).
+const MIN_SCRUBBED_SECRET_LEN: usize = 6;
+
+/// Replaces every occurrence of each secret in `data` with `<redacted>`.
+fn redact_secrets(data: &[u8], secrets: &[String]) -> Bytes {
+    let mut out = data.to_vec();
+    for secret in secrets {
+        let needle = secret.as_bytes();
+        if needle.is_empty() || out.len() < needle.len() {
+            continue;
+        }
+        let mut result = Vec::with_capacity(out.len());
+        let mut i = 0;
+        while i < out.len() {
+            if out[i..].starts_with(needle) {
+                result.extend_from_slice(b"<redacted>");
+                i += needle.len();
+            } else {
+                result.push(out[i]);
+                i += 1;
+            }
+        }
+        out = result;
+    }
+    Bytes::from(out)
+}
+
 /// Reads at most `limit` bytes of an error body; a failure while reading keeps what arrived.
 async fn read_limited(mut response: reqwest::Response, limit: usize) -> Bytes {
     let mut body = Vec::new();
@@ -993,7 +1057,7 @@ impl Response {
         self.inner
             .bytes()
             .await
-            .map_err(|e| site.transport_error("response body", e))
+            .map_err(|e| site.transport_error(Stage::ResponseBody, e))
     }
 
     /// Reads the whole body as UTF-8 text; invalid UTF-8 is [`ErrorKind::Provider`].
@@ -1044,7 +1108,7 @@ impl Response {
         let site = self.site;
         self.inner
             .bytes_stream()
-            .map(move |chunk| chunk.map_err(|e| site.transport_error("response body", e)))
+            .map(move |chunk| chunk.map_err(|e| site.transport_error(Stage::ResponseBody, e)))
             .boxed()
     }
 }
@@ -1124,6 +1188,14 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Validation);
         assert!(!e.to_string().contains("break-secret"), "{e}");
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_longest_first() {
+        let secrets = vec!["Bearer tok-123456".to_owned(), "tok-123456".to_owned()];
+        let out = redact_secrets(b"auth Bearer tok-123456 or tok-123456!", &secrets);
+        assert_eq!(&out[..], b"auth <redacted> or <redacted>!");
+        assert_eq!(&redact_secrets(b"", &secrets)[..], b"");
     }
 
     #[test]

@@ -236,6 +236,9 @@ pub fn default_error_mapper(response: &ErrorResponse) -> Error {
         message.push(' ');
         message.push_str(reason);
     }
+    if (300..400).contains(&response.status) {
+        message.push_str(": redirect to another origin not followed");
+    }
     if let Some(text) = response.provider_message() {
         message.push_str(": ");
         message.push_str(&text);
@@ -285,6 +288,15 @@ pub(crate) fn truncate(text: &str, limit: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// Which part of the exchange failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Connecting, sending, or waiting for the response head.
+    Request,
+    /// Reading the response body.
+    ResponseBody,
+}
+
 /// Where a failure happened, for messages: never a header value or a query string.
 #[derive(Clone, Debug)]
 pub(crate) struct CallSite {
@@ -314,22 +326,35 @@ impl CallSite {
     /// Turns a reqwest failure into our error: timeouts `Timeout`, builder errors `Validation`,
     /// everything else (connect, reset, body cut short, TLS) `Transport`. The message names
     /// method, path and the innermost cause; the source keeps the reqwest error without its URL.
-    pub fn transport_error(&self, what: &str, err: reqwest::Error) -> Error {
+    pub fn transport_error(&self, stage: Stage, err: reqwest::Error) -> Error {
+        let reading = matches!(stage, Stage::ResponseBody);
         let (kind, phrase) = if err.is_timeout() {
-            (ErrorKind::Timeout, "timed out")
+            if reading {
+                (
+                    ErrorKind::Timeout,
+                    "timed out while reading the response body",
+                )
+            } else {
+                (ErrorKind::Timeout, "timed out")
+            }
         } else if err.is_builder() {
             (ErrorKind::Validation, "could not be built")
         } else if err.is_connect() {
             (ErrorKind::Transport, "could not connect")
-        } else if err.is_body() || err.is_decode() {
-            (ErrorKind::Transport, "body failed")
+        } else if reading {
+            (
+                ErrorKind::Transport,
+                "response body was cut short or failed",
+            )
+        } else if err.is_body() {
+            (ErrorKind::Transport, "request body failed")
         } else if err.is_redirect() {
             (ErrorKind::Provider, "redirect failed")
         } else {
-            (ErrorKind::Transport, "failed")
+            (ErrorKind::Transport, "request failed")
         };
         let cause = innermost_cause(&err);
-        let mut message = format!("{} {} {what} {phrase}", self.method, self.path);
+        let mut message = format!("{} {}: {phrase}", self.method, self.path);
         if let Some(cause) = cause {
             message.push_str(": ");
             message.push_str(&cause);
