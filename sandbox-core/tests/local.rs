@@ -129,6 +129,11 @@ async fn env_and_cwd_apply_and_relative_paths_resolve_in_the_sandbox() {
         out.stdout_lossy().trim_end(),
         sb.dir().canonicalize().unwrap().display().to_string()
     );
+    // Running as the current user, by name, is allowed.
+    let me = sb.run(&Command::new("id").arg("-un")).await.unwrap();
+    let me = me.stdout_lossy().trim_end().to_owned();
+    let out = sb.run(&Command::new("true").user(me)).await.unwrap();
+    assert!(out.status.success());
     // A missing cwd is NotFound naming it, and nothing runs.
     let err = sb
         .exec(&Command::new("pwd").cwd("no/such/dir"))
@@ -666,4 +671,83 @@ async fn sandboxes_are_private_directories_under_the_chosen_root() {
     assert_ne!(sb.id(), other.id());
     sb.destroy().await.unwrap();
     other.destroy().await.unwrap();
+}
+
+/// A field of /proc/{pid}/io.
+fn io_counter(pid: i32, field: &str) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn a_reader_that_does_not_read_holds_the_writer_back() {
+    const TOTAL: usize = 8 * 1024 * 1024;
+    let sb = sandbox().await;
+    let mut p = sb
+        .exec(&Command::new("head").args(["-c", &TOTAL.to_string(), "/dev/zero"]))
+        .await
+        .unwrap();
+    let pid: i32 = p.pid().parse().unwrap();
+    let mut received = match p.next_event().await {
+        Some(Ok(ProcessEvent::Stdout(b))) => b.len(),
+        other => panic!("expected stdout, got {other:?}"),
+    };
+    // With nobody reading, the child blocks on a full pipe: it sleeps having written far less
+    // than everything (the pipe holds at most a few hundred KiB).
+    eventually("the writer blocks on the full pipe", || {
+        stopped_or_sleeping(pid)
+    })
+    .await;
+    let written = io_counter(pid, "wchar").expect("read /proc/<pid>/io");
+    assert!(
+        written < (TOTAL / 2) as u64,
+        "child wrote {written} bytes unread"
+    );
+    while let Some(event) = p.next_event().await {
+        match event.unwrap() {
+            ProcessEvent::Stdout(b) => received += b.len(),
+            ProcessEvent::Stderr(b) => panic!("unexpected stderr {b:?}"),
+            ProcessEvent::Exit(status) => {
+                assert!(status.success());
+                break;
+            }
+        }
+    }
+    assert_eq!(received, TOTAL);
+    sb.destroy().await.unwrap();
+}
+
+/// Whether `pid` sleeps (state S), as a writer blocked on a full pipe does.
+fn stopped_or_sleeping(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('S'))
+    })
+}
+
+#[test]
+fn a_background_exit_is_recorded_after_the_runtime_that_started_it_is_gone() {
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let (sb, pid) = first.block_on(async {
+        let sb = sandbox().await;
+        let p = sb
+            .exec(&Command::shell("while [ ! -e go ]; do sleep 0.01; done; exit 5").background())
+            .await
+            .unwrap();
+        let pid = p.pid().to_owned();
+        (sb, pid)
+    });
+    drop(first);
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let attached = sb.attach(&pid).await.unwrap();
+        sb.write_file("go", Bytes::new()).await.unwrap();
+        assert_eq!(attached.wait().await.unwrap().code, Some(5));
+        let listed = sb.processes().await.unwrap();
+        assert!(!listed.iter().find(|i| i.pid == pid).unwrap().running);
+        sb.destroy().await.unwrap();
+    });
 }

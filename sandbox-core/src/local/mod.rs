@@ -397,18 +397,32 @@ impl Inner {
             Err(e) => return Err(fs::io_error(e, "working directory", &cwd_shown)),
         }
         let program = &command.argv[0];
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&command.argv[1..])
-            .current_dir(&cwd)
-            .envs(&self.env)
-            .envs(&command.env)
-            .process_group(0)
-            .stdin(if command.stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            });
-        let output_files = if command.background {
+        let mut cmd = std::process::Command::new(program);
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.args(&command.argv[1..])
+                .current_dir(&cwd)
+                .envs(&self.env)
+                .envs(&command.env)
+                .process_group(0)
+                .stdin(if command.stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                });
+        }
+        let spawn_error = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::new(
+                ErrorKind::NotFound,
+                format!("program {program:?} not found"),
+            )
+            .with_source(e),
+            _ => fs::io_error(e, "cannot start program", program),
+        };
+        // Background children are spawned with std and reaped by a dedicated thread, so their
+        // exit is recorded even after the runtime that started them is gone. Foreground children
+        // are tokio children whose pipes the event stream reads.
+        let (spawned, output_files) = if command.background {
             let n = self.next_output.fetch_add(1, Ordering::SeqCst);
             let out = self.state.join(format!("{n}.stdout"));
             let err = self.state.join(format!("{n}.stderr"));
@@ -417,22 +431,20 @@ impl Inner {
                     .map_err(|e| fs::io_error(e, "cannot create output file", &base_shown(p)))
             };
             cmd.stdout(create(&out)?).stderr(create(&err)?);
-            Some((out, err))
+            let child = cmd.spawn().map_err(spawn_error)?;
+            (Spawned::Background(child), Some((out, err)))
         } else {
+            let mut cmd = tokio::process::Command::from(cmd);
             cmd.stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(true);
-            None
+            (Spawned::Foreground(cmd.spawn().map_err(spawn_error)?), None)
         };
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::new(
-                ErrorKind::NotFound,
-                format!("program {program:?} not found"),
-            )
-            .with_source(e),
-            _ => fs::io_error(e, "cannot start program", program),
-        })?;
-        let Some(pid) = child.id() else {
+        let pid = match &spawned {
+            Spawned::Background(child) => Some(child.id()),
+            Spawned::Foreground(child) => child.id(),
+        };
+        let Some(pid) = pid else {
             return Err(Error::new(
                 ErrorKind::Provider,
                 format!("program {program:?} exited before its pid was known"),
@@ -453,20 +465,36 @@ impl Inner {
         // process, or we see the flag now.
         if self.destroyed.load(Ordering::SeqCst) {
             let _ = state.signal_group(Signal::SIGKILL);
+            if let Spawned::Background(child) = spawned {
+                process::reap_in_background(child, state.clone(), None);
+            }
             self.forget(pid);
             self.alive()?;
+            return Err(Error::new(ErrorKind::NotFound, "sandbox was destroyed"));
         }
-        let stdin = child.stdin.take().map(Stdin::new);
         let watchdog = process::watchdog(&state);
         let control = Arc::new(GroupControl(state.clone()));
-        if let Some((out, err)) = &state.output {
-            let (out, err) = (open_output(out).await, open_output(err).await);
-            process::reap_in_background(child, state.clone(), watchdog);
-            let events = process::tail_stream(out?, err?, state);
-            return Ok(
-                Process::new(pid.to_string(), events, stdin, control).with_emulated_streaming()
-            );
-        }
+        let mut child = match spawned {
+            Spawned::Foreground(child) => child,
+            Spawned::Background(mut child) => {
+                let stdin = child.stdin.take();
+                process::reap_in_background(child, state.clone(), watchdog);
+                let stdin = match stdin {
+                    Some(s) => Some(Stdin::new(
+                        tokio::process::ChildStdin::from_std(s)
+                            .map_err(|e| fs::io_error(e, "cannot open stdin of", program))?,
+                    )),
+                    None => None,
+                };
+                let (out, err) = state.output.clone().unwrap_or_default();
+                let (out, err) = (open_output(&out).await?, open_output(&err).await?);
+                let events = process::tail_stream(out, err, state);
+                return Ok(
+                    Process::new(pid.to_string(), events, stdin, control).with_emulated_streaming()
+                );
+            }
+        };
+        let stdin = child.stdin.take().map(Stdin::new);
         let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
             let _ = state.signal_group(Signal::SIGKILL);
             self.forget(pid);
@@ -525,6 +553,12 @@ impl Inner {
         let events = process::tail_stream(out, err, state);
         Ok(Process::new(pid, events, None, control).with_emulated_streaming())
     }
+}
+
+/// A freshly spawned child, before it is handed to its reader or reaper.
+enum Spawned {
+    Foreground(tokio::process::Child),
+    Background(std::process::Child),
 }
 
 async fn open_output(path: &Path) -> Result<tokio::fs::File> {

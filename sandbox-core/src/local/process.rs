@@ -189,11 +189,13 @@ impl Drop for ForegroundGuard {
     }
 }
 
+/// Field order matters: the guard is dropped first, so the group is killed while its leader is
+/// still unreaped (its pid cannot have been reused).
 struct Foreground {
+    guard: ForegroundGuard,
     out: Option<ReaderStream<ChildStdout>>,
     err: Option<ReaderStream<ChildStderr>>,
     child: Child,
-    guard: ForegroundGuard,
     done: bool,
 }
 
@@ -253,19 +255,26 @@ pub(crate) fn foreground_stream(
     .boxed()
 }
 
-/// Waits for a background child in a detached task and records how it ended.
+/// Waits for a background child on a dedicated thread (independent of any async runtime) and
+/// records how it ended.
 pub(crate) fn reap_in_background(
-    mut child: Child,
+    mut child: std::process::Child,
     state: Arc<ProcState>,
     watchdog: Option<JoinHandle<()>>,
 ) {
-    tokio::spawn(async move {
-        let waited = child.wait().await;
+    let reaper = move || {
+        let waited = child.wait();
         state.finish(waited);
         if let Some(w) = watchdog {
             w.abort();
         }
-    });
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("local-sandbox-reaper".into())
+        .spawn(reaper)
+    {
+        tracing::warn!(error = %e, "cannot start a reaper thread for a background process");
+    }
 }
 
 struct Tail {
