@@ -1,1 +1,70 @@
-//! Placeholder crate root; filled by its adapter issue.
+//! # sandbox-e2b
+//!
+//! The [E2B](https://e2b.dev) adapter for [`sandbox_sdk_core`]: create, connect to, list and drive
+//! E2B sandboxes from Rust through the core [`Provider`](sandbox_sdk_core::Provider) and
+//! [`Sandbox`](sandbox_sdk_core::Sandbox) traits, plus E2B-specific inherent methods on
+//! [`E2bProvider`] and [`E2bSandbox`].
+//!
+//! It speaks E2B's real protocols: the REST control plane (`X-API-Key`), and envd inside each
+//! sandbox — Connect-RPC (JSON) for processes and filesystem metadata, with an explicit frame
+//! decoder ([`connect::FrameDecoder`]) for server streams, and the `/files` endpoint for bytes.
+//!
+//! Environment: `E2B_API_KEY` (required), `E2B_DOMAIN`, `E2B_API_URL`, `E2B_SANDBOX_URL`; see
+//! [`E2bBuilder`].
+//!
+//! ```no_run
+//! use sandbox_e2b::E2bBuilder;
+//! use sandbox_sdk_core::prelude::*;
+//! use sandbox_sdk_core::{Command, CreateSpec};
+//! use std::time::Duration;
+//!
+//! # async fn demo() -> sandbox_sdk_core::Result<()> {
+//! let provider = E2bBuilder::from_env().build()?;
+//! let sandbox = provider
+//!     .create(&CreateSpec::new().timeout(Duration::from_secs(300)))
+//!     .await?;
+//! let out = sandbox
+//!     .run(&Command::new("bash").arg("-c").arg("echo hi; echo oops >&2; exit 3"))
+//!     .await?;
+//! assert_eq!(out.stdout_lossy(), "hi\n");
+//! assert_eq!(out.stderr_lossy(), "oops\n");
+//! assert_eq!(out.status.code, Some(3));
+//! sandbox.destroy().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Notes on behaviour:
+//! - A command's [`timeout`](sandbox_sdk_core::Command::timeout) is sent as `Connect-Timeout-Ms`,
+//!   which envd also applies to the process's lifetime; `Duration::ZERO` (the default) sends no
+//!   header and means no limit. There is no hidden default.
+//! - Dropping a [`Process`](sandbox_sdk_core::Process) closes its stream and leaves no task
+//!   behind; the process itself keeps running in the sandbox and can be reattached by pid or tag.
+//! - Killing a process is a unary `SendSignal` call, independent of its output stream.
+//! - No compression is requested, so nothing needs to be decoded.
+
+mod builder;
+mod capabilities;
+pub mod connect;
+mod envd;
+pub mod error;
+mod files;
+mod process;
+mod provider;
+mod sandbox;
+mod templates;
+pub mod wire;
+
+/// The provider's name.
+pub const PROVIDER: &str = "e2b";
+
+pub use builder::{DEFAULT_DOMAIN, E2bBuilder, ENVD_PORT, SHARED_HOST_DOMAINS, env};
+pub use capabilities::CAPABILITIES;
+pub use envd::{envd_base_url, port_host};
+pub use files::{file_signature, parse_rfc3339};
+pub use process::{exit_status, start_request};
+pub use provider::{
+    CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_METADATA_KEY, ListQuery,
+    NAME_METADATA_KEY, map_state,
+};
+pub use sandbox::{E2bSandbox, ForkOutcome, LogQuery, PauseMode};
+pub use templates::TemplateSpec;

@@ -1,0 +1,287 @@
+//! Configuration of the E2B provider: [`E2bBuilder`], read from the environment or set in code.
+
+use crate::PROVIDER;
+use crate::error::{Failure, map_error};
+use crate::provider::{E2bProvider, Shared};
+use sandbox_sdk_core::http::{ErrorResponse, HttpClient};
+use sandbox_sdk_core::{Error, ErrorKind, Result};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The domain used when neither the builder nor `E2B_DOMAIN` names one.
+pub const DEFAULT_DOMAIN: &str = "e2b.app";
+/// The port envd listens on inside every sandbox.
+pub const ENVD_PORT: u16 = 49983;
+/// Domains whose envd is reached through the shared host `sandbox.{domain}` with routing headers
+/// (the list the official SDKs carry); any other domain gets `{port}-{id}.{domain}`.
+pub const SHARED_HOST_DOMAINS: &[&str] = &[
+    "e2b.app",
+    "e2b.dev",
+    "e2b.pro",
+    "e2b-staging.dev",
+    "e2b-tango.dev",
+    "e2b-juliett.dev",
+    "foxtrot-2.e2b.dev",
+];
+
+/// Environment variables read by [`E2bBuilder::from_env`].
+pub mod env {
+    /// The API key (`e2b_…`). Required.
+    pub const API_KEY: &str = "E2B_API_KEY";
+    /// The domain (default `e2b.app`): control plane `https://api.{domain}`, envd on the
+    /// sandbox hosts of that domain.
+    pub const DOMAIN: &str = "E2B_DOMAIN";
+    /// Overrides the control-plane base URL.
+    pub const API_URL: &str = "E2B_API_URL";
+    /// Overrides the envd base URL of every sandbox: one server, told apart by the
+    /// `E2b-Sandbox-Id` routing header.
+    pub const SANDBOX_URL: &str = "E2B_SANDBOX_URL";
+}
+
+/// Builds an [`E2bProvider`].
+///
+/// Environment variables (see [`E2bBuilder::from_env`]): `E2B_API_KEY` (required), `E2B_DOMAIN`,
+/// `E2B_API_URL`, `E2B_SANDBOX_URL`. `Debug` never shows the API key.
+///
+/// ```
+/// use sandbox_e2b::E2bBuilder;
+/// use std::time::Duration;
+///
+/// let provider = E2bBuilder::new()
+///     .api_key("e2b_0123456789abcdef0123456789abcdef01234567")
+///     .api_url("http://127.0.0.1:3000")
+///     .sandbox_url("http://127.0.0.1:3000")
+///     .request_timeout(Duration::from_secs(30))
+///     .build()
+///     .unwrap();
+/// assert!(!format!("{provider:?}").contains("0123456789abcdef"));
+/// ```
+#[derive(Clone, Default)]
+pub struct E2bBuilder {
+    api_key: Option<String>,
+    domain: Option<String>,
+    api_url: Option<String>,
+    sandbox_url: Option<String>,
+    request_timeout: Option<Duration>,
+    user: Option<String>,
+    template_poll_interval: Option<Duration>,
+    template_build_timeout: Option<Duration>,
+}
+
+impl fmt::Debug for E2bBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("E2bBuilder")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("domain", &self.domain)
+            .field("api_url", &self.api_url)
+            .field("sandbox_url", &self.sandbox_url)
+            .field("request_timeout", &self.request_timeout)
+            .field("user", &self.user)
+            .finish()
+    }
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+impl E2bBuilder {
+    /// An empty builder; [`E2bBuilder::build`] needs at least an API key.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A builder filled from `E2B_API_KEY`, `E2B_DOMAIN`, `E2B_API_URL` and `E2B_SANDBOX_URL`
+    /// (empty variables are ignored). Setters called afterwards win.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`E2bBuilder::from_env`], reading variables through `lookup` (for tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        E2bBuilder {
+            api_key: non_empty(lookup(env::API_KEY)),
+            domain: non_empty(lookup(env::DOMAIN)),
+            api_url: non_empty(lookup(env::API_URL)),
+            sandbox_url: non_empty(lookup(env::SANDBOX_URL)),
+            ..Self::default()
+        }
+    }
+
+    /// The API key (`e2b_…`), sent as `X-API-Key` to the control plane only.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The domain (default `e2b.app`).
+    pub fn domain(mut self, domain: impl Into<String>) -> Self {
+        self.domain = Some(domain.into());
+        self
+    }
+
+    /// The control-plane base URL (default `https://api.{domain}`).
+    pub fn api_url(mut self, url: impl Into<String>) -> Self {
+        self.api_url = Some(url.into());
+        self
+    }
+
+    /// One envd base URL for every sandbox (default: the sandbox hosts of the domain). Requests
+    /// still carry the `E2b-Sandbox-Id` and `E2b-Sandbox-Port` routing headers, so one local
+    /// server can serve many sandboxes.
+    pub fn sandbox_url(mut self, url: impl Into<String>) -> Self {
+        self.sandbox_url = Some(url.into());
+        self
+    }
+
+    /// Timeout of each control-plane and unary envd request (default 60 s). Streams (exec
+    /// output, downloads, watches) have none; a process's lifetime is set per command.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// The Linux user for commands and files when a command names none (default: the
+    /// sandbox's default user, in practice `user`).
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// How often [`E2bProvider::prepare_template`] polls a build (default 5 s).
+    pub fn template_poll_interval(mut self, interval: Duration) -> Self {
+        self.template_poll_interval = Some(interval);
+        self
+    }
+
+    /// How long [`E2bProvider::prepare_template`] waits for a build (default 30 min).
+    pub fn template_build_timeout(mut self, timeout: Duration) -> Self {
+        self.template_build_timeout = Some(timeout);
+        self
+    }
+
+    /// Builds the provider. Fails with `Unauthorized` when no API key is set or it is not an
+    /// `e2b_` key, and with `Validation` for a bad URL.
+    pub fn build(self) -> Result<E2bProvider> {
+        let api_key = self.api_key.ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unauthorized,
+                format!("no E2B API key: set {} or call api_key()", env::API_KEY),
+            )
+            .with_provider(PROVIDER)
+        })?;
+        if !api_key.starts_with("e2b_") {
+            return Err(Error::new(
+                ErrorKind::Unauthorized,
+                "the E2B API key must start with `e2b_`",
+            )
+            .with_provider(PROVIDER));
+        }
+        let domain = self.domain.unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
+        if domain.is_empty() || domain.contains(['/', ':', ' ']) {
+            return Err(
+                Error::validation(format!("invalid E2B domain {domain:?}")).with_provider(PROVIDER)
+            );
+        }
+        let api_url = self
+            .api_url
+            .unwrap_or_else(|| format!("https://api.{domain}"));
+        let timeout = self.request_timeout.unwrap_or(Duration::from_secs(60));
+        let mapper = |r: &ErrorResponse| {
+            map_error(Failure {
+                status: r.status,
+                body: &r.body,
+                retry_after: r.retry_after(),
+                operation: &r.operation,
+                sandbox_id: r.sandbox_id.as_deref(),
+                request_id: r.request_id.as_deref(),
+            })
+        };
+        let user_agent = concat!("sandbox-sdk-rs-e2b/", env!("CARGO_PKG_VERSION"));
+        let api = HttpClient::builder(PROVIDER, &api_url)
+            .auth_header("X-API-Key", api_key)
+            .timeout(timeout)
+            .user_agent(user_agent)
+            .error_mapper(mapper)
+            .build()?;
+        let envd_base = match &self.sandbox_url {
+            Some(url) => url.clone(),
+            None => format!("https://sandbox.{domain}"),
+        };
+        let envd = HttpClient::builder(PROVIDER, &envd_base)
+            .timeout(timeout)
+            .user_agent(user_agent)
+            .error_mapper(mapper)
+            .build()?;
+        Ok(E2bProvider::from_shared(Arc::new(Shared {
+            api,
+            envd,
+            domain,
+            sandbox_url: self.sandbox_url,
+            user: self.user,
+            template_poll_interval: self
+                .template_poll_interval
+                .unwrap_or(Duration::from_secs(5)),
+            template_build_timeout: self
+                .template_build_timeout
+                .unwrap_or(Duration::from_secs(30 * 60)),
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "e2b_0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn from_lookup_reads_every_variable_and_ignores_empty_ones() {
+        let b = E2bBuilder::from_lookup(|name| match name {
+            "E2B_API_KEY" => Some(KEY.into()),
+            "E2B_DOMAIN" => Some("example.test".into()),
+            "E2B_API_URL" => Some(" ".into()),
+            "E2B_SANDBOX_URL" => Some("http://127.0.0.1:9".into()),
+            _ => None,
+        });
+        assert_eq!(b.api_key.as_deref(), Some(KEY));
+        assert_eq!(b.domain.as_deref(), Some("example.test"));
+        assert_eq!(b.api_url, None);
+        assert_eq!(b.sandbox_url.as_deref(), Some("http://127.0.0.1:9"));
+    }
+
+    #[test]
+    fn missing_or_malformed_key_is_unauthorized() {
+        let e = E2bBuilder::new().build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unauthorized);
+        assert!(e.to_string().contains("E2B_API_KEY"));
+        let e = E2bBuilder::new().api_key("sk-canary").build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unauthorized);
+        assert!(!e.to_string().contains("canary"));
+    }
+
+    #[test]
+    fn bad_urls_and_domains_are_validation_errors() {
+        let e = E2bBuilder::new()
+            .api_key(KEY)
+            .api_url("ftp://x")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        let e = E2bBuilder::new()
+            .api_key(KEY)
+            .domain("a/b")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+    }
+
+    #[test]
+    fn debug_hides_the_key() {
+        let b = E2bBuilder::new().api_key(KEY);
+        assert!(!format!("{b:?}").contains("0123456789"));
+        let p = b.build().unwrap();
+        assert!(!format!("{p:?}").contains("0123456789"));
+    }
+}

@@ -1,0 +1,40 @@
+//! What E2B can do, as one literal. Every `Native` entry is exercised by the conformance suite.
+
+use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
+
+/// E2B's capability map.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    list: Level::Native,
+    stop: Level::Unsupported,
+    pause: Level::Native,
+    set_timeout: Level::Native,
+    background: Level::Native,
+    streaming: Level::Native,
+    kill_process: Level::Native,
+    pty: Level::Native,
+    stdin: Level::Native,
+    files_watch: Level::Native,
+    files_upload: Level::Native,
+    code_interpreter: Level::Unsupported,
+    stateful_kernel: Level::Unsupported,
+    expose_port: Level::Native,
+    private_preview: Level::Unsupported,
+    egress_control: Level::Unsupported,
+    ssh: Level::Unsupported,
+    proxied_fetch: Level::Unsupported,
+    snapshot: Level::Native,
+    fork: Level::Native,
+    volumes: Level::Unsupported,
+    gpu: Level::Unsupported,
+    region: Level::Unsupported,
+    secrets_vault: Level::Unsupported,
+    metrics: Level::Native,
+    usage: Level::Unsupported,
+    flags: Flags {
+        preserves_memory_on_pause: true,
+        preserves_disk_on_stop: false,
+        per_command_env_cwd: true,
+        exit_code_native: true,
+        preview_model: PreviewModel::Subdomain,
+    },
+};

@@ -1,0 +1,404 @@
+//! Files over envd: the `/files` HTTP endpoint for bytes, the `filesystem.Filesystem` Connect
+//! service for metadata and watches, and signed URLs.
+
+use crate::envd::{ConnectStream, Envd};
+use crate::error::bad_response;
+use crate::wire::{
+    EntryInfo, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
+    WatchRequest, WatchResponse, WrittenEntry,
+};
+use base64::Engine as _;
+use bytes::Bytes;
+use futures::StreamExt;
+use sandbox_sdk_core::http::{Method, Multipart};
+use sandbox_sdk_core::{
+    ByteStream, Download, ErrorKind, FileEvent, FileEventKind, FileEventStream, FileInfo, FileKind,
+    ListOptions, Result, Transfer, UploadBody, validate_path,
+};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Parses an RFC 3339 timestamp (`2026-01-01T00:00:00.123456789Z`, offsets allowed).
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        if part.bytes().all(|c| c.is_ascii_digit()) {
+            part.parse().ok()
+        } else {
+            None
+        }
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos: u64 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let mut value: u64 = 0;
+        for (i, c) in frac[..digits].bytes().enumerate() {
+            if i < 9 {
+                value = value * 10 + u64::from(c - b'0');
+            }
+        }
+        for _ in digits..9 {
+            value *= 10;
+        }
+        nanos = value;
+        rest = &frac[digits..];
+    }
+    let offset_secs: i64 = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let ob = rest.as_bytes();
+            if ob.len() != 6 || ob[3] != b':' {
+                return None;
+            }
+            let sign = match ob[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let h: i64 = rest.get(1..3)?.parse().ok()?;
+            let m: i64 = rest.get(4..6)?.parse().ok()?;
+            sign * (h * 3600 + m * 60)
+        }
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
+    let secs = u64::try_from(secs).ok()?;
+    UNIX_EPOCH.checked_add(Duration::new(secs, u32::try_from(nanos).ok()?))
+}
+
+/// Our view of an envd `EntryInfo`.
+pub fn file_info(entry: EntryInfo) -> FileInfo {
+    let kind = match entry.kind.as_deref() {
+        Some("FILE_TYPE_FILE") => FileKind::File,
+        Some("FILE_TYPE_DIRECTORY") => FileKind::Dir,
+        Some("FILE_TYPE_SYMLINK") => FileKind::Symlink,
+        _ => FileKind::Other,
+    };
+    FileInfo {
+        path: entry.path,
+        name: entry.name,
+        kind,
+        size: entry.size,
+        // Go FileMode keeps type bits high; the low nine are the permissions.
+        mode: entry.mode.map(|m| m & 0o777),
+        modified: entry.modified_time.as_deref().and_then(parse_rfc3339),
+    }
+}
+
+fn event_kind(kind: &str) -> Option<FileEventKind> {
+    Some(match kind {
+        "EVENT_TYPE_CREATE" => FileEventKind::Create,
+        "EVENT_TYPE_WRITE" => FileEventKind::Write,
+        "EVENT_TYPE_REMOVE" => FileEventKind::Remove,
+        "EVENT_TYPE_RENAME" => FileEventKind::Rename,
+        "EVENT_TYPE_CHMOD" => FileEventKind::Chmod,
+        _ => return None,
+    })
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_owned()
+    } else if dir.ends_with('/') {
+        format!("{dir}{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// `v1_` + base64 (no padding) of `sha256("<path>:<operation>:<user>:<token>[:<expiration>]")`.
+pub fn file_signature(
+    path: &str,
+    operation: &str,
+    user: &str,
+    access_token: &str,
+    expiration: Option<u64>,
+) -> String {
+    let mut input = format!("{path}:{operation}:{user}:{access_token}");
+    if let Some(exp) = expiration {
+        input.push_str(&format!(":{exp}"));
+    }
+    let digest = Sha256::digest(input.as_bytes());
+    format!(
+        "v1_{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
+    )
+}
+
+impl Envd {
+    fn files_request(
+        &self,
+        method: Method,
+        path: &str,
+        operation: &str,
+    ) -> sandbox_sdk_core::http::Request {
+        let mut req = self
+            .request(method, "/files", operation)
+            .query("path", path);
+        if let Some(user) = &self.user {
+            req = req.query("username", user);
+        }
+        req
+    }
+
+    /// `POST /files` with a raw body (envd ≥ 0.5.7), streamed in constant memory.
+    pub(crate) async fn upload_raw(&self, path: &str, body: UploadBody) -> Result<Transfer> {
+        validate_path(path)?;
+        let counted = Arc::new(AtomicU64::new(0));
+        let counter = counted.clone();
+        let stream: ByteStream = tokio_util::io::ReaderStream::new(body)
+            .map(move |chunk| {
+                let chunk = chunk?;
+                counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                Ok(chunk)
+            })
+            .boxed();
+        let written: Vec<WrittenEntry> = self
+            .files_request(Method::Post, path, "upload")
+            .body_stream(stream, "application/octet-stream")
+            .no_timeout()
+            .send_json()
+            .await?;
+        let _ = written;
+        Ok(Transfer {
+            bytes: counted.load(Ordering::Relaxed),
+            emulated: false,
+        })
+    }
+
+    /// `POST /files` as multipart (what both SDKs send by default): part `file`, filename = the
+    /// full destination path.
+    pub(crate) async fn upload_multipart(&self, path: &str, data: Bytes) -> Result<Transfer> {
+        validate_path(path)?;
+        let len = data.len() as u64;
+        let form = Multipart::new().bytes("file", path, "application/octet-stream", data);
+        let _: Vec<WrittenEntry> = self
+            .files_request(Method::Post, path, "write_file")
+            .multipart(form)
+            .send_json()
+            .await?;
+        Ok(Transfer {
+            bytes: len,
+            emulated: false,
+        })
+    }
+
+    /// `GET /files`, streamed as it is read.
+    pub(crate) async fn download(&self, path: &str) -> Result<Download> {
+        validate_path(path)?;
+        let response = self
+            .files_request(Method::Get, path, "download")
+            .no_timeout()
+            .send()
+            .await?;
+        Ok(Download::new(response.bytes_stream()))
+    }
+
+    pub(crate) async fn stat(&self, path: &str) -> Result<FileInfo> {
+        validate_path(path)?;
+        let r: EntryResponse = self
+            .unary(
+                "filesystem.Filesystem/Stat",
+                "stat",
+                &PathRequest { path: path.into() },
+            )
+            .await?;
+        r.entry
+            .map(file_info)
+            .ok_or_else(|| bad_response("stat", Some(&self.sandbox_id), "no entry"))
+    }
+
+    pub(crate) async fn list_dir(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
+        validate_path(path)?;
+        let r: ListDirResponse = self
+            .unary(
+                "filesystem.Filesystem/ListDir",
+                "list_files",
+                &ListDirRequest {
+                    path: path.into(),
+                    depth: options.depth.max(1),
+                },
+            )
+            .await?;
+        Ok(r.entries.into_iter().map(file_info).collect())
+    }
+
+    pub(crate) async fn make_dir(&self, path: &str) -> Result<()> {
+        validate_path(path)?;
+        let r: Result<EntryResponse> = self
+            .unary(
+                "filesystem.Filesystem/MakeDir",
+                "mkdir",
+                &PathRequest { path: path.into() },
+            )
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            // An existing directory is not an error (a file in the way is invalid_argument).
+            Err(e) if e.kind() == ErrorKind::Conflict => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn remove(&self, path: &str) -> Result<()> {
+        validate_path(path)?;
+        let _: serde_json::Value = self
+            .unary(
+                "filesystem.Filesystem/Remove",
+                "remove",
+                &PathRequest { path: path.into() },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        validate_path(from)?;
+        validate_path(to)?;
+        let _: EntryResponse = self
+            .unary(
+                "filesystem.Filesystem/Move",
+                "rename",
+                &MoveRequest {
+                    source: from.into(),
+                    destination: to.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `WatchDir`: waits for `start`, then streams changes until the stream ends.
+    pub(crate) async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
+        validate_path(path)?;
+        let mut stream = self
+            .server_stream(
+                "filesystem.Filesystem/WatchDir",
+                "watch",
+                &WatchRequest {
+                    path: path.into(),
+                    recursive,
+                },
+                None,
+                None,
+            )
+            .await?;
+        loop {
+            match stream.next_json::<WatchResponse>().await {
+                None => {
+                    return Err(bad_response(
+                        "watch",
+                        Some(&self.sandbox_id),
+                        "the watch ended before it started",
+                    ));
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(r)) if r.start.is_some() => break,
+                Some(Ok(_)) => {}
+            }
+        }
+        Ok(watch_events(stream, path.to_owned()))
+    }
+}
+
+fn watch_events(stream: ConnectStream, dir: String) -> FileEventStream {
+    futures::stream::unfold(Some(stream), move |state| {
+        let dir = dir.clone();
+        async move {
+            let mut stream = state?;
+            loop {
+                match stream.next_json::<WatchResponse>().await {
+                    None => return None,
+                    Some(Err(e)) => return Some((Err(e), None)),
+                    Some(Ok(r)) => {
+                        if let Some(event) = r.filesystem
+                            && let Some(kind) = event_kind(&event.kind)
+                        {
+                            let path = join(&dir, &event.name);
+                            return Some((Ok(FileEvent { path, kind }), Some(stream)));
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_matches_protocol_example() {
+        assert_eq!(
+            file_signature("/home/user/a.txt", "read", "", "tok_envd_123", None),
+            "v1_zpcfuBvTQ7Iw5iRRDlW6Y7v3hP25/WWkbW2cRaNfI4I"
+        );
+    }
+
+    #[test]
+    fn rfc3339_parses_all_precisions_and_offsets() {
+        let base = UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01T00:00:00Z
+        assert_eq!(parse_rfc3339("2026-01-01T00:00:00Z"), Some(base));
+        assert_eq!(
+            parse_rfc3339("2026-01-01T00:00:00.123456789Z"),
+            Some(base + Duration::from_nanos(123_456_789))
+        );
+        assert_eq!(
+            parse_rfc3339("2026-01-01T00:00:00.5Z"),
+            Some(base + Duration::from_millis(500))
+        );
+        assert_eq!(parse_rfc3339("2026-01-01T01:00:00+01:00"), Some(base));
+        assert_eq!(parse_rfc3339("not a date"), None);
+        assert_eq!(parse_rfc3339("2026-13-01T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("2026-01-01T00:00:00"), None);
+    }
+
+    #[test]
+    fn entry_maps_kind_mode_and_time() {
+        let e: EntryInfo = serde_json::from_str(
+            r#"{"name":"d","type":"FILE_TYPE_DIRECTORY","path":"/home/user/d","size":"4096","mode":2147484141,"modifiedTime":"2026-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        let info = file_info(e);
+        assert_eq!(info.kind, FileKind::Dir);
+        assert_eq!(info.mode, Some(0o755));
+        assert_eq!(info.size, 4096);
+        assert!(info.modified.is_some());
+    }
+
+    #[test]
+    fn watch_paths_are_joined() {
+        assert_eq!(join("/home/user", "a.txt"), "/home/user/a.txt");
+        assert_eq!(join("/home/user/", "a.txt"), "/home/user/a.txt");
+        assert_eq!(event_kind("EVENT_TYPE_CREATE"), Some(FileEventKind::Create));
+        assert_eq!(event_kind("EVENT_TYPE_UNSPECIFIED"), None);
+    }
+}

@@ -1,0 +1,389 @@
+//! Processes over envd's `process.Process` Connect service: Start and Connect as server
+//! streams, SendInput/CloseStdin/SendSignal/Update as unary calls.
+
+use crate::envd::{ConnectStream, Envd};
+use crate::error::bad_response;
+use crate::wire::{
+    self, EndEvent, EventEnvelope, ProcessConfig, ProcessInput, Pty, PtySizeWire, Selector,
+    SelectorRequest, SendInputRequest, SignalRequest, StartRequest, UpdateRequest,
+};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use sandbox_sdk_core::{
+    Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
+    PtySize, Result, Stdin,
+};
+use std::sync::Arc;
+
+/// Go's signal names, as in `ProcessState.String()` (`signal: killed`).
+fn signal_number(name: &str) -> Option<i32> {
+    Some(match name {
+        "hangup" => 1,
+        "interrupt" => 2,
+        "quit" => 3,
+        "illegal instruction" => 4,
+        "trace/breakpoint trap" => 5,
+        "aborted" => 6,
+        "bus error" => 7,
+        "floating point exception" => 8,
+        "killed" => 9,
+        "user defined signal 1" => 10,
+        "segmentation fault" => 11,
+        "user defined signal 2" => 12,
+        "broken pipe" => 13,
+        "alarm clock" => 14,
+        "terminated" => 15,
+        _ => return None,
+    })
+}
+
+/// How an `end` event maps to an exit status. An absent `exitCode` is 0; death by a signal is
+/// reported as `signal: <name>` with `exited` false.
+pub fn exit_status(end: &EndEvent) -> ExitStatus {
+    if !end.exited
+        && let Some(name) = end.status.strip_prefix("signal: ")
+    {
+        let name = name.trim_end_matches(" (core dumped)");
+        if let Some(sig) = signal_number(name) {
+            return ExitStatus::signal(sig);
+        }
+    }
+    ExitStatus::code(end.exit_code)
+}
+
+/// What a decoded message means for the reader.
+enum Step {
+    Event(ProcessEvent),
+    End(ExitStatus),
+    Skip,
+}
+
+fn step(envelope: EventEnvelope) -> Step {
+    let Some(event) = envelope.event else {
+        return Step::Skip;
+    };
+    if let Some(data) = event.data {
+        if let Some(bytes) = data.stdout {
+            return Step::Event(ProcessEvent::Stdout(Bytes::from(bytes)));
+        }
+        if let Some(bytes) = data.stderr {
+            return Step::Event(ProcessEvent::Stderr(Bytes::from(bytes)));
+        }
+        if let Some(bytes) = data.pty {
+            // A pty merges both streams into one terminal.
+            return Step::Event(ProcessEvent::Stdout(Bytes::from(bytes)));
+        }
+        return Step::Skip;
+    }
+    if let Some(end) = event.end {
+        return Step::End(exit_status(&end));
+    }
+    Step::Skip
+}
+
+/// Reads `start{pid}` from a fresh Start/Connect stream. Errors sent before the first event
+/// (missing cwd, unknown user, unknown pid) come back here.
+async fn read_start(stream: &mut ConnectStream, operation: &str, sandbox_id: &str) -> Result<u32> {
+    loop {
+        match stream.next_json::<EventEnvelope>().await {
+            None => {
+                return Err(bad_response(
+                    operation,
+                    Some(sandbox_id),
+                    "the stream ended before the process started",
+                ));
+            }
+            Some(Err(e)) => return Err(e),
+            Some(Ok(envelope)) => {
+                if let Some(start) = envelope.event.and_then(|e| e.start) {
+                    return Ok(start.pid);
+                }
+            }
+        }
+    }
+}
+
+/// Turns the rest of the stream into process events, lazily: nothing runs unless the handle is
+/// polled, and dropping the handle drops the connection (no task is left behind).
+fn events(stream: ConnectStream) -> EventStream {
+    futures::stream::unfold(Some(stream), |state| async move {
+        let mut stream = state?;
+        loop {
+            match stream.next_json::<EventEnvelope>().await {
+                None => return None,
+                Some(Err(e)) => return Some((Err(e), None)),
+                Some(Ok(envelope)) => match step(envelope) {
+                    Step::Skip => {}
+                    Step::Event(event) => return Some((Ok(event), Some(stream))),
+                    Step::End(status) => {
+                        // The end-stream envelope follows at once; an error there (a deadline
+                        // reached) wins over the exit status.
+                        return match stream.next_message().await {
+                            Some(Err(e)) => Some((Err(e), None)),
+                            _ => Some((Ok(ProcessEvent::Exit(status)), None)),
+                        };
+                    }
+                },
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Kill (SendSignal) and resize (Update) of one process, independent of its output stream.
+pub(crate) struct Control {
+    pub envd: Envd,
+    pub pid: u32,
+}
+
+#[async_trait]
+impl ProcessControl for Control {
+    async fn kill(&self) -> Result<()> {
+        send_signal(&self.envd, Selector::Pid(self.pid), "SIGNAL_SIGKILL").await
+    }
+
+    async fn resize(&self, size: PtySize) -> Result<()> {
+        let _: serde_json::Value = self
+            .envd
+            .unary(
+                "process.Process/Update",
+                "resize",
+                &UpdateRequest {
+                    process: Selector::Pid(self.pid),
+                    pty: Pty {
+                        size: PtySizeWire {
+                            cols: size.cols.into(),
+                            rows: size.rows.into(),
+                        },
+                    },
+                },
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// `SendSignal`, a unary call.
+pub(crate) async fn send_signal(
+    envd: &Envd,
+    process: Selector,
+    signal: &'static str,
+) -> Result<()> {
+    let _: serde_json::Value = envd
+        .unary(
+            "process.Process/SendSignal",
+            "kill_process",
+            &SignalRequest { process, signal },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Sends stdin chunks as `SendInput` calls, then `CloseStdin` (or `0x04` on a pty) when the
+/// writer is shut down or dropped. The task ends with the writer.
+fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> Stdin {
+    let (stdin, mut rx) = Stdin::channel(16);
+    tokio::spawn(async move {
+        let input = |bytes: &[u8]| {
+            let data = wire::b64(bytes);
+            if pty {
+                ProcessInput::Pty(data)
+            } else {
+                ProcessInput::Stdin(data)
+            }
+        };
+        while let Some(chunk) = rx.recv().await {
+            let sent: Result<serde_json::Value> = envd
+                .unary(
+                    "process.Process/SendInput",
+                    "stdin",
+                    &SendInputRequest {
+                        process: Selector::Pid(pid),
+                        input: input(&chunk),
+                    },
+                )
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "stdin write failed; closing stdin");
+                return;
+            }
+        }
+        let closed: Result<serde_json::Value> = if pty {
+            envd.unary(
+                "process.Process/SendInput",
+                "stdin",
+                &SendInputRequest {
+                    process: Selector::Pid(pid),
+                    input: input(&[0x04]),
+                },
+            )
+            .await
+        } else {
+            envd.unary(
+                "process.Process/CloseStdin",
+                "stdin",
+                &SelectorRequest {
+                    process: Selector::Pid(pid),
+                },
+            )
+            .await
+        };
+        if let Err(e) = closed {
+            tracing::debug!(error = %e, "closing stdin failed");
+        }
+    });
+    stdin
+}
+
+/// The `StartRequest` for a command: argv as given (`cmd` = argv\[0\]), env, cwd, tag, pty, and
+/// stdin always explicit (envd treats an absent `stdin` as true).
+pub fn start_request(command: &Command) -> StartRequest {
+    let (cmd, args) = command
+        .argv
+        .split_first()
+        .map(|(c, a)| (c.clone(), a.to_vec()))
+        .unwrap_or_default();
+    StartRequest {
+        process: ProcessConfig {
+            cmd,
+            args,
+            envs: command.env.clone(),
+            cwd: command.cwd.clone(),
+        },
+        pty: command.pty.map(|size| Pty {
+            size: PtySizeWire {
+                cols: size.cols.into(),
+                rows: size.rows.into(),
+            },
+        }),
+        tag: command.tag.clone(),
+        stdin: command.stdin,
+    }
+}
+
+/// Starts a command: a `Start` server stream whose first event gives the pid.
+pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
+    command.validate()?;
+    let request = start_request(command);
+    // The process timeout is the Start deadline; zero means no limit, and no header is sent.
+    let deadline = (!command.timeout.is_zero()).then_some(command.timeout);
+    let open = async {
+        let mut stream = envd
+            .server_stream(
+                "process.Process/Start",
+                "exec",
+                &request,
+                command.user.as_deref(),
+                deadline,
+            )
+            .await?;
+        let pid = read_start(&mut stream, "exec", &envd.sandbox_id).await?;
+        Ok::<_, Error>((stream, pid))
+    };
+    let (stream, pid) = with_request_timeout(command.request_timeout, open, envd).await?;
+    let pty = command.pty.is_some();
+    let stdin = command.stdin.then(|| stdin_pump(envd.clone(), pid, pty));
+    let control = Arc::new(Control {
+        envd: envd.clone(),
+        pid,
+    });
+    Ok(Process::new(
+        pid.to_string(),
+        events(stream),
+        stdin,
+        control,
+    ))
+}
+
+/// Reattaches by pid or tag: a `Connect` server stream (output from now on, then the exit).
+pub(crate) async fn attach(envd: &Envd, selector: Selector) -> Result<Process> {
+    let mut stream = envd
+        .server_stream(
+            "process.Process/Connect",
+            "attach",
+            &SelectorRequest { process: selector },
+            None,
+            None,
+        )
+        .await?;
+    let pid = read_start(&mut stream, "attach", &envd.sandbox_id).await?;
+    let control = Arc::new(Control {
+        envd: envd.clone(),
+        pid,
+    });
+    Ok(Process::new(pid.to_string(), events(stream), None, control))
+}
+
+async fn with_request_timeout<T>(
+    timeout: Option<std::time::Duration>,
+    fut: impl std::future::Future<Output = Result<T>>,
+    envd: &Envd,
+) -> Result<T> {
+    match timeout.or(envd.request_timeout) {
+        None => fut.await,
+        Some(limit) => match tokio::time::timeout(limit, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!("the process did not start within {}ms", limit.as_millis()),
+            )
+            .with_provider(crate::PROVIDER)
+            .with_operation("exec")
+            .with_sandbox_id(&envd.sandbox_id)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(json: &str) -> ExitStatus {
+        let e: EndEvent = serde_json::from_str(json).unwrap();
+        exit_status(&e)
+    }
+
+    #[test]
+    fn exit_statuses_from_go() {
+        assert_eq!(
+            end(r#"{"exited":true,"status":"exit status 0"}"#),
+            ExitStatus::code(0)
+        );
+        assert_eq!(
+            end(r#"{"exitCode":3,"exited":true,"status":"exit status 3","error":"exit status 3"}"#),
+            ExitStatus::code(3)
+        );
+        assert_eq!(
+            end(r#"{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}"#),
+            ExitStatus::signal(9)
+        );
+        assert_eq!(
+            end(r#"{"exitCode":-1,"status":"signal: terminated"}"#),
+            ExitStatus::signal(15)
+        );
+        assert_eq!(
+            end(r#"{"exitCode":-1,"status":"signal: weird"}"#),
+            ExitStatus::code(-1)
+        );
+    }
+
+    #[test]
+    fn start_request_keeps_argv_and_options() {
+        let cmd = Command::new("python3")
+            .arg("-c")
+            .arg("print(1)")
+            .cwd("/tmp")
+            .env("A", "1")
+            .tag("job")
+            .pty(PtySize {
+                cols: 100,
+                rows: 30,
+            });
+        let json = serde_json::to_string(&start_request(&cmd)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"process":{"cmd":"python3","args":["-c","print(1)"],"envs":{"A":"1"},"cwd":"/tmp"},"pty":{"size":{"cols":100,"rows":30}},"tag":"job","stdin":false}"#
+        );
+    }
+}

@@ -1,0 +1,474 @@
+//! [`E2bProvider`]: create, connect, list, snapshots and the control-plane calls not tied to one
+//! sandbox handle.
+
+use crate::PROVIDER;
+use crate::capabilities::CAPABILITIES;
+use crate::sandbox::E2bSandbox;
+use crate::wire::{
+    AutoResume, ConnectBody, NetworkConfig, NewSandbox, SandboxCreated, SandboxDetail,
+    SnapshotWire, VolumeMount,
+};
+use futures::{StreamExt, TryStreamExt};
+use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
+use sandbox_sdk_core::{
+    Capabilities, CreateSpec, Error, ErrorKind, ListFilter, Provider, Result, Sandbox, SandboxInfo,
+    SandboxState, SandboxStream, SnapshotInfo,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The metadata key under which [`CreateSpec::idempotency_key`] is stored on a sandbox.
+pub const IDEMPOTENCY_METADATA_KEY: &str = "sandbox-sdk-idempotency-key";
+/// The metadata key under which [`CreateSpec::name`] is stored (E2B sandboxes have no name).
+pub const NAME_METADATA_KEY: &str = "sandbox-sdk-name";
+/// The template used when the spec names none.
+pub const DEFAULT_TEMPLATE: &str = "base";
+
+/// What every handle of one provider shares.
+pub(crate) struct Shared {
+    pub api: HttpClient,
+    pub envd: HttpClient,
+    pub domain: String,
+    pub sandbox_url: Option<String>,
+    pub user: Option<String>,
+    pub template_poll_interval: Duration,
+    pub template_build_timeout: Duration,
+}
+
+/// E2B-specific create options, beyond [`CreateSpec`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateOptions {
+    /// Pause instead of kill when the time to live runs out.
+    pub auto_pause: Option<bool>,
+    /// Keep memory when auto-pausing (default true at E2B).
+    pub auto_pause_memory: Option<bool>,
+    /// Resume a paused sandbox when traffic reaches it.
+    pub auto_resume: Option<bool>,
+    /// Allow internet access (`false` denies all egress).
+    pub allow_internet_access: Option<bool>,
+    /// Network options (public traffic, egress allow/deny lists).
+    pub network: Option<NetworkConfig>,
+    /// Volumes to mount.
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+/// Lists sandboxes with E2B's own filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Labels every sandbox must carry.
+    pub metadata: BTreeMap<String, String>,
+    /// `running`, `paused` (empty: both).
+    pub states: Vec<String>,
+    /// Page size (1..=100; the service's default is 100).
+    pub limit: Option<u32>,
+}
+
+/// The E2B provider: a control-plane client plus envd addressing. Build it with
+/// [`crate::E2bBuilder`].
+#[derive(Clone)]
+pub struct E2bProvider {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for E2bProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("E2bProvider")
+            .field("api", &self.shared.api)
+            .field("domain", &self.shared.domain)
+            .field("sandbox_url", &self.shared.sandbox_url)
+            .finish()
+    }
+}
+
+/// Maps E2B's state names onto the common model.
+pub fn map_state(state: &str) -> SandboxState {
+    match state {
+        "running" => SandboxState::Running,
+        "paused" => SandboxState::Paused,
+        "pausing" | "snapshotting" => SandboxState::Running,
+        "killed" | "killing" => SandboxState::Destroyed,
+        _ => SandboxState::Unknown,
+    }
+}
+
+fn state_name(state: SandboxState) -> Option<&'static str> {
+    match state {
+        SandboxState::Running => Some("running"),
+        SandboxState::Paused => Some("paused"),
+        _ => None,
+    }
+}
+
+/// A sandbox listing or detail as [`SandboxInfo`].
+pub fn sandbox_info(detail: SandboxDetail) -> SandboxInfo {
+    let raw = detail.state.clone();
+    let state = raw
+        .as_deref()
+        .map(map_state)
+        .unwrap_or(SandboxState::Unknown);
+    let mut info = SandboxInfo::new(detail.sandbox_id, PROVIDER, state);
+    info.raw_state = raw;
+    info.template = detail.alias.or(detail.template_id);
+    info.metadata = detail.metadata;
+    info.created_at = detail
+        .started_at
+        .as_deref()
+        .and_then(crate::files::parse_rfc3339);
+    info.expires_at = detail
+        .end_at
+        .as_deref()
+        .and_then(crate::files::parse_rfc3339);
+    info
+}
+
+/// `k=v&k2=v2`, URL-encoded, as the `metadata` query value.
+fn metadata_query(metadata: &BTreeMap<String, String>) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in metadata {
+        out.append_pair(k, v);
+    }
+    out.finish()
+}
+
+fn secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+impl E2bProvider {
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Self {
+        E2bProvider { shared }
+    }
+
+    /// Builder shortcut: [`crate::E2bBuilder::from_env`] then build.
+    pub fn from_env() -> Result<Self> {
+        crate::E2bBuilder::from_env().build()
+    }
+
+    /// Creates a sandbox with E2B-specific options (`POST /v2/sandboxes`).
+    pub async fn create_sandbox(
+        &self,
+        spec: &CreateSpec,
+        options: &CreateOptions,
+    ) -> Result<E2bSandbox> {
+        if spec.resources != Default::default() {
+            return Err(Error::validation(
+                "E2B sizes sandboxes by template: build one with prepare_template (cpu_count, memory_mb) instead of CreateSpec::resources",
+            )
+            .with_provider(PROVIDER)
+            .with_operation("create"));
+        }
+        if spec.region.is_some() {
+            return Err(
+                Error::validation("E2B does not let the caller choose a region")
+                    .with_provider(PROVIDER)
+                    .with_operation("create"),
+            );
+        }
+        for key in spec.env.keys() {
+            sandbox_sdk_core::validate_env_name(key)?;
+        }
+        if let Some(key) = &spec.idempotency_key
+            && let Some(existing) = self.find_by_idempotency_key(key).await?
+        {
+            return self.connect_sandbox(&existing, spec.timeout).await;
+        }
+        let mut metadata = spec.metadata.clone();
+        if let Some(key) = &spec.idempotency_key {
+            metadata.insert(IDEMPOTENCY_METADATA_KEY.into(), key.clone());
+        }
+        if let Some(name) = &spec.name {
+            metadata.insert(NAME_METADATA_KEY.into(), name.clone());
+        }
+        let body = NewSandbox {
+            template_id: spec
+                .template
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TEMPLATE.to_owned()),
+            timeout: spec.timeout.map(secs),
+            auto_pause: options.auto_pause,
+            auto_pause_memory: options.auto_pause_memory,
+            auto_resume: options.auto_resume.map(|enabled| AutoResume { enabled }),
+            env_vars: spec.env.clone(),
+            metadata,
+            allow_internet_access: options.allow_internet_access,
+            network: options.network.clone(),
+            volume_mounts: options.volume_mounts.clone(),
+        };
+        let created: SandboxCreated = self
+            .shared
+            .api
+            .request(Method::Post, "/v2/sandboxes")
+            .json(&body)
+            .operation("create")
+            .send_json()
+            .await?;
+        E2bSandbox::new(self.shared.clone(), created, spec.timeout)
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<String>> {
+        let query = ListQuery {
+            metadata: [(IDEMPOTENCY_METADATA_KEY.to_owned(), key.to_owned())].into(),
+            states: vec!["running".into(), "paused".into()],
+            limit: Some(1),
+        };
+        let first = self.list_sandboxes(&query).try_next().await?;
+        Ok(first.map(|info| info.id))
+    }
+
+    /// Connects to a sandbox, resuming it when paused (`POST /v2/sandboxes/{id}/connect`). With
+    /// `timeout`, the time to live is extended to at least that long from now. The id the
+    /// service returns is the one kept.
+    pub async fn connect_sandbox(&self, id: &str, timeout: Option<Duration>) -> Result<E2bSandbox> {
+        let created: SandboxCreated = self
+            .shared
+            .api
+            .request(
+                Method::Post,
+                &format!("/v2/sandboxes/{}/connect", encode_path_segment(id)),
+            )
+            .json(&ConnectBody {
+                timeout: timeout.map(secs),
+            })
+            .operation("connect")
+            .sandbox_id(id)
+            .send_json()
+            .await?;
+        E2bSandbox::new(self.shared.clone(), created, timeout)
+    }
+
+    /// Details of one sandbox (`GET /sandboxes/{id}`).
+    pub async fn get_info(&self, id: &str) -> Result<SandboxInfo> {
+        let detail: SandboxDetail = self
+            .shared
+            .api
+            .request(
+                Method::Get,
+                &format!("/sandboxes/{}", encode_path_segment(id)),
+            )
+            .operation("info")
+            .sandbox_id(id)
+            .send_json()
+            .await?;
+        Ok(sandbox_info(detail))
+    }
+
+    /// Kills a sandbox by id: `true` when it was killed, `false` when it was already gone (404).
+    pub async fn kill(&self, id: &str) -> Result<bool> {
+        let r = self
+            .shared
+            .api
+            .request(
+                Method::Delete,
+                &format!("/sandboxes/{}", encode_path_segment(id)),
+            )
+            .operation("destroy")
+            .sandbox_id(id)
+            .send_empty()
+            .await;
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Lists sandboxes page by page (`GET /v2/sandboxes`, following `X-Next-Token`) as the
+    /// stream is polled.
+    pub fn list_sandboxes(&self, query: &ListQuery) -> SandboxStream<'static> {
+        let api = self.shared.api.clone();
+        let metadata = (!query.metadata.is_empty()).then(|| metadata_query(&query.metadata));
+        let states = (!query.states.is_empty()).then(|| query.states.join(","));
+        let limit = query.limit;
+        futures::stream::try_unfold(Some(None::<String>), move |next| {
+            let api = api.clone();
+            let metadata = metadata.clone();
+            let states = states.clone();
+            async move {
+                let Some(token) = next else {
+                    return Ok(None);
+                };
+                let mut req = api.request(Method::Get, "/v2/sandboxes").operation("list");
+                if let Some(m) = &metadata {
+                    req = req.query("metadata", m);
+                }
+                if let Some(s) = &states {
+                    req = req.query("state", s);
+                }
+                if let Some(l) = limit {
+                    req = req.query("limit", l);
+                }
+                if let Some(t) = &token {
+                    req = req.query("nextToken", t);
+                }
+                let response = req.send().await?;
+                let next = response
+                    .header("x-next-token")
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned);
+                let page: Vec<SandboxDetail> = response.json().await?;
+                let items = futures::stream::iter(page.into_iter().map(|d| Ok(sandbox_info(d))));
+                // Stop when the service gives no token, or the same one again.
+                let next = match next {
+                    Some(t) if Some(&t) != token.as_ref() => Some(Some(t)),
+                    _ => None,
+                };
+                Ok::<_, Error>(Some((items, next)))
+            }
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    /// Snapshots, page by page (`GET /snapshots`), optionally of one sandbox.
+    pub fn list_snapshots(
+        &self,
+        sandbox_id: Option<&str>,
+    ) -> futures::stream::BoxStream<'static, Result<SnapshotInfo>> {
+        let api = self.shared.api.clone();
+        let sandbox_id = sandbox_id.map(str::to_owned);
+        futures::stream::try_unfold(Some(None::<String>), move |next| {
+            let api = api.clone();
+            let sandbox_id = sandbox_id.clone();
+            async move {
+                let Some(token) = next else {
+                    return Ok(None);
+                };
+                let mut req = api
+                    .request(Method::Get, "/snapshots")
+                    .operation("list_snapshots");
+                if let Some(id) = &sandbox_id {
+                    req = req.query("sandboxID", id);
+                }
+                if let Some(t) = &token {
+                    req = req.query("nextToken", t);
+                }
+                let response = req.send().await?;
+                let next = response
+                    .header("x-next-token")
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned);
+                let page: Vec<SnapshotWire> = response.json().await?;
+                let sid = sandbox_id.clone();
+                let items = futures::stream::iter(
+                    page.into_iter()
+                        .map(move |s| Ok(crate::sandbox::snapshot_info(s, sid.clone()))),
+                );
+                let next = match next {
+                    Some(t) if Some(&t) != token.as_ref() => Some(Some(t)),
+                    _ => None,
+                };
+                Ok::<_, Error>(Some((items, next)))
+            }
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    /// Deletes a snapshot (`DELETE /templates/{snapshotID}`).
+    pub async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+        self.shared
+            .api
+            .request(
+                Method::Delete,
+                &format!("/templates/{}", encode_path_segment(snapshot_id)),
+            )
+            .operation("delete_snapshot")
+            .send_empty()
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for E2bProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(
+            self.create_sandbox(spec, &CreateOptions::default()).await?,
+        ))
+    }
+
+    async fn connect(&self, id: &str) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.connect_sandbox(id, None).await?))
+    }
+
+    fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
+        let mut states: Vec<String> = Vec::new();
+        for state in &filter.states {
+            if let Some(name) = state_name(*state)
+                && !states.iter().any(|s| s == name)
+            {
+                states.push(name.to_owned());
+            }
+        }
+        if !filter.states.is_empty() && states.is_empty() {
+            // Only states E2B never reports were asked for.
+            return futures::stream::empty().boxed();
+        }
+        let filter = filter.clone();
+        self.list_sandboxes(&ListQuery {
+            metadata: filter.metadata.clone(),
+            states,
+            limit: None,
+        })
+        .try_filter(move |info| std::future::ready(filter.matches(info)))
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_map_onto_the_common_model() {
+        assert_eq!(map_state("running"), SandboxState::Running);
+        assert_eq!(map_state("paused"), SandboxState::Paused);
+        assert_eq!(map_state("new-thing"), SandboxState::Unknown);
+    }
+
+    #[test]
+    fn metadata_query_is_form_encoded() {
+        let m: BTreeMap<String, String> = [
+            ("a b".to_string(), "x&y".to_string()),
+            ("k".into(), "v".into()),
+        ]
+        .into();
+        assert_eq!(metadata_query(&m), "a+b=x%26y&k=v");
+    }
+
+    #[test]
+    fn info_keeps_raw_state_and_times() {
+        let d: SandboxDetail = serde_json::from_str(
+            r#"{"sandboxID":"isb","templateID":"t","alias":"base","clientID":"6532622b","startedAt":"2026-01-01T00:00:00Z","endAt":"2026-01-01T00:05:00Z","state":"paused","metadata":{"k":"v"},"cpuCount":2,"memoryMB":512,"diskSizeMB":1024,"envdVersion":"0.6.13"}"#,
+        )
+        .unwrap();
+        let info = sandbox_info(d);
+        assert_eq!(info.state, SandboxState::Paused);
+        assert_eq!(info.raw_state.as_deref(), Some("paused"));
+        assert_eq!(info.template.as_deref(), Some("base"));
+        assert_eq!(
+            info.expires_at
+                .unwrap()
+                .duration_since(info.created_at.unwrap())
+                .unwrap(),
+            Duration::from_secs(300)
+        );
+    }
+
+    #[test]
+    fn timeouts_round_up_to_whole_seconds() {
+        assert_eq!(secs(Duration::from_millis(1500)), 2);
+        assert_eq!(secs(Duration::from_secs(300)), 300);
+    }
+}

@@ -1,0 +1,684 @@
+//! [`E2bSandbox`]: one sandbox, through the core [`Sandbox`] trait and E2B-specific methods.
+
+use crate::PROVIDER;
+use crate::builder::ENVD_PORT;
+use crate::capabilities::CAPABILITIES;
+use crate::envd::{Envd, envd_base_url, port_host};
+use crate::error::{Failure, bad_response, map_error};
+use crate::files::file_signature;
+use crate::process;
+use crate::provider::{E2bProvider, Shared};
+use crate::wire::{
+    ConnectBody, ForkBody, ForkResult, ListResponse, LogEntry, LogsWire, NetworkUpdate, PauseBody,
+    SandboxCreated, SandboxMetric, Selector, SnapshotBody, SnapshotWire, TimeoutBody,
+};
+use bytes::Bytes;
+use sandbox_sdk_core::http::{Method, encode_path_segment};
+use sandbox_sdk_core::{
+    Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, ListOptions,
+    Metrics, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo,
+    SshAccess, Transfer, UploadBody,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How [`E2bSandbox::pause_with`] pauses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PauseMode {
+    /// Keep memory and running processes (E2B's default).
+    #[default]
+    Memory,
+    /// Keep only the filesystem; processes restart on resume.
+    FilesystemOnly,
+}
+
+/// Which logs [`E2bSandbox::logs`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogQuery {
+    /// Start at this time, in Unix milliseconds.
+    pub cursor: Option<u64>,
+    /// How many entries (the service's default is 1000).
+    pub limit: Option<u32>,
+    /// `forward` or `backward`.
+    pub direction: Option<String>,
+    /// `debug`, `info`, `warn` or `error`.
+    pub level: Option<String>,
+    /// Text to search for.
+    pub search: Option<String>,
+}
+
+/// One child of [`E2bSandbox::fork_many`]: the new sandbox, or why it did not start.
+pub type ForkOutcome = Result<E2bSandbox>;
+
+/// A running E2B sandbox. Cheap to clone.
+#[derive(Clone)]
+pub struct E2bSandbox {
+    id: String,
+    shared: Arc<Shared>,
+    envd: Envd,
+    domain: String,
+    traffic_token: Option<String>,
+    envd_version: Option<String>,
+    template: Option<String>,
+    ttl: Arc<Mutex<Option<Duration>>>,
+}
+
+impl fmt::Debug for E2bSandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("E2bSandbox")
+            .field("id", &self.id)
+            .field("domain", &self.domain)
+            .field("envd", &self.envd)
+            .field(
+                "traffic_token",
+                &self.traffic_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("envd_version", &self.envd_version)
+            .field("template", &self.template)
+            .finish()
+    }
+}
+
+fn secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// `SnapshotInfo` on the wire as ours.
+pub(crate) fn snapshot_info(s: SnapshotWire, sandbox_id: Option<String>) -> SnapshotInfo {
+    SnapshotInfo {
+        name: s.names.first().cloned(),
+        id: s.snapshot_id,
+        sandbox_id,
+        created_at: None,
+    }
+}
+
+/// Compares dotted versions (`0.5.7`); unparsable parts count as 0.
+fn version_at_least(version: &str, min: [u64; 3]) -> bool {
+    let mut parts = version
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u64>().unwrap_or(0));
+    let v = [
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    ];
+    v >= min
+}
+
+impl E2bSandbox {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        created: SandboxCreated,
+        ttl: Option<Duration>,
+    ) -> Result<Self> {
+        let domain = created
+            .domain
+            .clone()
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| shared.domain.clone());
+        let base = envd_base_url(shared.sandbox_url.as_deref(), &domain, &created.sandbox_id);
+        let http = shared.envd.with_base_url(&base)?;
+        let envd = Envd {
+            http,
+            sandbox_id: created.sandbox_id.clone(),
+            access_token: created.envd_access_token.clone(),
+            user: shared.user.clone(),
+            request_timeout: shared.envd.timeout(),
+        };
+        Ok(E2bSandbox {
+            id: created.sandbox_id,
+            shared,
+            envd,
+            domain,
+            traffic_token: created.traffic_access_token,
+            envd_version: created.envd_version,
+            template: created.alias.or(created.template_id),
+            ttl: Arc::new(Mutex::new(ttl)),
+        })
+    }
+
+    fn provider(&self) -> E2bProvider {
+        E2bProvider::from_shared(self.shared.clone())
+    }
+
+    fn path(&self, suffix: &str) -> String {
+        format!("/sandboxes/{}{suffix}", encode_path_segment(&self.id))
+    }
+
+    fn ttl(&self) -> Option<Duration> {
+        *self.ttl.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The envd version the sandbox runs, when the service said.
+    pub fn envd_version(&self) -> Option<&str> {
+        self.envd_version.as_deref()
+    }
+
+    /// The domain of the sandbox's hosts.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// The template it was made from, when the service said.
+    pub fn template(&self) -> Option<&str> {
+        self.template.as_deref()
+    }
+
+    /// Kills the sandbox: `true` when killed, `false` when it was already gone.
+    pub async fn kill(&self) -> Result<bool> {
+        self.provider().kill(&self.id).await
+    }
+
+    /// Pauses the sandbox, keeping memory or only the filesystem. `false` when it was already
+    /// paused (409).
+    pub async fn pause_with(&self, mode: PauseMode) -> Result<bool> {
+        let r = self
+            .shared
+            .api
+            .request(Method::Post, &self.path("/pause"))
+            .json(&PauseBody {
+                memory: mode == PauseMode::Memory,
+            })
+            .operation("pause")
+            .sandbox_id(&self.id)
+            .send_empty()
+            .await;
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::Conflict => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Resumes (or refreshes) the sandbox through connect with `timeout` as its time to live;
+    /// `None` keeps what the caller asked for before.
+    pub async fn resume_with(&self, timeout: Option<Duration>) -> Result<()> {
+        let timeout = timeout.or_else(|| self.ttl());
+        let created: SandboxCreated = self
+            .shared
+            .api
+            .request(
+                Method::Post,
+                &format!("/v2/sandboxes/{}/connect", encode_path_segment(&self.id)),
+            )
+            .json(&ConnectBody {
+                timeout: timeout.map(secs),
+            })
+            .operation("resume")
+            .sandbox_id(&self.id)
+            .send_json()
+            .await?;
+        if created.sandbox_id != self.id {
+            return Err(bad_response(
+                "resume",
+                Some(&self.id),
+                "the service resumed a sandbox with another id; connect to it by that id",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Forks into `count` children (1..=100); each child is reported on its own, so a partial
+    /// failure leaves the others usable.
+    pub async fn fork_many(&self, count: u32) -> Result<Vec<ForkOutcome>> {
+        if !(1..=100).contains(&count) {
+            return Err(Error::validation("fork count must be between 1 and 100")
+                .with_provider(PROVIDER)
+                .with_operation("fork"));
+        }
+        let ttl = self.ttl();
+        let results: Vec<ForkResult> = self
+            .shared
+            .api
+            .request(Method::Post, &self.path("/fork"))
+            .json(&ForkBody {
+                count,
+                timeout: ttl.map(secs),
+            })
+            .operation("fork")
+            .sandbox_id(&self.id)
+            .send_json()
+            .await?;
+        Ok(results
+            .into_iter()
+            .map(|r| match (r.sandbox, r.error) {
+                (Some(created), _) => E2bSandbox::new(self.shared.clone(), created, ttl),
+                (None, error) => {
+                    let (status, message) =
+                        error.map(|e| (e.code, e.message)).unwrap_or((None, None));
+                    let status = status.and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
+                    let body = serde_json::json!({
+                        "code": status,
+                        "message": message.unwrap_or_else(|| "fork failed".into()),
+                    })
+                    .to_string();
+                    Err(map_error(Failure {
+                        status,
+                        body: body.as_bytes(),
+                        retry_after: None,
+                        operation: "fork",
+                        sandbox_id: Some(&self.id),
+                        request_id: None,
+                    }))
+                }
+            })
+            .collect())
+    }
+
+    /// Replaces the sandbox's egress rules (`PUT /sandboxes/{id}/network`).
+    pub async fn update_network(&self, update: &NetworkUpdate) -> Result<()> {
+        self.shared
+            .api
+            .request(Method::Put, &self.path("/network"))
+            .json(update)
+            .operation("update_network")
+            .sandbox_id(&self.id)
+            .send_empty()
+            .await
+    }
+
+    /// Resource samples between `start` and `end` (Unix seconds), oldest first.
+    pub async fn metrics_range(
+        &self,
+        start: Option<u64>,
+        end: Option<u64>,
+    ) -> Result<Vec<Metrics>> {
+        let mut req = self
+            .shared
+            .api
+            .request(Method::Get, &self.path("/metrics"))
+            .operation("metrics")
+            .sandbox_id(&self.id);
+        if let Some(s) = start {
+            req = req.query("start", s);
+        }
+        if let Some(e) = end {
+            req = req.query("end", e);
+        }
+        let samples: Vec<SandboxMetric> = req.send_json().await?;
+        Ok(samples.into_iter().map(metrics).collect())
+    }
+
+    /// The sandbox's logs (`GET /v2/sandboxes/{id}/logs`).
+    pub async fn logs(&self, query: &LogQuery) -> Result<Vec<LogEntry>> {
+        let mut req = self
+            .shared
+            .api
+            .request(
+                Method::Get,
+                &format!("/v2/sandboxes/{}/logs", encode_path_segment(&self.id)),
+            )
+            .operation("logs")
+            .sandbox_id(&self.id);
+        if let Some(c) = query.cursor {
+            req = req.query("cursor", c);
+        }
+        if let Some(l) = query.limit {
+            req = req.query("limit", l);
+        }
+        if let Some(d) = &query.direction {
+            req = req.query("direction", d);
+        }
+        if let Some(l) = &query.level {
+            req = req.query("level", l);
+        }
+        if let Some(s) = &query.search {
+            req = req.query("search", s);
+        }
+        let logs: LogsWire = req.send_json().await?;
+        Ok(logs.logs)
+    }
+
+    /// Sends SIGTERM (`graceful`) or SIGKILL to a process by pid or tag.
+    pub async fn signal_process(&self, pid_or_tag: &str, graceful: bool) -> Result<()> {
+        let signal = if graceful {
+            "SIGNAL_SIGTERM"
+        } else {
+            "SIGNAL_SIGKILL"
+        };
+        process::send_signal(&self.envd, Selector::parse(pid_or_tag), signal).await
+    }
+
+    /// Writes several files in one multipart request (one part per file).
+    pub async fn write_files(&self, files: Vec<(String, Bytes)>) -> Result<Transfer> {
+        let mut form = sandbox_sdk_core::http::Multipart::new();
+        let mut total = 0u64;
+        for (path, data) in files {
+            sandbox_sdk_core::validate_path(&path)?;
+            total += data.len() as u64;
+            form = form.bytes("file", &path, "application/octet-stream", data);
+        }
+        let mut req = self.envd.request(Method::Post, "/files", "write_file");
+        if let Some(user) = &self.envd.user {
+            req = req.query("username", user);
+        }
+        let _: Vec<crate::wire::WrittenEntry> = req.multipart(form).send_json().await?;
+        Ok(Transfer {
+            bytes: total,
+            emulated: false,
+        })
+    }
+
+    fn signed_url(
+        &self,
+        path: &str,
+        operation: &str,
+        user: Option<&str>,
+        expires_in: Option<Duration>,
+    ) -> Result<String> {
+        sandbox_sdk_core::validate_path(path)?;
+        let token = self.envd.access_token.as_deref().ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotSupported,
+                "this sandbox has no envd access token, so its file URLs need no signature",
+            )
+            .with_provider(PROVIDER)
+            .with_sandbox_id(&self.id)
+        })?;
+        let user = user.or(self.envd.user.as_deref());
+        let expiration = expires_in.map(|d| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs()
+                + secs(d)
+        });
+        let signature = file_signature(path, operation, user.unwrap_or(""), token, expiration);
+        let mut url = url::Url::parse(&format!(
+            "https://{}/files",
+            port_host(ENVD_PORT, &self.id, &self.domain)
+        ))
+        .map_err(|e| Error::validation(format!("invalid sandbox URL: {e}")))?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("path", path);
+            if let Some(user) = user {
+                q.append_pair("username", user);
+            }
+            q.append_pair("signature", &signature);
+            if let Some(exp) = expiration {
+                q.append_pair("signature_expiration", &exp.to_string());
+            }
+        }
+        Ok(url.into())
+    }
+
+    /// A signed URL that downloads `path` without headers (for secure sandboxes), valid for
+    /// `expires_in` when given. It contains a signature: treat it as a secret.
+    pub fn download_url(&self, path: &str, expires_in: Option<Duration>) -> Result<String> {
+        self.signed_url(path, "read", None, expires_in)
+    }
+
+    /// A signed URL that accepts an upload of `path` (`POST`, multipart or raw).
+    pub fn upload_url(&self, path: &str, expires_in: Option<Duration>) -> Result<String> {
+        self.signed_url(path, "write", None, expires_in)
+    }
+}
+
+fn metrics(m: SandboxMetric) -> Metrics {
+    let timestamp = m
+        .timestamp_unix
+        .and_then(|t| u64::try_from(t).ok())
+        .map(|t| UNIX_EPOCH + Duration::from_secs(t))
+        .or_else(|| m.timestamp.as_deref().and_then(crate::files::parse_rfc3339));
+    Metrics {
+        timestamp,
+        cpu_percent: m.cpu_used_pct,
+        cpu_count: m.cpu_count,
+        memory_used_bytes: m.mem_used,
+        memory_total_bytes: m.mem_total,
+        disk_used_bytes: m.disk_used,
+        disk_total_bytes: m.disk_total,
+    }
+}
+
+#[async_trait::async_trait]
+impl Sandbox for E2bSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn provider(&self) -> &str {
+        PROVIDER
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    async fn info(&self) -> Result<SandboxInfo> {
+        self.provider().get_info(&self.id).await
+    }
+
+    async fn exec(&self, command: &Command) -> Result<Process> {
+        process::start(&self.envd, command).await
+    }
+
+    async fn processes(&self) -> Result<Vec<ProcessInfo>> {
+        let list: ListResponse = self
+            .envd
+            .unary("process.Process/List", "processes", &serde_json::json!({}))
+            .await?;
+        Ok(list
+            .processes
+            .into_iter()
+            .map(|p| {
+                let mut argv = vec![p.config.cmd];
+                argv.extend(p.config.args);
+                ProcessInfo {
+                    pid: p.pid.to_string(),
+                    tag: p.tag,
+                    argv,
+                    cwd: p.config.cwd,
+                    running: true,
+                }
+            })
+            .collect())
+    }
+
+    async fn attach(&self, pid: &str) -> Result<Process> {
+        process::attach(&self.envd, Selector::parse(pid)).await
+    }
+
+    async fn kill_process(&self, pid: &str) -> Result<()> {
+        process::send_signal(&self.envd, Selector::parse(pid), "SIGNAL_SIGKILL").await
+    }
+
+    async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
+        let raw_ok = self
+            .envd_version
+            .as_deref()
+            .is_none_or(|v| version_at_least(v, [0, 5, 7]));
+        if raw_ok {
+            self.envd.upload_raw(path, body).await
+        } else {
+            // Older envd only takes multipart; stream the reader as one part.
+            sandbox_sdk_core::validate_path(path)?;
+            let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let counter = counted.clone();
+            use futures::StreamExt;
+            let stream: sandbox_sdk_core::ByteStream = tokio_util::io::ReaderStream::new(body)
+                .map(move |chunk| {
+                    let chunk = chunk?;
+                    counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    Ok(chunk)
+                })
+                .boxed();
+            let form = sandbox_sdk_core::http::Multipart::new().stream(
+                "file",
+                path,
+                "application/octet-stream",
+                stream,
+                None,
+            );
+            let mut req = self
+                .envd
+                .request(Method::Post, "/files", "upload")
+                .query("path", path);
+            if let Some(user) = &self.envd.user {
+                req = req.query("username", user);
+            }
+            let _: Vec<crate::wire::WrittenEntry> =
+                req.multipart(form).no_timeout().send_json().await?;
+            Ok(Transfer {
+                bytes: counted.load(std::sync::atomic::Ordering::Relaxed),
+                emulated: false,
+            })
+        }
+    }
+
+    async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
+        self.envd.upload_multipart(path, data).await
+    }
+
+    async fn download(&self, path: &str) -> Result<Download> {
+        self.envd.download(path).await
+    }
+
+    async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
+        self.envd.list_dir(path, options).await
+    }
+
+    async fn stat(&self, path: &str) -> Result<FileInfo> {
+        self.envd.stat(path).await
+    }
+
+    async fn mkdir(&self, path: &str) -> Result<()> {
+        self.envd.make_dir(path).await
+    }
+
+    async fn remove(&self, path: &str) -> Result<()> {
+        self.envd.remove(path).await
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.envd.rename(from, to).await
+    }
+
+    async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
+        self.envd.watch(path, recursive).await
+    }
+
+    async fn stop(&self) -> Result<()> {
+        Err(Error::not_supported(PROVIDER, "stop").with_sandbox_id(&self.id))
+    }
+
+    async fn pause(&self) -> Result<()> {
+        self.pause_with(PauseMode::Memory).await.map(drop)
+    }
+
+    async fn resume(&self) -> Result<()> {
+        self.resume_with(None).await
+    }
+
+    async fn destroy(&self) -> Result<()> {
+        if self.kill().await? {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::NotFound,
+                format!("sandbox {} is already gone", self.id),
+            )
+            .with_provider(PROVIDER)
+            .with_operation("destroy")
+            .with_sandbox_id(&self.id)
+            .with_status(404))
+        }
+    }
+
+    async fn set_timeout(&self, timeout: Duration) -> Result<()> {
+        self.shared
+            .api
+            .request(Method::Post, &self.path("/timeout"))
+            .json(&TimeoutBody {
+                timeout: secs(timeout),
+            })
+            .operation("set_timeout")
+            .sandbox_id(&self.id)
+            .send_empty()
+            .await?;
+        *self.ttl.lock().unwrap_or_else(|p| p.into_inner()) = Some(timeout);
+        Ok(())
+    }
+
+    async fn preview_link(&self, port: u16) -> Result<PreviewLink> {
+        if port == 0 {
+            return Err(Error::validation("port 0 cannot be exposed").with_provider(PROVIDER));
+        }
+        let mut headers = BTreeMap::new();
+        if let Some(token) = &self.traffic_token {
+            headers.insert("e2b-traffic-access-token".to_owned(), token.clone());
+        }
+        Ok(PreviewLink {
+            url: format!("https://{}", port_host(port, &self.id, &self.domain)),
+            port,
+            headers,
+            token: self.traffic_token.clone(),
+            expires_at: None,
+        })
+    }
+
+    async fn ssh_access(&self, _ttl: Duration) -> Result<SshAccess> {
+        Err(Error::not_supported(PROVIDER, "ssh_access").with_sandbox_id(&self.id))
+    }
+
+    async fn fork(&self) -> Result<Box<dyn Sandbox>> {
+        let mut children = self.fork_many(1).await?;
+        match children.pop() {
+            Some(child) => Ok(Box::new(child?)),
+            None => Err(bad_response("fork", Some(&self.id), "no fork result")),
+        }
+    }
+
+    async fn snapshot(&self, name: Option<&str>) -> Result<SnapshotInfo> {
+        let s: SnapshotWire = self
+            .shared
+            .api
+            .request(Method::Post, &self.path("/snapshots"))
+            .json(&SnapshotBody {
+                name: name.map(str::to_owned),
+            })
+            .operation("snapshot")
+            .sandbox_id(&self.id)
+            .send_json()
+            .await?;
+        Ok(snapshot_info(s, Some(self.id.clone())))
+    }
+
+    async fn metrics(&self) -> Result<Metrics> {
+        let mut samples = self.metrics_range(None, None).await?;
+        Ok(samples.pop().unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare() {
+        assert!(version_at_least("0.6.13", [0, 5, 7]));
+        assert!(version_at_least("0.5.7", [0, 5, 7]));
+        assert!(!version_at_least("0.5.6", [0, 5, 7]));
+        assert!(!version_at_least("0.4", [0, 5, 7]));
+    }
+
+    #[test]
+    fn metric_sample_maps_to_metrics() {
+        let m: SandboxMetric = serde_json::from_str(
+            r#"{"timestamp":"2026-01-01T00:00:00Z","timestampUnix":1767225600,"cpuCount":2,"cpuUsedPct":12.5,"memUsed":100,"memTotal":200,"memCache":5,"diskUsed":10,"diskTotal":20}"#,
+        )
+        .unwrap();
+        let m = metrics(m);
+        assert_eq!(m.cpu_percent, Some(12.5));
+        assert_eq!(m.memory_total_bytes, Some(200));
+        assert_eq!(
+            m.timestamp,
+            Some(UNIX_EPOCH + Duration::from_secs(1_767_225_600))
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! Templates: build one from an image plus steps and wait for it, idempotent by a content hash
+//! of what goes in (PROTOCOL.md §1.3).
+
+use crate::PROVIDER;
+use crate::provider::E2bProvider;
+use crate::wire::{
+    TemplateAlias, TemplateBuildStart, TemplateBuildStatus, TemplateCreate, TemplateCreated,
+    TemplateStep,
+};
+use sandbox_sdk_core::http::{Method, encode_path_segment};
+use sandbox_sdk_core::{Error, ErrorKind, Result};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What a template is built from. Two specs with the same content give the same template.
+///
+/// ```
+/// use sandbox_e2b::TemplateSpec;
+///
+/// let spec = TemplateSpec::from_image("ubuntu:24.04")
+///     .run("apt-get update && apt-get install -y curl")
+///     .cpu_count(2)
+///     .memory_mb(2048);
+/// assert_eq!(spec.content_hash(), spec.clone().content_hash());
+/// assert!(spec.template_name().starts_with("sdk-"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateSpec {
+    /// Base image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_image: Option<String>,
+    /// Base template (instead of an image).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_template: Option<String>,
+    /// Build steps, in order.
+    pub steps: Vec<TemplateStep>,
+    /// Command started when a sandbox starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_cmd: Option<String>,
+    /// Command that says the sandbox is ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_cmd: Option<String>,
+    /// CPUs of sandboxes made from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_count: Option<u32>,
+    /// Memory in MiB of sandboxes made from it.
+    #[serde(rename = "memoryMB", skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+}
+
+impl TemplateSpec {
+    /// A template built on `image`.
+    pub fn from_image(image: impl Into<String>) -> Self {
+        TemplateSpec {
+            from_image: Some(image.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A template built on another template.
+    pub fn from_template(template: impl Into<String>) -> Self {
+        TemplateSpec {
+            from_template: Some(template.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a step of any type (`RUN`, `ENV`, `WORKDIR`, `USER`, ...).
+    pub fn step(mut self, kind: impl Into<String>, args: Vec<String>) -> Self {
+        self.steps.push(TemplateStep {
+            kind: kind.into(),
+            args,
+            files_hash: None,
+            force: None,
+        });
+        self
+    }
+
+    /// Adds a `RUN` step.
+    pub fn run(self, command: impl Into<String>) -> Self {
+        self.step("RUN", vec![command.into()])
+    }
+
+    /// Sets the start command.
+    pub fn start_cmd(mut self, cmd: impl Into<String>) -> Self {
+        self.start_cmd = Some(cmd.into());
+        self
+    }
+
+    /// Sets the ready command.
+    pub fn ready_cmd(mut self, cmd: impl Into<String>) -> Self {
+        self.ready_cmd = Some(cmd.into());
+        self
+    }
+
+    /// Sets the CPUs.
+    pub fn cpu_count(mut self, cpus: u32) -> Self {
+        self.cpu_count = Some(cpus);
+        self
+    }
+
+    /// Sets the memory.
+    pub fn memory_mb(mut self, mb: u64) -> Self {
+        self.memory_mb = Some(mb);
+        self
+    }
+
+    /// SHA-256 (hex) of everything that goes into the build.
+    pub fn content_hash(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The template's name: `sdk-` and the first 16 hex digits of the content hash.
+    pub fn template_name(&self) -> String {
+        format!("sdk-{}", &self.content_hash()[..16])
+    }
+}
+
+impl E2bProvider {
+    /// Returns the id of a template built from `spec`, building it first when no template of
+    /// that content exists (found by its hash-derived name). Waits for the build; a failed build
+    /// is an error carrying the service's reason.
+    pub async fn prepare_template(&self, spec: &TemplateSpec) -> Result<String> {
+        if spec.from_image.is_none() == spec.from_template.is_none() {
+            return Err(Error::validation(
+                "a template needs exactly one of from_image and from_template",
+            )
+            .with_provider(PROVIDER)
+            .with_operation("prepare_template"));
+        }
+        let name = spec.template_name();
+        let api = &self.shared.api;
+        let found = api
+            .request(
+                Method::Get,
+                &format!("/templates/aliases/{}", encode_path_segment(&name)),
+            )
+            .operation("prepare_template")
+            .send_json::<TemplateAlias>()
+            .await;
+        match found {
+            Ok(alias) => return Ok(alias.template_id),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let created: TemplateCreated = api
+            .request(Method::Post, "/v3/templates")
+            .json(&TemplateCreate {
+                name: name.clone(),
+                cpu_count: spec.cpu_count,
+                memory_mb: spec.memory_mb,
+            })
+            .operation("prepare_template")
+            .send_json()
+            .await?;
+        let tid = encode_path_segment(&created.template_id);
+        let bid = encode_path_segment(&created.build_id);
+        api.request(Method::Post, &format!("/v2/templates/{tid}/builds/{bid}"))
+            .json(&TemplateBuildStart {
+                from_image: spec.from_image.clone(),
+                from_template: spec.from_template.clone(),
+                steps: spec.steps.clone(),
+                start_cmd: spec.start_cmd.clone(),
+                ready_cmd: spec.ready_cmd.clone(),
+            })
+            .operation("prepare_template")
+            .send_empty()
+            .await?;
+        let started = tokio::time::Instant::now();
+        loop {
+            let status: TemplateBuildStatus = api
+                .request(
+                    Method::Get,
+                    &format!("/templates/{tid}/builds/{bid}/status"),
+                )
+                .query("logsOffset", 0)
+                .query("limit", 0)
+                .operation("prepare_template")
+                .send_json()
+                .await?;
+            match status.status.as_str() {
+                "ready" => return Ok(created.template_id),
+                "error" => {
+                    let reason = match status.reason {
+                        Some(serde_json::Value::String(s)) => s,
+                        Some(serde_json::Value::Object(o)) => o
+                            .get("message")
+                            .and_then(|m| m.as_str())
+                            .unwrap_or("no reason given")
+                            .to_owned(),
+                        _ => "no reason given".to_owned(),
+                    };
+                    return Err(Error::new(
+                        ErrorKind::Provider,
+                        format!("template {name} failed to build: {reason}"),
+                    )
+                    .with_provider(PROVIDER)
+                    .with_operation("prepare_template"));
+                }
+                _ => {}
+            }
+            if started.elapsed() >= self.shared.template_build_timeout {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "template {name} still building after {}s",
+                        started.elapsed().as_secs()
+                    ),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("prepare_template"));
+            }
+            tokio::time::sleep(self.shared.template_poll_interval).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_changes_with_any_input() {
+        let a = TemplateSpec::from_image("ubuntu:24.04").run("echo 1");
+        let b = TemplateSpec::from_image("ubuntu:24.04").run("echo 2");
+        let c = a.clone().cpu_count(2);
+        assert_ne!(a.content_hash(), b.content_hash());
+        assert_ne!(a.content_hash(), c.content_hash());
+        assert_eq!(a.content_hash().len(), 64);
+        assert_eq!(a.template_name().len(), 4 + 16);
+    }
+}
