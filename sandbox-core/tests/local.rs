@@ -369,6 +369,11 @@ async fn files_round_trip_every_byte_value_and_large_streams() {
     sb.remove("deep").await.unwrap();
     assert!(!sb.exists("deep/er").await.unwrap());
     sb.mkdir("moved").await.unwrap();
+    // Writing over a directory, or mkdir over a file, is refused and says so.
+    let err = sb.write_file("moved", Bytes::new()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation, "{err}");
+    let err = sb.mkdir("moved/here.bin").await.unwrap_err();
+    assert!(err.to_string().contains("moved/here.bin"), "{err}");
     sb.destroy().await.unwrap();
 }
 

@@ -1,6 +1,6 @@
 //! File operations of a local sandbox, on the host filesystem.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::files::{ByteStream, FileInfo, FileKind};
 use futures::{StreamExt, TryStreamExt};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,13 @@ pub(crate) fn io_error(e: std::io::Error, what: &str, path: &str) -> Error {
         std::io::ErrorKind::NotFound => format!("{what} {path}: no such file or directory"),
         _ => format!("{what} {path}: {e}"),
     };
-    let kind = Error::from(std::io::Error::from(e.kind())).kind();
+    let kind = match e.kind() {
+        std::io::ErrorKind::IsADirectory | std::io::ErrorKind::NotADirectory => {
+            ErrorKind::Validation
+        }
+        std::io::ErrorKind::DirectoryNotEmpty => ErrorKind::Conflict,
+        other => Error::from(std::io::Error::from(other)).kind(),
+    };
     Error::new(kind, message).with_source(e)
 }
 

@@ -20,9 +20,18 @@
 //!   plus [`CreateSpec::env`](crate::CreateSpec) plus [`Command::env`]. Stdout and stderr are
 //!   streamed live and apart, read only as the stream is polled (a slow reader slows the child).
 //!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group.
+//!   Process ids are host pids. A foreground stream ends when every holder of the child's
+//!   stdout and stderr has closed them (as with a shell's `$(...)`): a grandchild left running in
+//!   the background with inherited output keeps the stream open until it exits or is killed.
 //! - Background commands write stdout and stderr to files in the state directory, so nothing blocks
-//!   when nobody reads; their handles (and [`Sandbox::attach`]) poll those files every few
-//!   milliseconds, and are marked as emulated streaming.
+//!   when nobody reads; a dedicated thread reaps each one, so its exit is recorded even after the
+//!   async runtime that started it is gone. The handle returned by `exec` streams the files from
+//!   the start, [`Sandbox::attach`] from the current end ("output from now on"); both poll the
+//!   files every few milliseconds and are marked as emulated streaming. The process timeout of a
+//!   background command is enforced by a task on the runtime that started it. A background
+//!   command started with stdin gets end-of-file when its handle's [`Stdin`] is dropped.
+//! - A [`CreateSpec::idempotency_key`](crate::CreateSpec) already used by a live sandbox of this
+//!   process returns that sandbox instead of making a second one.
 //! - Pause sends `SIGSTOP` to every process group of the sandbox, resume sends `SIGCONT`; memory is
 //!   kept. While paused, `exec` fails with `NotRunning`; files stay reachable.
 //! - Preview links are `http://127.0.0.1:{port}`: nothing is proxied, the port is the host's.
@@ -34,12 +43,13 @@
 //! [`CreateSpec::template`](crate::CreateSpec) is refused with `NotSupported`; `resources` and
 //! `region` are ignored.
 //!
-//! ```no_run
+//! ```
 //! use sandbox_sdk_core::local::LocalProvider;
 //! use sandbox_sdk_core::prelude::*;
 //! use sandbox_sdk_core::{Command, CreateSpec};
 //!
-//! # async fn demo() -> sandbox_sdk_core::Result<()> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> sandbox_sdk_core::Result<()> {
 //! let provider = LocalProvider::new();
 //! let sandbox = provider.create(&CreateSpec::new()).await?;
 //! let out = sandbox.run(&Command::shell("echo hi; exit 3")).await?;
@@ -313,13 +323,17 @@ impl Inner {
 
     fn alive(&self) -> Result<()> {
         if self.destroyed.load(Ordering::SeqCst) {
-            Err(Error::new(
-                ErrorKind::NotFound,
-                format!("sandbox {} was destroyed", self.id),
-            ))
+            Err(self.destroyed_error())
         } else {
             Ok(())
         }
+    }
+
+    fn destroyed_error(&self) -> Error {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("sandbox {} was destroyed", self.id),
+        )
     }
 
     fn running(&self) -> Result<()> {
@@ -469,8 +483,7 @@ impl Inner {
                 process::reap_in_background(child, state.clone(), None);
             }
             self.forget(pid);
-            self.alive()?;
-            return Err(Error::new(ErrorKind::NotFound, "sandbox was destroyed"));
+            return Err(self.destroyed_error());
         }
         let watchdog = process::watchdog(&state);
         let control = Arc::new(GroupControl(state.clone()));
