@@ -422,7 +422,12 @@ impl fmt::Debug for HttpClientBuilder {
         let lines: Vec<HeaderLine> = self.headers.iter().filter_map(|h| h.clone().ok()).collect();
         f.debug_struct("HttpClientBuilder")
             .field("provider", &self.provider)
-            .field("base_url", &self.base_url)
+            .field(
+                "base_url",
+                &Url::parse(self.base_url.trim())
+                    .map(|u| redacted_url(&u))
+                    .unwrap_or_else(|_| "<invalid URL>".to_owned()),
+            )
             .field("headers", &HeaderLines(&lines))
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
@@ -484,12 +489,27 @@ impl HttpClient {
         } else {
             format!("{base}/{path}")
         };
-        let url = Url::parse(&joined).map_err(|e| {
-            format!(
-                "invalid request path {:?}: {e}",
-                error_response::truncate(path.split('?').next().unwrap_or(""), 200)
-            )
-        });
+        let shown = || error_response::truncate(path.split('?').next().unwrap_or(""), 200);
+        let url = if has_dot_segment(path) {
+            Err(format!(
+                "invalid request path {:?}: a `.` or `..` segment would leave the route (check the ids put into it)",
+                shown()
+            ))
+        } else {
+            Url::parse(&joined)
+                .map_err(|e| format!("invalid request path {:?}: {e}", shown()))
+                .and_then(|url| {
+                    let base = &self.inner.base;
+                    if url.origin() == base.origin() && url.path().starts_with(base.path()) {
+                        Ok(url)
+                    } else {
+                        Err(format!(
+                            "invalid request path {:?}: it leaves the base URL",
+                            shown()
+                        ))
+                    }
+                })
+        };
         Request::new(self.clone(), method, url)
     }
 
@@ -555,8 +575,19 @@ impl fmt::Debug for HttpClient {
     }
 }
 
+/// Whether the path part of `path` has a `.` or `..` segment (also percent-encoded), which URL
+/// parsing would resolve and so change the route.
+fn has_dot_segment(path: &str) -> bool {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    path.split(['/', '\\']).any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
+}
+
 /// Percent-encodes one path segment: everything but `A-Z a-z 0-9 - . _ ~` is escaped, so a `/`
-/// in an id cannot change the route.
+/// in an id cannot change the route. (An id of `.` or `..` cannot be escaped; [`HttpClient::request`]
+/// rejects such paths.)
 pub fn encode_path_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
@@ -783,6 +814,7 @@ impl Request {
                     provider = %site.provider,
                     method = site.method,
                     path = %site.path,
+                    operation = site.operation.as_deref(),
                     elapsed_ms,
                     kind = %error.kind(),
                     "http request failed"
@@ -797,6 +829,7 @@ impl Request {
             provider = %site.provider,
             method = site.method,
             path = %site.path,
+            operation = site.operation.as_deref(),
             status,
             elapsed_ms,
             "http response"
@@ -1169,6 +1202,18 @@ mod tests {
             url(c.request(Method::Get, "")),
             "https://api.example.com/v1"
         );
+        for bad in [
+            "/sandboxes/..",
+            "/a/./b",
+            "/a/%2E%2e/b",
+            "..",
+            "/a/..?x=1",
+            "/a\\..\\b",
+        ] {
+            let message = c.request(Method::Get, bad).url.unwrap_err();
+            assert!(message.contains("segment"), "{bad}: {message}");
+        }
+        assert!(c.request(Method::Get, "/a/..b/c.d?x=..").url.is_ok());
         let root = HttpClient::builder("t", "http://127.0.0.1:9")
             .build()
             .unwrap();

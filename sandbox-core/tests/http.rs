@@ -1013,3 +1013,43 @@ async fn credentials_echoed_in_an_error_body_are_scrubbed() {
     assert_no_secret(&seen.lock().unwrap());
     assert_no_secret(&error.to_string());
 }
+
+#[tokio::test]
+async fn a_stalled_body_times_out_while_streaming() {
+    // Headers and a first chunk, then silence on an open connection.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).await;
+        let _ = socket
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nfirst chunk")
+            .await;
+        let _ = released.await;
+    });
+    let client = HttpClient::builder("testprov", &format!("http://{addr}"))
+        .build()
+        .unwrap();
+    let mut stream = client
+        .request(Method::Get, "/stream")
+        .timeout(Duration::from_millis(200))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let error = loop {
+        match stream.next().await {
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => break e,
+            None => panic!("stream ended cleanly"),
+        }
+    };
+    assert_eq!(error.kind(), ErrorKind::Timeout);
+    assert!(
+        error.to_string().contains("reading the response body"),
+        "{error}"
+    );
+    let _ = release.send(());
+}

@@ -143,6 +143,15 @@ mod http {
         assert_no_canary("HttpClient", &client);
         let other = client.with_base_url("https://envd.example.com").unwrap();
         assert_no_canary("HttpClient::with_base_url", &other);
+        let with_userinfo =
+            HttpClient::builder("canaryprov", &format!("https://u:{CANARY}@h.example"));
+        assert_no_canary(
+            "HttpClientBuilder with credentials in the URL",
+            &with_userinfo,
+        );
+        let error = with_userinfo.build().unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Validation);
+        assert_display_no_canary("bad base URL error", &error);
     }
 
     #[test]

@@ -148,6 +148,37 @@ pub struct ErrorResponse {
 pub const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 impl ErrorResponse {
+    /// A response with `status` and `body`, no headers and empty context: for testing an
+    /// adapter's error mapper. Chain [`ErrorResponse::with_header`] to add headers.
+    ///
+    /// ```
+    /// use sandbox_sdk_core::http::{ErrorResponse, default_error_mapper};
+    /// use sandbox_sdk_core::ErrorKind;
+    /// let response = ErrorResponse::new(429, r#"{"message":"slow down"}"#).with_header("Retry-After", "3");
+    /// let error = default_error_mapper(&response);
+    /// assert_eq!(error.kind(), ErrorKind::QuotaExceeded);
+    /// assert_eq!(error.retry_after(), Some(std::time::Duration::from_secs(3)));
+    /// ```
+    pub fn new(status: u16, body: impl Into<Bytes>) -> Self {
+        ErrorResponse {
+            status,
+            headers: Headers::new(),
+            body: body.into(),
+            operation: String::new(),
+            sandbox_id: None,
+            request_id: None,
+            method: String::new(),
+            path: String::new(),
+            provider: String::new(),
+        }
+    }
+
+    /// Adds a response header (builder style, for tests).
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push(name, value);
+        self
+    }
+
     /// The first value of a response header (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name)
