@@ -1176,3 +1176,104 @@ fn nul_bytes_are_rejected_by_the_quoting() {
         ErrorKind::Validation
     );
 }
+
+// ---------------------------------------------------------------- tracing
+
+/// A minimal subscriber that keeps every span's fields as text, and the fields of events inside
+/// a span as `event.NAME` on that span (it tracks entered spans; single-threaded tests only).
+#[derive(Default)]
+struct SpanCapture(
+    Mutex<Vec<(String, BTreeMap<String, String>)>>,
+    Mutex<Vec<tracing::span::Id>>,
+);
+
+struct FieldText<'a>(&'a mut BTreeMap<String, String>);
+
+impl tracing::field::Visit for FieldText<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl tracing::Subscriber for SpanCapture {
+    fn enabled(&self, _metadata: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attrs: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut FieldText(&mut fields));
+        let mut spans = self.0.lock().unwrap();
+        spans.push((attrs.metadata().name().to_owned(), fields));
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut spans = self.0.lock().unwrap();
+        if let Some((_, fields)) = spans.get_mut(span.into_u64() as usize - 1) {
+            values.record(&mut FieldText(fields));
+        }
+    }
+    fn record_follows_from(&self, _span: &tracing::span::Id, _follows: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let Some(current) = self.1.lock().unwrap().last().cloned() else {
+            return;
+        };
+        let mut fields = BTreeMap::new();
+        event.record(&mut FieldText(&mut fields));
+        let mut spans = self.0.lock().unwrap();
+        if let Some((_, span_fields)) = spans.get_mut(current.into_u64() as usize - 1) {
+            for (k, v) in fields {
+                span_fields.insert(format!("event.{k}"), v);
+            }
+        }
+    }
+    fn enter(&self, span: &tracing::span::Id) {
+        self.1.lock().unwrap().push(span.clone());
+    }
+    fn exit(&self, _span: &tracing::span::Id) {
+        self.1.lock().unwrap().pop();
+    }
+}
+
+#[tokio::test]
+async fn spans_carry_provider_operation_sandbox_and_attempt() {
+    let capture = Arc::new(SpanCapture::default());
+    let _guard = tracing::subscriber::set_default(capture.clone());
+    let state = State::new("fake", all_native());
+    let client = Client::builder(FakeProvider::dyn_new(&state))
+        .retry(test_policy())
+        .build();
+    state.fail([transport()]);
+    let sandbox = client.connect("sb-7").await.unwrap();
+    sandbox.info().await.unwrap();
+    let spans: Vec<BTreeMap<String, String>> = capture
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name == "sandbox")
+        .map(|(_, fields)| fields.clone())
+        .collect();
+    let field = |i: usize, k: &str| spans[i].get(k).cloned().unwrap_or_default();
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert_eq!(
+        [
+            field(0, "provider"),
+            field(0, "operation"),
+            field(0, "sandbox_id"),
+            field(0, "event.attempt")
+        ],
+        ["fake", "connect", "sb-7", "2"]
+    );
+    assert_eq!(
+        [
+            field(1, "provider"),
+            field(1, "operation"),
+            field(1, "sandbox_id"),
+            field(1, "event.attempt")
+        ],
+        ["fake", "info", "sb-7", ""]
+    );
+}

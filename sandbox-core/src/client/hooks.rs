@@ -2,7 +2,7 @@
 //!
 //! [`HooksProvider`] calls [`Hooks::before_create`] before a create, [`Hooks::after_create`] after
 //! one succeeded, and [`Hooks::on_error`] once for each error returned to the caller (from the
-//! provider, its list stream and its sandboxes), with provider, operation and sandbox id filled
+//! provider, its list stream, its sandboxes, and their process and download streams), with provider, operation and sandbox id filled
 //! in. [`Hooks::on_retry`] is called by the retry layer; the [`Client`](super::Client) builder
 //! connects it.
 
@@ -16,7 +16,7 @@ use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInf
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,6 +128,29 @@ pub struct HooksSandbox {
 }
 
 impl HooksSandbox {
+    /// Passes errors that arrive later, inside a stream, to `on_error` too.
+    fn stream_errors<S, T>(
+        &self,
+        operation: &'static str,
+        items: S,
+    ) -> impl Stream<Item = Result<T>> + use<S, T>
+    where
+        S: Stream<Item = Result<T>>,
+    {
+        let hooks = self.hooks.clone();
+        let provider = self.inner.provider().to_owned();
+        let id = self.inner.id().to_owned();
+        items.map_err(move |error| {
+            let error = error.or_context(&provider, operation, Some(&id));
+            hooks.0.on_error(&error);
+            error
+        })
+    }
+
+    fn watch_process(&self, operation: &'static str, process: Process) -> Process {
+        process.map_events(|events| self.stream_errors(operation, events).boxed())
+    }
+
     fn seen<T>(&self, operation: &str, result: Result<T>) -> Result<T> {
         self.hooks.seen(
             result,
@@ -154,13 +177,15 @@ impl Sandbox for HooksSandbox {
         self.seen("info", self.inner.info().await)
     }
     async fn exec(&self, command: &Command) -> Result<Process> {
-        self.seen("exec", self.inner.exec(command).await)
+        let process = self.seen("exec", self.inner.exec(command).await)?;
+        Ok(self.watch_process("exec", process))
     }
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         self.seen("processes", self.inner.processes().await)
     }
     async fn attach(&self, pid: &str) -> Result<Process> {
-        self.seen("attach", self.inner.attach(pid).await)
+        let process = self.seen("attach", self.inner.attach(pid).await)?;
+        Ok(self.watch_process("attach", process))
     }
     async fn kill_process(&self, pid: &str) -> Result<()> {
         self.seen("kill_process", self.inner.kill_process(pid).await)
@@ -172,7 +197,16 @@ impl Sandbox for HooksSandbox {
         self.seen("write_file", self.inner.write_file(path, data).await)
     }
     async fn download(&self, path: &str) -> Result<Download> {
-        self.seen("download", self.inner.download(path).await)
+        let download = self.seen("download", self.inner.download(path).await)?;
+        let emulated = download.is_emulated();
+        let chunks = self
+            .stream_errors("download", download.into_stream())
+            .boxed();
+        Ok(if emulated {
+            Download::emulated(chunks)
+        } else {
+            Download::new(chunks)
+        })
     }
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
         self.seen("list_files", self.inner.list_files(path, options).await)
