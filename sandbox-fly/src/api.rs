@@ -1,0 +1,318 @@
+//! The Machines API calls the adapter makes, one method per endpoint, over the shared
+//! [`HttpClient`]. Errors all go through [`crate::error::map_error`].
+
+use crate::builder::FlyBuilder;
+use crate::error::{FailedResponse, PROVIDER, REQUEST_ID_HEADER, map_error};
+use crate::wire::{
+    CreateMachineRequest, ExecRequest, ExecResponse, Lease, LeaseEnvelope, LeaseRequest, Machine,
+    StopRequest, UpdateMachineRequest, WaitResponse,
+};
+use sandbox_sdk_core::http::{HttpClient, Method, Request, encode_path_segment};
+use sandbox_sdk_core::{Error, ErrorKind, Result};
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+/// Header carrying the lease nonce on lease refresh/release and on mutations of a leased machine.
+pub const LEASE_NONCE_HEADER: &str = "fly-machine-lease-nonce";
+
+/// The longest single `/wait` the service accepts (PROTOCOL.md §7): 1–60 s.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// Extra time the HTTP client gives a call beyond the server-side timeout it asked for.
+const SLACK: Duration = Duration::from_secs(15);
+
+/// The API client of one app.
+#[derive(Debug, Clone)]
+pub(crate) struct Api {
+    pub http: HttpClient,
+    pub app: String,
+    pub settings: FlyBuilder,
+}
+
+impl Api {
+    pub fn new(settings: FlyBuilder) -> Result<Api> {
+        let root = settings.api_root()?;
+        let app = settings.app.clone().unwrap_or_default();
+        let http = HttpClient::builder(PROVIDER, &root)
+            .auth_header("authorization", settings.authorization())
+            .header("accept", "application/json")
+            .request_id_header(REQUEST_ID_HEADER)
+            .timeout(settings.request_timeout)
+            .error_mapper(|r| {
+                map_error(FailedResponse {
+                    status: r.status,
+                    body: &r.body,
+                    request_id: r.request_id.as_deref(),
+                    retry_after: r.retry_after(),
+                    operation: Some(r.operation.as_str()),
+                    sandbox_id: r.sandbox_id.as_deref(),
+                })
+            })
+            .build()?;
+        Ok(Api {
+            http,
+            app,
+            settings,
+        })
+    }
+
+    fn machines(&self) -> String {
+        format!("/apps/{}/machines", encode_path_segment(&self.app))
+    }
+
+    fn machine(&self, id: &str) -> String {
+        format!("{}/{}", self.machines(), encode_path_segment(id))
+    }
+
+    fn req(&self, method: Method, path: String, op: &str, id: Option<&str>) -> Request {
+        let req = self.http.request(method, &path).operation(op);
+        match id {
+            Some(id) => req.sandbox_id(id),
+            None => req,
+        }
+    }
+
+    fn with_nonce(req: Request, nonce: Option<&str>) -> Request {
+        match nonce {
+            Some(nonce) => req.sensitive_header(LEASE_NONCE_HEADER, nonce),
+            None => req,
+        }
+    }
+
+    pub async fn create(&self, body: &CreateMachineRequest) -> Result<Machine> {
+        self.req(Method::Post, self.machines(), "create", None)
+            .json(body)
+            .send_json()
+            .await
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Machine> {
+        self.req(Method::Get, self.machine(id), "get", Some(id))
+            .send_json()
+            .await
+    }
+
+    pub async fn list(&self, query: &[(String, String)]) -> Result<Vec<Machine>> {
+        let mut req = self.req(Method::Get, self.machines(), "list", None);
+        for (k, v) in query {
+            req = req.query(k, v);
+        }
+        req.send_json().await
+    }
+
+    pub async fn update(
+        &self,
+        id: &str,
+        body: &UpdateMachineRequest,
+        nonce: Option<&str>,
+    ) -> Result<Machine> {
+        let req = self.req(Method::Post, self.machine(id), "update", Some(id));
+        Self::with_nonce(req, nonce).json(body).send_json().await
+    }
+
+    /// `POST …/{action}` with an optional JSON body; the answer's body (`{"ok":true}`, start's
+    /// `{previous_state}`) is read and discarded.
+    pub async fn action(
+        &self,
+        id: &str,
+        action: &str,
+        body: Option<&StopRequest>,
+        nonce: Option<&str>,
+    ) -> Result<()> {
+        let path = format!("{}/{action}", self.machine(id));
+        let mut req = Self::with_nonce(self.req(Method::Post, path, action, Some(id)), nonce);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        req.send_empty().await
+    }
+
+    pub async fn destroy(&self, id: &str, force: bool, nonce: Option<&str>) -> Result<()> {
+        let mut req = self.req(Method::Delete, self.machine(id), "destroy", Some(id));
+        if force {
+            req = req.query("force", "true");
+        }
+        Self::with_nonce(req, nonce).send_empty().await
+    }
+
+    /// One `/wait` call of at most [`MAX_WAIT`].
+    async fn wait_once(
+        &self,
+        id: &str,
+        state: &str,
+        version: Option<&str>,
+        seconds: u64,
+    ) -> Result<WaitResponse> {
+        let path = format!("{}/wait", self.machine(id));
+        let mut req = self
+            .req(Method::Get, path, "wait", Some(id))
+            .query("state", state)
+            .query("timeout", seconds);
+        if let Some(v) = version {
+            req = req.query("version", v);
+        }
+        req.timeout(Duration::from_secs(seconds) + SLACK)
+            .send_json()
+            .await
+    }
+
+    /// Waits until machine `id` reaches `state`, chaining `/wait` calls of at most 60 s within
+    /// `deadline`. The budget is counted by the time each call asked the server for (and by the
+    /// clock, whichever runs out first), so a chain is bounded even when answers come back early.
+    /// A wait that runs out is a `Timeout` naming the state the machine was in; a machine that
+    /// reaches a terminal state meanwhile is `NotRunning`.
+    pub async fn wait_for(
+        &self,
+        id: &str,
+        state: &str,
+        version: Option<&str>,
+        deadline: Duration,
+    ) -> Result<WaitResponse> {
+        let started = tokio::time::Instant::now();
+        let mut budget = deadline.max(Duration::from_secs(1));
+        let mut version = version.map(str::to_owned);
+        let mut last_error: Option<Error> = None;
+        loop {
+            let left = budget.min(deadline.saturating_sub(started.elapsed()));
+            if left < Duration::from_secs(1) {
+                let reached = last_error
+                    .as_ref()
+                    .and_then(|e| crate::error::reached_state(e.message()).map(str::to_owned))
+                    .unwrap_or_else(|| "unknown".to_owned());
+                let mut error = Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "machine did not reach {state} within {}s; it is {reached}",
+                        deadline.as_secs()
+                    ),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("wait")
+                .with_sandbox_id(id);
+                if let Some(e) = &last_error {
+                    if let Some(rid) = e.request_id() {
+                        error = error.with_request_id(rid);
+                    }
+                    if let Some(status) = e.status() {
+                        error = error.with_status(status);
+                    }
+                }
+                return Err(error);
+            }
+            let seconds = left.min(MAX_WAIT).as_secs().max(1);
+            match self.wait_once(id, state, version.as_deref(), seconds).await {
+                Ok(resp) => return Ok(resp),
+                Err(e) if e.kind() == ErrorKind::Timeout && e.status() == Some(408) => {
+                    let reached = crate::error::reached_state(e.message()).map(str::to_owned);
+                    match reached.as_deref() {
+                        Some(s @ ("destroyed" | "failed")) if s != state => {
+                            return Err(Error::new(
+                                ErrorKind::NotRunning,
+                                format!("machine is {s} and will not reach {state}"),
+                            )
+                            .with_provider(PROVIDER)
+                            .with_operation("wait")
+                            .with_sandbox_id(id)
+                            .with_status(408));
+                        }
+                        Some("replaced") => {
+                            // The machine was updated: follow its new version.
+                            version = self.get(id).await?.instance_id;
+                        }
+                        _ => {}
+                    }
+                    budget = budget.saturating_sub(Duration::from_secs(seconds));
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One `/exec` call. `timeout` is the server-side deadline in seconds.
+    pub async fn exec(&self, id: &str, body: &ExecRequest) -> Result<ExecResponse> {
+        let path = format!("{}/exec", self.machine(id));
+        let server = Duration::from_secs(body.timeout.unwrap_or(EXEC_DEFAULT_SECS));
+        self.req(Method::Post, path, "exec", Some(id))
+            .json(body)
+            .timeout(server + SLACK)
+            .send_json()
+            .await
+    }
+
+    async fn lease_call<T: DeserializeOwned>(&self, req: Request, op: &str, id: &str) -> Result<T> {
+        let envelope: LeaseEnvelope<T> = req.send_json().await?;
+        if envelope.status.as_deref() == Some("error") {
+            return Err(Error::new(
+                ErrorKind::Provider,
+                envelope
+                    .message
+                    .unwrap_or_else(|| "lease call answered with status error".to_owned()),
+            )
+            .with_provider(PROVIDER)
+            .with_operation(op)
+            .with_sandbox_id(id));
+        }
+        envelope.data.ok_or_else(|| {
+            Error::new(ErrorKind::Provider, "lease answer has no data")
+                .with_provider(PROVIDER)
+                .with_operation(op)
+                .with_sandbox_id(id)
+        })
+    }
+
+    pub async fn acquire_lease(
+        &self,
+        id: &str,
+        body: &LeaseRequest,
+        nonce: Option<&str>,
+    ) -> Result<Lease> {
+        let op = if nonce.is_some() {
+            "refresh_lease"
+        } else {
+            "acquire_lease"
+        };
+        let path = format!("{}/lease", self.machine(id));
+        let req = Self::with_nonce(self.req(Method::Post, path, op, Some(id)), nonce).json(body);
+        self.lease_call(req, op, id).await
+    }
+
+    pub async fn get_lease(&self, id: &str) -> Result<Lease> {
+        let path = format!("{}/lease", self.machine(id));
+        let req = self.req(Method::Get, path, "get_lease", Some(id));
+        self.lease_call(req, "get_lease", id).await
+    }
+
+    pub async fn release_lease(&self, id: &str, nonce: &str) -> Result<()> {
+        let path = format!("{}/lease", self.machine(id));
+        let req = self
+            .req(Method::Delete, path, "release_lease", Some(id))
+            .sensitive_header(LEASE_NONCE_HEADER, nonce);
+        let _: serde_json::Value = self.lease_call(req, "release_lease", id).await?;
+        Ok(())
+    }
+}
+
+/// Server-side exec timeout when a call sets none (Fly's own default is not documented).
+pub(crate) const EXEC_DEFAULT_SECS: u64 = 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_encode_app_and_machine() {
+        let api = Api::new(
+            FlyBuilder::new()
+                .token("t")
+                .app("my-app")
+                .base_url("http://127.0.0.1:1"),
+        )
+        .unwrap();
+        assert_eq!(
+            api.machine("1857156b526dd8"),
+            "/apps/my-app/machines/1857156b526dd8"
+        );
+        assert_eq!(api.machine("a/b"), "/apps/my-app/machines/a%2Fb");
+    }
+}

@@ -1,0 +1,806 @@
+//! Exec on a Fly Machine.
+//!
+//! - **Direct**: one buffered `POST …/exec` with an argv, a server-side timeout and the whole
+//!   stdin. Used for commands whose timeout fits [`crate::EXEC_DEADLINE`] (or all foreground
+//!   commands with [`crate::FlyBuilder::prefer_direct_exec`]). Output arrives at the end.
+//! - **Background and poll** (emulated streaming): the command is started detached inside the
+//!   machine with stdout and stderr going to files (see [`crate::scripts`]); the adapter polls
+//!   them by offset and streams what is new as `Stdout`/`Stderr` events, then the exit code the
+//!   wrapping shell recorded. Used for commands without a timeout or longer than the exec
+//!   deadline, and for background commands, which can be listed, reattached and killed.
+//!
+//! Environment and working directory are passed as argv (`env K=V …`, `cd "$1"` in a tiny
+//! wrapper), so no value is ever spliced into shell text.
+
+use crate::api::Api;
+use crate::error::PROVIDER;
+use crate::scripts;
+use crate::wire::{ExecRequest, ExecResponse};
+use async_trait::async_trait;
+use base64::Engine;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use sandbox_sdk_core::{
+    Command, Error, ErrorKind, ExitStatus, Process, ProcessControl, ProcessEvent, ProcessInfo,
+    PtySize, Result, Stdin,
+};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The most stdin the adapter sends with one command. `/exec` takes stdin as one JSON string
+/// and Fly documents no size limit, so the adapter keeps it to 1 MiB; more is a `Validation` error.
+pub const STDIN_LIMIT: usize = 1024 * 1024;
+
+/// The most bytes of each of stdout and stderr one poll returns (before base64).
+pub const POLL_CHUNK: u64 = 256 * 1024;
+
+/// Ticks of 0.2 s a poll waits inside the machine for news before answering.
+const POLL_WAIT_TICKS: u64 = 5;
+
+/// Server-side timeout of the launch and poll calls (they return within ~1 s normally).
+const CONTROL_EXEC_SECS: u64 = 20;
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+/// The argv that runs `cmd` with its env and cwd, without any shell quoting.
+pub(crate) fn wrap_argv(cmd: &Command) -> Vec<String> {
+    let mut argv = Vec::new();
+    if let Some(cwd) = &cmd.cwd {
+        argv.extend(
+            ["sh", "-c", "cd \"$1\" || exit 1; shift; exec \"$@\"", "sh"].map(String::from),
+        );
+        argv.push(cwd.clone());
+    }
+    if !cmd.env.is_empty() {
+        argv.push("env".to_owned());
+        argv.extend(cmd.env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    argv.extend(cmd.argv.iter().cloned());
+    argv
+}
+
+/// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`.
+pub(crate) async fn run_script(
+    api: &Api,
+    machine: &str,
+    script: &str,
+    args: &[&str],
+    stdin: Option<String>,
+    secs: u64,
+) -> Result<ExecResponse> {
+    let mut command = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        script.to_owned(),
+        "sh".to_owned(),
+    ];
+    command.extend(args.iter().map(|a| (*a).to_owned()));
+    api.exec(
+        machine,
+        &ExecRequest {
+            command,
+            timeout: Some(secs),
+            stdin,
+        },
+    )
+    .await
+}
+
+/// A script's failure as an error: exit 44 is `NotFound`, 45 `Validation`, 47 `Conflict`,
+/// permission problems `Unauthorized`, anything else `Provider`; the message names `what` and
+/// carries the script's stderr.
+pub(crate) fn script_error(resp: &ExecResponse, op: &str, machine: &str, what: &str) -> Error {
+    let stderr = resp.stderr.as_deref().unwrap_or("").trim();
+    let code = resp.exit_code.unwrap_or(0);
+    let kind = match code {
+        44 => ErrorKind::NotFound,
+        45 => ErrorKind::Validation,
+        47 => ErrorKind::Conflict,
+        _ if stderr.contains("No such file") => ErrorKind::NotFound,
+        _ if stderr.contains("Permission denied") || stderr.contains("Read-only") => {
+            ErrorKind::Unauthorized
+        }
+        _ if stderr.contains("Not a directory") || stderr.contains("Is a directory") => {
+            ErrorKind::Validation
+        }
+        _ if stderr.contains("File exists") => ErrorKind::Conflict,
+        _ => ErrorKind::Provider,
+    };
+    let detail = if stderr.is_empty() {
+        format!("exit code {code}")
+    } else {
+        stderr.chars().take(300).collect()
+    };
+    Error::new(kind, format!("{what}: {detail}"))
+        .with_provider(PROVIDER)
+        .with_operation(op)
+        .with_sandbox_id(machine)
+}
+
+fn exit_status(resp: &ExecResponse) -> ExitStatus {
+    match resp.exit_signal {
+        Some(sig) if sig > 0 => ExitStatus::signal(sig as i32),
+        _ => ExitStatus::code(resp.exit_code.unwrap_or(0) as i32),
+    }
+}
+
+/// Collects a process's stdin until the writer is shut down, up to [`STDIN_LIMIT`].
+async fn collect_stdin(mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> Result<Bytes> {
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = rx.recv().await {
+        buf.extend_from_slice(&chunk);
+        if buf.len() > STDIN_LIMIT {
+            return Err(Error::validation(format!(
+                "stdin is larger than {STDIN_LIMIT} bytes, the most fly sends with one command"
+            ))
+            .with_provider(PROVIDER)
+            .with_operation("exec"));
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// One buffered `/exec` of `argv` with `stdin`. Non-UTF-8 stdin is sent in base64 and decoded
+/// in the machine, because `/exec` takes stdin as a JSON string.
+pub(crate) async fn exec_direct(
+    api: &Api,
+    machine: &str,
+    argv: Vec<String>,
+    secs: u64,
+    stdin: Option<Bytes>,
+) -> Result<ExecResponse> {
+    let (command, stdin) = match stdin {
+        None => (argv, None),
+        Some(bytes) => match String::from_utf8(bytes.to_vec()) {
+            Ok(text) => (argv, Some(text)),
+            Err(_) => {
+                let mut wrapped: Vec<String> = ["sh", "-c", "base64 -d | \"$@\"", "sh"]
+                    .map(String::from)
+                    .to_vec();
+                wrapped.extend(argv);
+                (wrapped, Some(b64().encode(&bytes)))
+            }
+        },
+    };
+    api.exec(
+        machine,
+        &ExecRequest {
+            command,
+            timeout: Some(secs.max(1)),
+            stdin,
+        },
+    )
+    .await
+}
+
+fn direct_events(resp: ExecResponse) -> Vec<Result<ProcessEvent>> {
+    let status = exit_status(&resp);
+    let mut events = Vec::new();
+    if let Some(out) = resp.stdout.filter(|s| !s.is_empty()) {
+        events.push(Ok(ProcessEvent::Stdout(Bytes::from(out))));
+    }
+    if let Some(err) = resp.stderr.filter(|s| !s.is_empty()) {
+        events.push(Ok(ProcessEvent::Stderr(Bytes::from(err))));
+    }
+    events.push(Ok(ProcessEvent::Exit(status)));
+    events
+}
+
+/// Control of a buffered `/exec`: it cannot be interrupted once sent.
+struct DirectControl;
+
+#[async_trait]
+impl ProcessControl for DirectControl {
+    async fn kill(&self) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::NotSupported,
+            "a command run through one buffered /exec cannot be killed; run it without a timeout \
+             or in the background to get a killable process",
+        )
+        .with_provider(PROVIDER)
+        .with_operation("kill_process"))
+    }
+
+    async fn resize(&self, _size: PtySize) -> Result<()> {
+        Err(Error::not_supported(PROVIDER, "pty"))
+    }
+}
+
+/// Starts `cmd` through one buffered `/exec`. Without stdin the call is made now (errors
+/// surface from `exec`); with stdin it is made once the stdin writer is shut down.
+pub(crate) async fn start_direct(
+    api: &Api,
+    machine: &str,
+    cmd: &Command,
+    secs: u64,
+) -> Result<Process> {
+    let argv = wrap_argv(cmd);
+    if cmd.stdin {
+        let (stdin, rx) = Stdin::channel(16);
+        let api = api.clone();
+        let machine_id = machine.to_owned();
+        let events = futures::stream::once(async move {
+            let input = collect_stdin(rx).await?;
+            exec_direct(&api, &machine_id, argv, secs, Some(input)).await
+        })
+        .flat_map(|result| {
+            futures::stream::iter(match result {
+                Ok(resp) => direct_events(resp),
+                Err(e) => vec![Err(e)],
+            })
+        })
+        .boxed();
+        return Ok(
+            Process::new("exec", events, Some(stdin), Arc::new(DirectControl))
+                .with_emulated_streaming(),
+        );
+    }
+    let resp = exec_direct(api, machine, argv, secs, None).await?;
+    let events = futures::stream::iter(direct_events(resp)).boxed();
+    Ok(Process::new("exec", events, None, Arc::new(DirectControl)).with_emulated_streaming())
+}
+
+/// One parsed poll answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PollAnswer {
+    pub alive: bool,
+    pub exit: Option<ExitStatus>,
+    pub out_size: u64,
+    pub err_size: u64,
+    pub stdout: Bytes,
+    pub stderr: Bytes,
+}
+
+fn decode_b64(text: &str) -> Option<Bytes> {
+    let joined: String = text.split_whitespace().collect();
+    b64().decode(joined).ok().map(Bytes::from)
+}
+
+/// Parses `sandbox-fly-poll ALIVE EXIT OUT ERR`, base64 stdout, `.`, base64 stderr.
+pub(crate) fn parse_poll(text: &str) -> Option<PollAnswer> {
+    let start = text.find(scripts::POLL_TAG)?;
+    let text = &text[start..];
+    let (header, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let mut fields = header.split_whitespace().skip(1);
+    let alive = fields.next()? == "1";
+    let exit = match fields.next()? {
+        "-" => None,
+        s if s.starts_with('s') => Some(ExitStatus::signal(s[1..].parse().ok()?)),
+        s => Some(ExitStatus::code(s.parse().ok()?)),
+    };
+    let out_size = fields.next()?.parse().ok()?;
+    let err_size = fields.next()?.parse().ok()?;
+    let (out, err) = match rest.split_once("\n.\n") {
+        Some((out, err)) => (out, err),
+        None => {
+            let (out, err) = rest.split_once(".\n").or_else(|| rest.split_once('.'))?;
+            (out, err)
+        }
+    };
+    let out = if out.trim() == "." { "" } else { out };
+    Some(PollAnswer {
+        alive,
+        exit,
+        out_size,
+        err_size,
+        stdout: decode_b64(out)?,
+        stderr: decode_b64(err)?,
+    })
+}
+
+fn poll_result(resp: ExecResponse, machine: &str, pid: &str) -> Result<PollAnswer> {
+    if resp.exit_code.unwrap_or(0) != 0 {
+        return Err(script_error(
+            &resp,
+            "exec",
+            machine,
+            &format!("background process {pid}"),
+        ));
+    }
+    parse_poll(resp.stdout.as_deref().unwrap_or("")).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Provider,
+            format!("unreadable poll answer for background process {pid}"),
+        )
+        .with_provider(PROVIDER)
+        .with_operation("exec")
+        .with_sandbox_id(machine)
+    })
+}
+
+/// Kills a polled process through the `KILL` script.
+pub(crate) struct PolledControl {
+    pub api: Api,
+    pub machine: String,
+    pub pid: String,
+}
+
+impl PolledControl {
+    pub(crate) async fn kill_now(&self) -> Result<()> {
+        let dir = process_dir(&self.pid);
+        let resp = run_script(&self.api, &self.machine, scripts::KILL, &[&dir], None, 15).await?;
+        match resp.exit_code.unwrap_or(0) {
+            0 => Ok(()),
+            _ => Err(script_error(
+                &resp,
+                "kill_process",
+                &self.machine,
+                &format!("process {}", self.pid),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl ProcessControl for PolledControl {
+    async fn kill(&self) -> Result<()> {
+        self.kill_now().await
+    }
+
+    async fn resize(&self, _size: PtySize) -> Result<()> {
+        Err(Error::not_supported(PROVIDER, "pty"))
+    }
+}
+
+/// The directory of a background process inside the machine.
+pub(crate) fn process_dir(pid: &str) -> String {
+    format!("{}/{pid}", scripts::ROOT)
+}
+
+/// Process ids name directories, so only `[A-Za-z0-9_.-]` (not starting with `.`) is accepted.
+pub(crate) fn validate_pid(pid: &str) -> Result<()> {
+    let ok = !pid.is_empty()
+        && pid.len() <= 64
+        && !pid.starts_with('.')
+        && pid
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::validation(format!(
+            "invalid process id or tag {pid:?}: use letters, digits, '_', '-' and '.'"
+        ))
+        .with_provider(PROVIDER))
+    }
+}
+
+/// State of a polled output stream.
+struct Poller {
+    control: Arc<PolledControl>,
+    out: u64,
+    err: u64,
+    clean: bool,
+    interval: Duration,
+    deadline: Option<(Instant, Duration)>,
+    last: Option<Instant>,
+    vanished: u8,
+    done: bool,
+    queue: VecDeque<Result<ProcessEvent>>,
+}
+
+impl Poller {
+    fn apply(&mut self, answer: PollAnswer) {
+        self.out += answer.stdout.len() as u64;
+        self.err += answer.stderr.len() as u64;
+        if !answer.stdout.is_empty() {
+            self.queue
+                .push_back(Ok(ProcessEvent::Stdout(answer.stdout)));
+        }
+        if !answer.stderr.is_empty() {
+            self.queue
+                .push_back(Ok(ProcessEvent::Stderr(answer.stderr)));
+        }
+        match answer.exit {
+            Some(status) if self.out >= answer.out_size && self.err >= answer.err_size => {
+                self.queue.push_back(Ok(ProcessEvent::Exit(ExitStatus {
+                    emulated: EXIT_FROM_MARKER,
+                    ..status
+                })));
+                self.done = true;
+            }
+            Some(_) => {}
+            None if !answer.alive => {
+                self.vanished += 1;
+                if self.vanished >= 2 {
+                    self.queue.push_back(Err(Error::new(
+                        ErrorKind::Provider,
+                        format!(
+                            "background process {} ended without recording an exit status \
+                             (was the machine restarted?)",
+                            self.control.pid
+                        ),
+                    )
+                    .with_provider(PROVIDER)
+                    .with_operation("exec")
+                    .with_sandbox_id(&self.control.machine)));
+                    self.done = true;
+                }
+            }
+            None => self.vanished = 0,
+        }
+    }
+
+    async fn poll(&mut self) -> Result<PollAnswer> {
+        let ticks = match self.deadline {
+            Some((at, _)) => {
+                let left = at.saturating_duration_since(Instant::now()).as_millis() as u64;
+                POLL_WAIT_TICKS.min(left / 200)
+            }
+            None => POLL_WAIT_TICKS,
+        };
+        let dir = process_dir(&self.control.pid);
+        let args = [
+            dir.as_str(),
+            &self.out.to_string(),
+            &self.err.to_string(),
+            &POLL_CHUNK.to_string(),
+            &ticks.to_string(),
+            if self.clean { "1" } else { "0" },
+        ]
+        .map(str::to_owned);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let c = &self.control;
+        let resp = run_script(
+            &c.api,
+            &c.machine,
+            &scripts::poll_script(),
+            &args,
+            None,
+            CONTROL_EXEC_SECS,
+        )
+        .await?;
+        poll_result(resp, &c.machine, &c.pid)
+    }
+
+    async fn next(&mut self) -> Option<Result<ProcessEvent>> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            if self.done {
+                return None;
+            }
+            if let Some((at, limit)) = self.deadline
+                && Instant::now() >= at
+            {
+                self.done = true;
+                let killed = self.control.kill_now().await;
+                let mut error = Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "process {} ran past its timeout of {}s and was killed",
+                        self.control.pid,
+                        limit.as_secs_f64()
+                    ),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("exec")
+                .with_sandbox_id(&self.control.machine);
+                if let Err(e) = killed {
+                    error = error.with_source(e);
+                }
+                return Some(Err(error));
+            }
+            if let Some(last) = self.last {
+                tokio::time::sleep_until(last + self.interval).await;
+            }
+            self.last = Some(Instant::now());
+            match self.poll().await {
+                Ok(answer) => self.apply(answer),
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Whether exit codes of polled processes are marked as read from a marker: they are recorded by
+/// the wrapping shell in a file, not reported by Fly.
+const EXIT_FROM_MARKER: bool = true;
+
+fn polled_process(poller: Poller, pid: String, stdin: Option<Stdin>) -> Process {
+    let control: Arc<dyn ProcessControl> = poller.control.clone();
+    let events = futures::stream::unfold(poller, |mut p| async move {
+        let event = p.next().await?;
+        Some((event, p))
+    })
+    .boxed();
+    Process::new(pid, events, stdin, control).with_emulated_streaming()
+}
+
+fn meta_json(cmd: &Command) -> String {
+    serde_json::json!({
+        "argv": cmd.argv,
+        "tag": cmd.tag,
+        "cwd": cmd.cwd,
+    })
+    .to_string()
+}
+
+/// Launches `cmd` detached and returns its first poll.
+async fn launch(
+    api: &Api,
+    machine: &str,
+    pid: &str,
+    cmd: &Command,
+    clean: bool,
+    stdin: bool,
+) -> Result<PollAnswer> {
+    let dir = process_dir(pid);
+    let mut args: Vec<String> = vec![
+        dir,
+        POLL_WAIT_TICKS.to_string(),
+        POLL_CHUNK.to_string(),
+        if clean { "1" } else { "0" }.to_owned(),
+        if stdin { "1" } else { "0" }.to_owned(),
+        meta_json(cmd),
+    ];
+    args.extend(wrap_argv(cmd));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let resp = run_script(
+        api,
+        machine,
+        &scripts::run_script(),
+        &args,
+        None,
+        CONTROL_EXEC_SECS,
+    )
+    .await?;
+    poll_result(resp, machine, pid)
+}
+
+fn new_pid(cmd: &Command) -> Result<String> {
+    match &cmd.tag {
+        Some(tag) => {
+            validate_pid(tag)?;
+            Ok(tag.clone())
+        }
+        None => Ok(format!("p{}", uuid::Uuid::new_v4().simple())),
+    }
+}
+
+/// Starts `cmd` with the background-and-poll emulation. Without stdin it is launched now; with
+/// stdin it is launched once the stdin writer is shut down (the input is uploaded to a file in
+/// the machine first, in chunks).
+pub(crate) async fn start_polled(api: &Api, machine: &str, cmd: &Command) -> Result<Process> {
+    let pid = new_pid(cmd)?;
+    let clean = !cmd.background;
+    let control = Arc::new(PolledControl {
+        api: api.clone(),
+        machine: machine.to_owned(),
+        pid: pid.clone(),
+    });
+    let dyn_control: Arc<dyn ProcessControl> = control.clone();
+    let deadline = (!cmd.timeout.is_zero()).then(|| (Instant::now() + cmd.timeout, cmd.timeout));
+    let mut poller = Poller {
+        control,
+        out: 0,
+        err: 0,
+        clean,
+        interval: api.settings.poll_interval,
+        deadline,
+        last: Some(Instant::now()),
+        vanished: 0,
+        done: false,
+        queue: VecDeque::new(),
+    };
+    if !cmd.stdin {
+        let first = launch(api, machine, &pid, cmd, clean, false).await?;
+        poller.apply(first);
+        return Ok(polled_process(poller, pid, None));
+    }
+    let (stdin, rx) = Stdin::channel(16);
+    let api = api.clone();
+    let machine = machine.to_owned();
+    let cmd = cmd.clone();
+    let pid_for_stream = pid.clone();
+    let launch_then_poll = async move {
+        let started = async {
+            let input = collect_stdin(rx).await?;
+            let path = format!("{}/in", process_dir(&pid_for_stream));
+            crate::files::upload_bytes(&api, &machine, &path, input).await?;
+            launch(&api, &machine, &pid_for_stream, &cmd, clean, true).await
+        }
+        .await;
+        match started {
+            Ok(first) => {
+                poller.deadline = deadline.map(|(_, limit)| (Instant::now() + limit, limit));
+                poller.last = Some(Instant::now());
+                poller.apply(first);
+            }
+            Err(e) => {
+                poller.done = true;
+                poller.queue.push_back(Err(e));
+            }
+        }
+        poller
+    };
+    let events = futures::stream::once(launch_then_poll)
+        .flat_map(|poller| {
+            futures::stream::unfold(poller, |mut p| async move {
+                let event = p.next().await?;
+                Some((event, p))
+            })
+        })
+        .boxed();
+    Ok(Process::new(pid, events, Some(stdin), dyn_control).with_emulated_streaming())
+}
+
+/// Reattaches to a background process: output from now on, then its exit.
+pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Process> {
+    validate_pid(pid)?;
+    let control = Arc::new(PolledControl {
+        api: api.clone(),
+        machine: machine.to_owned(),
+        pid: pid.to_owned(),
+    });
+    let dir = process_dir(pid);
+    let resp = run_script(
+        api,
+        machine,
+        &scripts::poll_script(),
+        &[&dir, "0", "0", "0", "0", "0"],
+        None,
+        CONTROL_EXEC_SECS,
+    )
+    .await?;
+    let first = poll_result(resp, machine, pid)?;
+    let mut poller = Poller {
+        control: control.clone(),
+        out: first.out_size,
+        err: first.err_size,
+        clean: false,
+        interval: api.settings.poll_interval,
+        deadline: None,
+        last: Some(Instant::now()),
+        vanished: 0,
+        done: false,
+        queue: VecDeque::new(),
+    };
+    poller.apply(first);
+    Ok(polled_process(poller, pid.to_owned(), None))
+}
+
+/// Lists the background processes started in the machine (running or finished, until their
+/// directory is cleaned up).
+pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInfo>> {
+    let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], None, 20).await?;
+    if resp.exit_code.unwrap_or(0) != 0 {
+        return Err(script_error(
+            &resp,
+            "processes",
+            machine,
+            "listing processes",
+        ));
+    }
+    Ok(parse_processes(resp.stdout.as_deref().unwrap_or("")))
+}
+
+/// Parses `ID RUNNING BASE64(meta.json)` lines; unreadable lines are skipped.
+pub(crate) fn parse_processes(text: &str) -> Vec<ProcessInfo> {
+    #[derive(serde::Deserialize, Default)]
+    struct Meta {
+        #[serde(default)]
+        argv: Vec<String>,
+        #[serde(default)]
+        tag: Option<String>,
+        #[serde(default)]
+        cwd: Option<String>,
+    }
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let pid = parts.next()?.to_owned();
+            let running = parts.next()? == "1";
+            let meta: Meta = parts
+                .next()
+                .and_then(decode_b64)
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            Some(ProcessInfo {
+                pid,
+                tag: meta.tag,
+                argv: meta.argv,
+                cwd: meta.cwd,
+                running,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_argv_passes_env_and_cwd_as_arguments() {
+        let cmd = Command::new("echo")
+            .arg("a b")
+            .cwd("/w d")
+            .env("K", "v'\"$x");
+        assert_eq!(
+            wrap_argv(&cmd),
+            [
+                "sh",
+                "-c",
+                "cd \"$1\" || exit 1; shift; exec \"$@\"",
+                "sh",
+                "/w d",
+                "env",
+                "K=v'\"$x",
+                "echo",
+                "a b"
+            ]
+        );
+        assert_eq!(wrap_argv(&Command::new("true")), ["true"]);
+    }
+
+    #[test]
+    fn poll_answers_parse_with_and_without_output() {
+        let text = "sandbox-fly-poll 0 3 5 4\naGVsbG8=\n.\nb29wcw==\n";
+        let a = parse_poll(text).unwrap();
+        assert!(!a.alive);
+        assert_eq!(a.exit, Some(ExitStatus::code(3)));
+        assert_eq!((a.out_size, a.err_size), (5, 4));
+        assert_eq!(&a.stdout[..], b"hello");
+        assert_eq!(&a.stderr[..], b"oops");
+        let a = parse_poll("sandbox-fly-poll 1 - 0 0\n.\n").unwrap();
+        assert!(a.alive && a.exit.is_none() && a.stdout.is_empty() && a.stderr.is_empty());
+        let a = parse_poll("sandbox-fly-poll 0 s9 0 0\n.\n").unwrap();
+        assert_eq!(a.exit, Some(ExitStatus::signal(9)));
+        assert!(parse_poll("garbage").is_none());
+        assert!(parse_poll("sandbox-fly-poll 1 x 0 0\n.\n").is_none());
+    }
+
+    #[test]
+    fn base64_wrapped_at_76_columns_decodes() {
+        let data = vec![7u8; 200];
+        let encoded = b64().encode(&data);
+        let wrapped: Vec<String> = encoded
+            .as_bytes()
+            .chunks(76)
+            .map(|c| String::from_utf8(c.to_vec()).unwrap())
+            .collect();
+        let text = format!("sandbox-fly-poll 1 - 200 0\n{}\n.\n", wrapped.join("\n"));
+        assert_eq!(parse_poll(&text).unwrap().stdout.len(), 200);
+    }
+
+    #[test]
+    fn process_lines_parse() {
+        let meta = b64().encode(r#"{"argv":["sleep","9"],"tag":"job","cwd":null}"#);
+        let list = parse_processes(&format!("job 1 {meta}\npabc 0 \n\n"));
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].pid, "job");
+        assert!(list[0].running);
+        assert_eq!(list[0].argv, ["sleep", "9"]);
+        assert_eq!(list[0].tag.as_deref(), Some("job"));
+        assert!(!list[1].running);
+    }
+
+    #[test]
+    fn pids_are_restricted_to_safe_characters() {
+        assert!(validate_pid("p0123abc").is_ok());
+        assert!(validate_pid("job-1.x").is_ok());
+        for bad in ["", "../x", ".hidden", "a/b", "a b", "a$b"] {
+            assert!(validate_pid(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn direct_exit_status_prefers_the_signal() {
+        let r = ExecResponse {
+            exit_code: Some(-1),
+            exit_signal: Some(9),
+            ..ExecResponse::default()
+        };
+        assert_eq!(exit_status(&r), ExitStatus::signal(9));
+        assert_eq!(exit_status(&ExecResponse::default()), ExitStatus::code(0));
+    }
+}

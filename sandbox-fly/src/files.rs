@@ -1,0 +1,340 @@
+//! Files over `/exec` (Fly has no file API): base64 through the exec request's `stdin` for
+//! uploads and through its `stdout` for downloads, one chunk per call, so a file of any size
+//! moves in constant memory.
+//!
+//! Chunk sizes: Fly documents no limit on an exec request or its stdin, and none on its output.
+//! The adapter keeps every exec body under [`MAX_EXEC_BODY`] (1 MiB, far under the 4 MiB gRPC
+//! message default behind flyd): [`UPLOAD_CHUNK`] raw bytes become 4/3 as much base64 text in
+//! one JSON string; downloads read [`DOWNLOAD_CHUNK`] bytes per call.
+
+use crate::api::Api;
+use crate::error::PROVIDER;
+use crate::exec::{run_script, script_error};
+use crate::scripts;
+use crate::wire::ExecResponse;
+use base64::Engine;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use sandbox_sdk_core::{
+    Download, Error, ErrorKind, FileInfo, FileKind, ListOptions, Result, Transfer, UploadBody,
+    validate_path,
+};
+use std::time::{Duration, SystemTime};
+use tokio::io::AsyncReadExt;
+
+/// The largest exec request body the adapter sends (an upload chunk in base64 plus the script).
+pub const MAX_EXEC_BODY: usize = 1024 * 1024;
+
+/// Raw bytes per upload call: 512 KiB become ~683 KiB of base64, under [`MAX_EXEC_BODY`].
+pub const UPLOAD_CHUNK: usize = 512 * 1024;
+
+/// Raw bytes per download call (~683 KiB of base64 in the answer).
+pub const DOWNLOAD_CHUNK: u64 = 512 * 1024;
+
+const FILE_EXEC_SECS: u64 = 30;
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+/// A path as passed to scripts: one starting with `-` gets `./` so no tool takes it for an option.
+fn arg_path(path: &str) -> Result<String> {
+    validate_path(path).map_err(|e| e.or_context(PROVIDER, "files", None))?;
+    let trimmed = if path.len() > 1 {
+        path.trim_end_matches('/')
+    } else {
+        path
+    };
+    let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+    Ok(if trimmed.starts_with('-') {
+        format!("./{trimmed}")
+    } else {
+        trimmed.to_owned()
+    })
+}
+
+fn check(resp: ExecResponse, op: &str, machine: &str, what: &str) -> Result<ExecResponse> {
+    if resp.exit_code.unwrap_or(0) == 0 {
+        Ok(resp)
+    } else {
+        Err(script_error(&resp, op, machine, what))
+    }
+}
+
+/// Reads up to `UPLOAD_CHUNK` bytes (fewer only at the end of the body).
+async fn read_chunk(body: &mut UploadBody) -> Result<Bytes> {
+    let mut buf = BytesMut::with_capacity(UPLOAD_CHUNK);
+    while buf.len() < UPLOAD_CHUNK {
+        let n = body
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| Error::from(e).or_context(PROVIDER, "upload", None))?;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// Streams `body` to `path`: parents created, written to a partial file beside it, renamed into
+/// place after the last chunk. Holds at most two chunks in memory (the one being sent and the
+/// next, read ahead to know which chunk is last).
+pub(crate) async fn upload(
+    api: &Api,
+    machine: &str,
+    path: &str,
+    mut body: UploadBody,
+) -> Result<Transfer> {
+    let target = arg_path(path)?;
+    let part = format!(
+        "{target}.sandbox-fly-{}.part",
+        uuid::Uuid::new_v4().simple()
+    );
+    let mut current = read_chunk(&mut body).await?;
+    let mut first = true;
+    let mut total = 0u64;
+    loop {
+        let next = if current.len() < UPLOAD_CHUNK {
+            Bytes::new()
+        } else {
+            read_chunk(&mut body).await?
+        };
+        let last = next.is_empty();
+        let sent = run_script(
+            api,
+            machine,
+            scripts::UPLOAD,
+            &[
+                &part,
+                &target,
+                if first { "1" } else { "0" },
+                if last { "1" } else { "0" },
+            ],
+            Some(b64().encode(&current)),
+            FILE_EXEC_SECS,
+        )
+        .await
+        .and_then(|r| check(r, "upload", machine, &format!("writing {path}")));
+        if let Err(e) = sent {
+            if !first {
+                let _ = run_script(api, machine, scripts::CLEANUP, &[&part], None, 10).await;
+            }
+            return Err(e);
+        }
+        total += current.len() as u64;
+        first = false;
+        if last {
+            return Ok(Transfer {
+                bytes: total,
+                emulated: true,
+            });
+        }
+        current = next;
+    }
+}
+
+/// Uploads a buffer (used for stdin files and `write_file`).
+pub(crate) async fn upload_bytes(
+    api: &Api,
+    machine: &str,
+    path: &str,
+    data: Bytes,
+) -> Result<Transfer> {
+    let reader: UploadBody = Box::pin(std::io::Cursor::new(data));
+    upload(api, machine, path, reader).await
+}
+
+/// Parses `HEXMODE SIZE MTIME` for `path`.
+pub(crate) fn parse_stat_line(line: &str, path: &str) -> Option<FileInfo> {
+    let mut parts = line.splitn(4, ' ');
+    let mode = u32::from_str_radix(parts.next()?.trim(), 16).ok()?;
+    let size = parts.next()?.trim().parse().ok()?;
+    let mtime: u64 = parts.next()?.trim().parse().ok()?;
+    let path = parts
+        .next()
+        .map(str::to_owned)
+        .unwrap_or_else(|| path.to_owned());
+    let kind = match mode & 0o170000 {
+        0o100000 => FileKind::File,
+        0o040000 => FileKind::Dir,
+        0o120000 => FileKind::Symlink,
+        _ => FileKind::Other,
+    };
+    let name = path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("/")
+        .to_owned();
+    Some(FileInfo {
+        path,
+        name,
+        kind,
+        size,
+        mode: Some(mode & 0o7777),
+        modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(mtime)),
+    })
+}
+
+pub(crate) async fn stat(api: &Api, machine: &str, path: &str) -> Result<FileInfo> {
+    let p = arg_path(path)?;
+    let resp = run_script(api, machine, scripts::STAT, &[&p], None, FILE_EXEC_SECS).await?;
+    let resp = check(resp, "stat", machine, path)?;
+    let line = resp.stdout.as_deref().unwrap_or("").trim();
+    let mut info = parse_stat_line(line, path).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Provider,
+            format!("unreadable stat answer for {path}"),
+        )
+        .with_provider(PROVIDER)
+        .with_operation("stat")
+        .with_sandbox_id(machine)
+    })?;
+    info.path = path.to_owned();
+    Ok(info)
+}
+
+pub(crate) async fn list(
+    api: &Api,
+    machine: &str,
+    path: &str,
+    options: ListOptions,
+) -> Result<Vec<FileInfo>> {
+    let p = arg_path(path)?;
+    let depth = options.depth.max(1).to_string();
+    let resp = run_script(
+        api,
+        machine,
+        scripts::LIST,
+        &[&p, &depth],
+        None,
+        FILE_EXEC_SECS,
+    )
+    .await?;
+    let resp = check(resp, "list_files", machine, path)?;
+    let mut entries: Vec<FileInfo> = resp
+        .stdout
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| parse_stat_line(l, ""))
+        .collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(entries)
+}
+
+pub(crate) async fn simple(
+    api: &Api,
+    machine: &str,
+    op: &str,
+    script: &str,
+    paths: &[&str],
+) -> Result<()> {
+    let args: Vec<String> = paths.iter().map(|p| arg_path(p)).collect::<Result<_>>()?;
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let resp = run_script(api, machine, script, &refs, None, FILE_EXEC_SECS).await?;
+    check(resp, op, machine, &paths.join(" -> ")).map(drop)
+}
+
+/// Streams the file at `path` in [`DOWNLOAD_CHUNK`]-byte blocks, one exec call per block,
+/// each made only when the caller polls for more. A missing path is `NotFound` at once; a
+/// directory is `Validation`.
+pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Download> {
+    let info = stat(api, machine, path).await?;
+    if info.kind == FileKind::Dir {
+        return Err(
+            Error::validation(format!("{path} is a directory, not a file"))
+                .with_provider(PROVIDER)
+                .with_operation("download")
+                .with_sandbox_id(machine),
+        );
+    }
+    let p = arg_path(path)?;
+    let size = info.size;
+    let api = api.clone();
+    let machine = machine.to_owned();
+    let path = path.to_owned();
+    let stream = futures::stream::try_unfold((0u64, false), move |(index, done)| {
+        let (api, machine, p, path) = (api.clone(), machine.clone(), p.clone(), path.clone());
+        async move {
+            if done || index * DOWNLOAD_CHUNK >= size.max(1) && index > 0 {
+                return Ok(None);
+            }
+            let resp = run_script(
+                &api,
+                &machine,
+                scripts::DOWNLOAD,
+                &[&p, &DOWNLOAD_CHUNK.to_string(), &index.to_string()],
+                None,
+                FILE_EXEC_SECS,
+            )
+            .await?;
+            let resp = check(resp, "download", &machine, &path)?;
+            let text: String = resp
+                .stdout
+                .as_deref()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            let chunk = b64().decode(text).map_err(|_| {
+                Error::new(
+                    ErrorKind::Provider,
+                    format!("unreadable base64 while reading {path}"),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("download")
+                .with_sandbox_id(&machine)
+            })?;
+            let short = (chunk.len() as u64) < DOWNLOAD_CHUNK;
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some((Bytes::from(chunk), (index + 1, short))))
+        }
+    })
+    .boxed();
+    Ok(Download::emulated(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_parse_kind_size_mode_and_time() {
+        let f = parse_stat_line("81a4 12 1700000000", "/a/b.txt").unwrap();
+        assert_eq!(f.kind, FileKind::File);
+        assert_eq!(f.size, 12);
+        assert_eq!(f.mode, Some(0o644));
+        assert_eq!(f.name, "b.txt");
+        assert_eq!(
+            f.modified,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        );
+        let d = parse_stat_line("41ed 4096 1700000000 /w/dir with space", "").unwrap();
+        assert_eq!(d.kind, FileKind::Dir);
+        assert_eq!(d.path, "/w/dir with space");
+        assert_eq!(d.name, "dir with space");
+        let l = parse_stat_line("a1ff 7 1 /w/link", "").unwrap();
+        assert_eq!(l.kind, FileKind::Symlink);
+        assert!(parse_stat_line("zz 1 1", "x").is_none());
+    }
+
+    #[test]
+    fn paths_are_checked_and_made_safe_for_tools() {
+        assert_eq!(arg_path("-rf").unwrap(), "./-rf");
+        assert_eq!(arg_path("/a/b/").unwrap(), "/a/b");
+        assert_eq!(arg_path("/").unwrap(), "/");
+        assert!(arg_path("").is_err());
+        assert!(arg_path("a\0b").is_err());
+    }
+
+    #[test]
+    fn upload_chunks_stay_under_the_exec_body_limit() {
+        let encoded = UPLOAD_CHUNK.div_ceil(3) * 4;
+        assert!(encoded + 4096 < MAX_EXEC_BODY);
+        assert!((DOWNLOAD_CHUNK as usize).div_ceil(3) * 4 < MAX_EXEC_BODY);
+    }
+}

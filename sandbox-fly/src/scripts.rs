@@ -1,0 +1,231 @@
+//! The POSIX `sh` scripts the adapter runs through `/exec` for what Fly has no endpoint for:
+//! background processes with polled output, and files. Every path and value reaches a script
+//! as a positional argument (`sh -c SCRIPT sh ARG…`), never spliced into its text, so no input
+//! needs shell quoting. They use only POSIX tools plus `base64`, `head -c`, `tail -c`, `stat -c`
+//! and `find -mindepth/-maxdepth`, which both GNU coreutils and BusyBox provide.
+//!
+//! Exit codes the adapter understands: 44 = no such path or process, 45 = wrong file type,
+//! 46 = upload lost its partial file, 47 = a process with that id is still running.
+
+/// Where background processes keep their files inside the machine: `ROOT/<pid>/{pid,out,err,exit,in,meta.json}`.
+pub const ROOT: &str = "/tmp/sandbox-fly";
+
+/// First line of every poll answer.
+pub const POLL_TAG: &str = "sandbox-fly-poll";
+
+/// A shell function printing one poll: `sandbox-fly-poll ALIVE EXIT OUTSIZE ERRSIZE`, then up
+/// to N bytes of stdout from offset O in base64, a `.` line, and up to N bytes of stderr from
+/// offset E in base64. It first waits up to W ticks of 0.2 s for news (long poll). With C=1 it
+/// removes the process directory once the exit is recorded and everything left fits this answer.
+/// The exit file is read after the liveness check and before the sizes, so once an exit is seen
+/// the sizes are final.
+const POLL_FN: &str = r#"poll() {
+  d=$1 o=$2 e=$3 n=$4 w=$5 c=$6 t=0
+  [ -f "$d/pid" ] || { echo "no such process" >&2; exit 44; }
+  while :; do
+    a=1; kill -0 "$(cat "$d/pid")" 2>/dev/null || a=0
+    x=; [ -f "$d/exit" ] && x=$(cat "$d/exit")
+    so=$(($(wc -c <"$d/out"))); se=$(($(wc -c <"$d/err")))
+    if [ "$a" = 0 ] || [ -n "$x" ] || [ "$so" -gt "$o" ] || [ "$se" -gt "$e" ] || [ "$t" -ge "$w" ]; then break; fi
+    sleep 0.2 2>/dev/null || sleep 1
+    t=$((t+1))
+  done
+  echo "sandbox-fly-poll $a ${x:--} $so $se"
+  if [ "$n" -gt 0 ]; then tail -c +$((o+1)) "$d/out" | head -c "$n" | base64; fi
+  echo .
+  if [ "$n" -gt 0 ]; then tail -c +$((e+1)) "$d/err" | head -c "$n" | base64; fi
+  if [ "$c" = 1 ] && [ -n "$x" ] && [ $((so-o)) -le "$n" ] && [ $((se-e)) -le "$n" ]; then rm -rf "$d"; fi
+  exit 0
+}
+"#;
+
+/// `sh -c RUN sh DIR WAIT N CLEAN STDIN META ARGV…`: starts ARGV detached (in its own session
+/// when `setsid` exists) with stdout and stderr going to files and its exit code recorded, then
+/// answers like a poll from offset 0.
+pub fn run_script() -> String {
+    format!(
+        r#"{POLL_FN}d=$1 w=$2 n=$3 c=$4 i=$5 m=$6; shift 6
+if [ -f "$d/pid" ] && [ ! -f "$d/exit" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo "process is still running" >&2; exit 47; fi
+mkdir -p "$d" || exit 1
+rm -f "$d/exit" "$d/exit.t"; : >"$d/out"; : >"$d/err"
+printf '%s' "$m" >"$d/meta.json"
+if [ "$i" = 1 ]; then i="$d/in"; else i=/dev/null; fi
+s=; command -v setsid >/dev/null 2>&1 && s=setsid
+$s sh -c 'd=$1 i=$2; shift 2; "$@" <"$i" >"$d/out" 2>"$d/err"; echo $? >"$d/exit.t"; mv "$d/exit.t" "$d/exit"' sh "$d" "$i" "$@" </dev/null >/dev/null 2>&1 &
+echo $! >"$d/pid"
+poll "$d" 0 0 "$n" "$w" "$c"
+"#
+    )
+}
+
+/// `sh -c POLL sh DIR O E N W C`.
+pub fn poll_script() -> String {
+    format!("{POLL_FN}poll \"$@\"\n")
+}
+
+/// `sh -c KILL sh DIR`: kills the process's session (or the process and its children), and
+/// records `s9` as its exit when it had not exited yet.
+pub const KILL: &str = r#"d=$1
+p=$(cat "$d/pid" 2>/dev/null) || { echo "no such process" >&2; exit 44; }
+[ -f "$d/exit" ] && exit 0
+kill -KILL -- "-$p" 2>/dev/null || { pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }
+[ -f "$d/exit" ] || { echo s9 >"$d/exit.t"; mv "$d/exit.t" "$d/exit"; }
+exit 0
+"#;
+
+/// `sh -c PROCESSES sh ROOT`: one line per process: `ID RUNNING BASE64(meta.json)`.
+pub const PROCESSES: &str = r#"for d in "$1"/*; do
+  [ -f "$d/pid" ] || continue
+  a=1; kill -0 "$(cat "$d/pid")" 2>/dev/null || a=0; [ -f "$d/exit" ] && a=0
+  printf '%s %s ' "${d##*/}" "$a"; base64 <"$d/meta.json" | tr -d '\n'; echo
+done
+exit 0
+"#;
+
+/// `sh -c STAT sh PATH`: `HEXMODE SIZE MTIME`.
+pub const STAT: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+stat -c '%f %s %Y' "$1"
+"#;
+
+/// `sh -c LIST sh DIR DEPTH`: `HEXMODE SIZE MTIME PATH` per entry.
+pub const LIST: &str = r#"[ -e "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+[ -d "$1" ] || { echo "not a directory" >&2; exit 45; }
+find "$1" -mindepth 1 -maxdepth "$2" -exec stat -c '%f %s %Y %n' {} +
+"#;
+
+/// `sh -c MKDIR sh PATH`.
+pub const MKDIR: &str = r#"mkdir -p "$1""#;
+
+/// `sh -c REMOVE sh PATH`.
+pub const REMOVE: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+rm -rf "$1"
+"#;
+
+/// `sh -c RENAME sh FROM TO`.
+pub const RENAME: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+mv -f "$1" "$2"
+"#;
+
+/// `sh -c UPLOAD sh PART FINAL FIRST LAST` with base64 on stdin: the first chunk creates the
+/// parent directories and the partial file, later chunks append, the last renames it into place.
+pub const UPLOAD: &str = r#"t=$1 f=$2
+if [ "$3" = 1 ]; then
+  [ -d "$f" ] && { echo "is a directory" >&2; exit 45; }
+  mkdir -p "$(dirname "$f")" && base64 -d >"$t" || exit 1
+else
+  [ -f "$t" ] || { echo "partial upload file vanished" >&2; exit 46; }
+  base64 -d >>"$t" || exit 1
+fi
+if [ "$4" = 1 ]; then mv -f "$t" "$f" || exit 1; fi
+exit 0
+"#;
+
+/// `sh -c DOWNLOAD sh PATH BLOCK INDEX`: block INDEX of size BLOCK in base64.
+pub const DOWNLOAD: &str = r#"dd if="$1" bs="$2" skip="$3" count=1 2>/dev/null | base64"#;
+
+/// `sh -c CLEANUP sh PART`: removes a partial upload after a failure.
+pub const CLEANUP: &str = r#"rm -f "$1""#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh() -> Option<&'static str> {
+        std::path::Path::new("/bin/sh")
+            .exists()
+            .then_some("/bin/sh")
+    }
+
+    fn run(script: &str, args: &[&str], stdin: &[u8]) -> std::process::Output {
+        use std::io::Write;
+        let mut child = std::process::Command::new(sh().unwrap())
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// The scripts really run under this machine's `sh`: a regression net for their syntax and
+    /// their output format (the adapter parses exactly this).
+    #[test]
+    fn run_poll_and_file_scripts_work_under_sh() {
+        if sh().is_none() {
+            return;
+        }
+        let tmp = std::env::temp_dir().join(format!("sandbox-fly-test-{}", std::process::id()));
+        let dir = tmp.join("p1");
+        let dir_s = dir.to_str().unwrap();
+        let out = run(
+            &run_script(),
+            &[
+                dir_s,
+                "25",
+                "65536",
+                "0",
+                "0",
+                "{}",
+                "sh",
+                "-c",
+                "printf hi; printf oops >&2; exit 3",
+            ],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.starts_with("sandbox-fly-poll "), "{text}");
+        // Poll until the exit is recorded.
+        let mut last = String::new();
+        for _ in 0..50 {
+            let out = run(&poll_script(), &[dir_s, "0", "0", "65536", "5", "0"], b"");
+            last = String::from_utf8(out.stdout).unwrap();
+            if !last.contains(" - ") {
+                break;
+            }
+        }
+        let parsed = crate::exec::parse_poll(&last).unwrap();
+        assert_eq!(parsed.exit, Some(sandbox_sdk_core::ExitStatus::code(3)));
+        assert_eq!(&parsed.stdout[..], b"hi");
+        assert_eq!(&parsed.stderr[..], b"oops");
+
+        let file = tmp.join("sub/f.bin");
+        let part = tmp.join("sub/f.bin.part");
+        let (f, p) = (file.to_str().unwrap(), part.to_str().unwrap());
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let o = run(
+            UPLOAD,
+            &[p, f, "1", "0"],
+            b64.encode([0u8, 1, 2]).as_bytes(),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = run(UPLOAD, &[p, f, "0", "1"], b64.encode([255u8]).as_bytes());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::read(&file).unwrap(), [0, 1, 2, 255]);
+        let o = run(DOWNLOAD, &[f, "3", "1"], b"");
+        let got: String = String::from_utf8(o.stdout)
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(b64.decode(got).unwrap(), [255]);
+        let o = run(STAT, &[f], b"");
+        let stat =
+            crate::files::parse_stat_line(String::from_utf8(o.stdout).unwrap().trim(), f).unwrap();
+        assert_eq!(stat.size, 4);
+        let o = run(STAT, &[tmp.join("nope").to_str().unwrap()], b"");
+        assert_eq!(o.status.code(), Some(44));
+        let o = run(LIST, &[tmp.join("sub").to_str().unwrap(), "1"], b"");
+        assert!(String::from_utf8(o.stdout).unwrap().contains("f.bin"));
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}
