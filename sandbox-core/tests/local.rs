@@ -11,11 +11,39 @@ use sandbox_sdk_core::{
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
-async fn sandbox() -> LocalSandbox {
-    LocalProvider::new()
-        .create_local(&CreateSpec::new())
-        .await
-        .expect("create a local sandbox")
+async fn sandbox() -> Cleanup {
+    Cleanup(
+        LocalProvider::new()
+            .create_local(&CreateSpec::new())
+            .await
+            .expect("create a local sandbox"),
+    )
+}
+
+/// A sandbox that is destroyed when the test ends, even when it fails half way, so a failing
+/// test leaves no process or directory behind.
+struct Cleanup(LocalSandbox);
+
+impl std::ops::Deref for Cleanup {
+    type Target = LocalSandbox;
+    fn deref(&self) -> &LocalSandbox {
+        &self.0
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let sandbox = self.0.clone();
+        // Already destroyed by the test is fine (NotFound); run on a runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for cleanup");
+            let _ = runtime.block_on(sandbox.destroy());
+        })
+        .join();
+    }
 }
 
 /// Whether process `pid` is gone (no entry in /proc, or a zombie awaiting its reaper).
@@ -96,10 +124,12 @@ async fn output_streams_before_the_process_ends() {
 
 #[tokio::test]
 async fn env_and_cwd_apply_and_relative_paths_resolve_in_the_sandbox() {
-    let sb = LocalProvider::new()
-        .create_local(&CreateSpec::new().env("FROM_SPEC", "spec value"))
-        .await
-        .unwrap();
+    let sb = Cleanup(
+        LocalProvider::new()
+            .create_local(&CreateSpec::new().env("FROM_SPEC", "spec value"))
+            .await
+            .unwrap(),
+    );
     sb.mkdir("sub/dir").await.unwrap();
     let out = sb
         .run(
@@ -234,7 +264,9 @@ async fn background_processes_outlive_their_handle_and_can_be_listed_attached_an
     let sb = sandbox().await;
     let mut p = sb
         .exec(
-            &Command::shell("echo started; echo warn >&2; while :; do echo tick; sleep 0.02; done")
+            &Command::shell(
+                "echo started; echo warn >&2; i=0; while [ $i -lt 3000 ]; do echo tick; i=$((i+1)); sleep 0.02; done",
+            )
                 .background()
                 .tag("ticker"),
         )
@@ -487,10 +519,12 @@ async fn bad_commands_are_rejected_before_anything_runs() {
 
 #[tokio::test]
 async fn connect_finds_sandboxes_across_providers_and_rejects_unknown_ids() {
-    let sb = LocalProvider::new()
-        .create_local(&CreateSpec::new().metadata("suite", "connect-test"))
-        .await
-        .unwrap();
+    let sb = Cleanup(
+        LocalProvider::new()
+            .create_local(&CreateSpec::new().metadata("suite", "connect-test"))
+            .await
+            .unwrap(),
+    );
     sb.write_file("f", Bytes::from_static(b"shared"))
         .await
         .unwrap();
@@ -652,7 +686,7 @@ async fn capabilities_are_honest_and_unsupported_operations_fail_fast() {
 async fn an_idempotency_key_returns_the_sandbox_already_made() {
     let spec = CreateSpec::new().idempotency_key(format!("key-{}", std::process::id()));
     let provider = LocalProvider::new();
-    let a = provider.create_local(&spec).await.unwrap();
+    let a = Cleanup(provider.create_local(&spec).await.unwrap());
     let b = provider.create_local(&spec).await.unwrap();
     assert_eq!(a.id(), b.id());
     a.destroy().await.unwrap();
