@@ -1,0 +1,361 @@
+//! Configuration: [`DaytonaBuilder`] with `from_env()`, typed setters and a fallible `build()`.
+
+use crate::error::{PROVIDER, map_error};
+use crate::provider::DaytonaProvider;
+use sandbox_sdk_core::http::HttpClient;
+use sandbox_sdk_core::{Error, Result};
+use std::fmt;
+use std::time::Duration;
+
+/// The cloud API (`DAYTONA_API_URL` overrides it).
+pub const DEFAULT_API_URL: &str = "https://app.daytona.io/api";
+
+/// The SDK version sent as `X-Daytona-SDK-Version`. The daemon keeps stdout and stderr apart
+/// only for versions ≥ [`MIN_SDK_VERSION`] (PROTOCOL.md §4.3); this is the version of the
+/// official TypeScript SDK whose behaviour this crate follows.
+pub const DEFAULT_SDK_VERSION: &str = "0.218.0";
+
+/// The lowest `X-Daytona-SDK-Version` for which the daemon answers logs and sync session execs
+/// with stdout and stderr apart.
+pub const MIN_SDK_VERSION: (u64, u64, u64) = (0, 167, 0);
+
+/// The `X-Daytona-Source` value this SDK sends.
+pub const SOURCE: &str = "sdk-rust";
+
+/// How a command's output is followed while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFollow {
+    /// Live, over the log WebSocket the service uses (PROTOCOL.md §4.2): output arrives as the
+    /// command writes it. The default.
+    #[default]
+    WebSocket,
+    /// By polling the command's status and its JSON logs every poll interval, for networks
+    /// that cannot carry WebSocket upgrades (and HTTP-only replay). Output then arrives in
+    /// polled pieces and processes report emulated streaming.
+    Poll,
+}
+
+/// Builds a [`DaytonaProvider`].
+///
+/// Environment variables read by [`DaytonaBuilder::from_env`]:
+///
+/// | variable | meaning |
+/// | --- | --- |
+/// | `DAYTONA_API_KEY` | API key (`dtn_…`), sent as `Authorization: Bearer` |
+/// | `DAYTONA_JWT_TOKEN` | a JWT instead of an API key (needs an organization id) |
+/// | `DAYTONA_ORGANIZATION_ID` | organization for JWT auth (`X-Daytona-Organization-ID`), also used for usage limits |
+/// | `DAYTONA_API_URL` | control-plane base URL (default [`DEFAULT_API_URL`]); `DAYTONA_SERVER_URL` is read as an older alias |
+/// | `DAYTONA_TARGET` | default region (`target`) for new sandboxes |
+/// | `DAYTONA_TOOLBOX_URL` | toolbox proxy base URL, overriding each sandbox's `toolboxProxyUrl` |
+///
+/// `Debug` never shows the key or token.
+///
+/// ```
+/// use sandbox_daytona::DaytonaBuilder;
+/// let provider = DaytonaBuilder::new()
+///     .api_key("dtn_example")
+///     .api_url("http://127.0.0.1:3000/api")
+///     .target("us")
+///     .build()
+///     .unwrap();
+/// # let _ = provider;
+/// ```
+#[derive(Clone)]
+pub struct DaytonaBuilder {
+    pub(crate) api_key: Option<String>,
+    pub(crate) jwt_token: Option<String>,
+    pub(crate) organization_id: Option<String>,
+    pub(crate) api_url: String,
+    pub(crate) toolbox_url: Option<String>,
+    pub(crate) target: Option<String>,
+    pub(crate) sdk_version: String,
+    pub(crate) request_timeout: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) start_timeout: Duration,
+    pub(crate) state_change_timeout: Duration,
+    pub(crate) log_follow: LogFollow,
+}
+
+impl Default for DaytonaBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DaytonaBuilder {
+    /// A builder with no credentials and the cloud defaults.
+    pub fn new() -> Self {
+        DaytonaBuilder {
+            api_key: None,
+            jwt_token: None,
+            organization_id: None,
+            api_url: DEFAULT_API_URL.to_owned(),
+            toolbox_url: None,
+            target: None,
+            sdk_version: DEFAULT_SDK_VERSION.to_owned(),
+            request_timeout: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(500),
+            start_timeout: Duration::from_secs(300),
+            state_change_timeout: Duration::from_secs(120),
+            log_follow: LogFollow::WebSocket,
+        }
+    }
+
+    /// A builder filled from the environment (see the table above); unset variables keep the
+    /// defaults.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`DaytonaBuilder::from_env`], reading variables through `lookup` (for tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let mut builder = Self::new();
+        builder.api_key = get("DAYTONA_API_KEY");
+        builder.jwt_token = get("DAYTONA_JWT_TOKEN");
+        builder.organization_id = get("DAYTONA_ORGANIZATION_ID");
+        if let Some(url) = get("DAYTONA_API_URL").or_else(|| get("DAYTONA_SERVER_URL")) {
+            builder.api_url = url;
+        }
+        builder.target = get("DAYTONA_TARGET");
+        builder.toolbox_url = get("DAYTONA_TOOLBOX_URL");
+        builder
+    }
+
+    /// Sets the API key (`dtn_…`).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Authenticates with a JWT instead of an API key; needs [`DaytonaBuilder::organization_id`].
+    pub fn jwt_token(mut self, token: impl Into<String>) -> Self {
+        self.jwt_token = Some(token.into());
+        self
+    }
+
+    /// Sets the organization id (sent with JWT auth; used to read usage limits).
+    pub fn organization_id(mut self, id: impl Into<String>) -> Self {
+        self.organization_id = Some(id.into());
+        self
+    }
+
+    /// Sets the control-plane base URL (e.g. `https://app.daytona.io/api`).
+    pub fn api_url(mut self, url: impl Into<String>) -> Self {
+        self.api_url = url.into();
+        self
+    }
+
+    /// Sets the toolbox proxy base URL; each sandbox's toolbox is `{url}/{sandboxId}`. Without
+    /// it the sandbox's own `toolboxProxyUrl` is used.
+    pub fn toolbox_url(mut self, url: impl Into<String>) -> Self {
+        self.toolbox_url = Some(url.into());
+        self
+    }
+
+    /// Sets the default region for new sandboxes.
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(target.into());
+        self
+    }
+
+    /// Sets the `X-Daytona-SDK-Version` sent; must be at least 0.167.0 (see [`MIN_SDK_VERSION`]).
+    pub fn sdk_version(mut self, version: impl Into<String>) -> Self {
+        self.sdk_version = version.into();
+        self
+    }
+
+    /// Sets the default timeout of each HTTP request (default 60 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets how often state is polled while waiting (default 500 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets how long create, start and fork wait for `started` (default 300 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a lifecycle call waits out "state change in progress" and its own
+    /// transition (default 120 s).
+    pub fn state_change_timeout(mut self, timeout: Duration) -> Self {
+        self.state_change_timeout = timeout;
+        self
+    }
+
+    /// Sets how command output is followed (default [`LogFollow::WebSocket`]).
+    pub fn log_follow(mut self, follow: LogFollow) -> Self {
+        self.log_follow = follow;
+        self
+    }
+
+    /// Builds the provider. Fails with `Validation` when no credential is set, a JWT has no
+    /// organization id, the SDK version is below 0.167.0, or a URL is malformed.
+    pub fn build(self) -> Result<DaytonaProvider> {
+        let secret = match (&self.api_key, &self.jwt_token) {
+            (Some(key), _) => key.clone(),
+            (None, Some(jwt)) => {
+                if self.organization_id.is_none() {
+                    return Err(config_error(
+                        "a JWT needs an organization id (DAYTONA_ORGANIZATION_ID)",
+                    ));
+                }
+                jwt.clone()
+            }
+            (None, None) => {
+                return Err(config_error(
+                    "no credentials: set DAYTONA_API_KEY (or DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID)",
+                ));
+            }
+        };
+        match parse_version(&self.sdk_version) {
+            Some(v) if v >= MIN_SDK_VERSION => {}
+            _ => {
+                return Err(config_error(format!(
+                    "SDK version {:?} is below 0.167.0 or not a version: the daemon would merge stdout and stderr",
+                    self.sdk_version
+                )));
+            }
+        }
+        let mut http = HttpClient::builder(PROVIDER, self.api_url.trim_end_matches('/'))
+            .bearer(secret.clone())
+            .header("X-Daytona-Source", SOURCE)
+            .header("X-Daytona-SDK-Version", &self.sdk_version)
+            .user_agent(&format!("{SOURCE}/{}", self.sdk_version))
+            .timeout(self.request_timeout)
+            .error_mapper(map_error);
+        if self.api_key.is_none()
+            && let Some(org) = &self.organization_id
+        {
+            http = http.header("X-Daytona-Organization-ID", org);
+        }
+        let http = http.build()?;
+        if let Some(url) = &self.toolbox_url {
+            http.with_base_url(url.trim_end_matches('/'))?;
+        }
+        Ok(DaytonaProvider::from_parts(self, http, secret))
+    }
+}
+
+fn config_error(message: impl Into<String>) -> Error {
+    Error::validation(message)
+        .with_provider(PROVIDER)
+        .with_operation("build")
+}
+
+/// Parses `MAJOR.MINOR.PATCH` (a pre-release or build suffix is ignored).
+pub(crate) fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v');
+    let core = core.split(['-', '+']).next()?;
+    let mut parts = core.split('.');
+    let v = (
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+    );
+    parts.next().is_none().then_some(v)
+}
+
+impl fmt::Debug for DaytonaBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DaytonaBuilder")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("jwt_token", &self.jwt_token.as_ref().map(|_| "<redacted>"))
+            .field("organization_id", &self.organization_id)
+            .field("api_url", &self.api_url)
+            .field("toolbox_url", &self.toolbox_url)
+            .field("target", &self.target)
+            .field("sdk_version", &self.sdk_version)
+            .field("request_timeout", &self.request_timeout)
+            .field("poll_interval", &self.poll_interval)
+            .field("start_timeout", &self.start_timeout)
+            .field("state_change_timeout", &self.state_change_timeout)
+            .field("log_follow", &self.log_follow)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox_sdk_core::ErrorKind;
+
+    #[test]
+    fn from_lookup_reads_every_variable() {
+        let b = DaytonaBuilder::from_lookup(|name| match name {
+            "DAYTONA_API_KEY" => Some("dtn_k".into()),
+            "DAYTONA_SERVER_URL" => Some("http://old/api".into()),
+            "DAYTONA_TARGET" => Some("eu".into()),
+            "DAYTONA_ORGANIZATION_ID" => Some("org1".into()),
+            "DAYTONA_TOOLBOX_URL" => Some("http://tb/toolbox".into()),
+            _ => None,
+        });
+        assert_eq!(b.api_key.as_deref(), Some("dtn_k"));
+        assert_eq!(b.api_url, "http://old/api");
+        assert_eq!(b.target.as_deref(), Some("eu"));
+        assert_eq!(b.organization_id.as_deref(), Some("org1"));
+        assert_eq!(b.toolbox_url.as_deref(), Some("http://tb/toolbox"));
+        let b = DaytonaBuilder::from_lookup(|name| match name {
+            "DAYTONA_API_URL" => Some("http://new/api".into()),
+            "DAYTONA_SERVER_URL" => Some("http://old/api".into()),
+            _ => None,
+        });
+        assert_eq!(b.api_url, "http://new/api");
+    }
+
+    #[test]
+    fn build_needs_credentials_and_a_new_enough_version() {
+        let e = DaytonaBuilder::new().build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        let e = DaytonaBuilder::new().jwt_token("jwt").build().unwrap_err();
+        assert!(e.message().contains("organization"));
+        assert!(
+            DaytonaBuilder::new()
+                .jwt_token("jwt")
+                .organization_id("o")
+                .build()
+                .is_ok()
+        );
+        let e = DaytonaBuilder::new()
+            .api_key("k")
+            .sdk_version("0.27.0")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        assert!(
+            DaytonaBuilder::new()
+                .api_key("k")
+                .sdk_version("garbage")
+                .build()
+                .is_err()
+        );
+        assert!(
+            DaytonaBuilder::new()
+                .api_key("k")
+                .sdk_version("0.167.0")
+                .build()
+                .is_ok()
+        );
+        let e = DaytonaBuilder::new()
+            .api_key("k")
+            .api_url("ftp://x")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+    }
+
+    #[test]
+    fn versions_parse() {
+        assert_eq!(parse_version("0.218.0"), Some((0, 218, 0)));
+        assert_eq!(parse_version("v1.2.3-dev"), Some((1, 2, 3)));
+        assert_eq!(parse_version("1.2"), None);
+        assert!(parse_version(DEFAULT_SDK_VERSION).unwrap() >= MIN_SDK_VERSION);
+    }
+}

@@ -1,0 +1,336 @@
+//! The stdout/stderr demultiplexer for Daytona session logs.
+//!
+//! The daemon stores a session command's output as one log in which every line is preceded by a
+//! 3-byte marker: `01 01 01` for stdout, `02 02 02` for stderr (PROTOCOL.md §4.1). Followed live
+//! over the WebSocket, the log arrives in binary frames of up to 1024 bytes, so a marker can be
+//! split across two or three frames, and one frame can hold lines of both streams (§4.2).
+//!
+//! [`LogDemux`] is an explicit state machine over the byte stream: the current stream is the one
+//! named by the last complete marker; bytes before any marker are dropped; up to two trailing
+//! marker bytes are held back until the next frame shows whether they start a marker. Bytes held
+//! back that turn out not to be a marker are data of the current stream.
+
+use bytes::Bytes;
+
+/// Which stream a piece of output belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogStream {
+    /// Standard output (marker `01 01 01`).
+    Stdout,
+    /// Standard error (marker `02 02 02`).
+    Stderr,
+}
+
+impl LogStream {
+    fn from_marker_byte(byte: u8) -> Option<LogStream> {
+        match byte {
+            STDOUT_BYTE => Some(LogStream::Stdout),
+            STDERR_BYTE => Some(LogStream::Stderr),
+            _ => None,
+        }
+    }
+}
+
+const STDOUT_BYTE: u8 = 0x01;
+const STDERR_BYTE: u8 = 0x02;
+/// Length of a stream marker.
+pub const MARKER_LEN: usize = 3;
+
+/// The demultiplexer's state between frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// No marker byte pending.
+    Data,
+    /// `count` (1 or 2) bytes equal to `byte` were seen at the end of the input so far.
+    Marker { byte: u8, count: u8 },
+}
+
+/// Splits a marked log byte stream into stdout and stderr pieces. See the module docs.
+///
+/// ```
+/// use sandbox_daytona::{LogDemux, LogStream};
+/// let mut demux = LogDemux::new();
+/// let mut out = demux.feed(b"\x01\x01\x01ok\n\x02\x02");
+/// out.extend(demux.feed(b"\x02warn\n"));
+/// out.extend(demux.finish());
+/// assert_eq!(out[0], (LogStream::Stdout, bytes::Bytes::from_static(b"ok\n")));
+/// assert_eq!(out[1], (LogStream::Stderr, bytes::Bytes::from_static(b"warn\n")));
+/// ```
+#[derive(Debug, Clone)]
+pub struct LogDemux {
+    current: Option<LogStream>,
+    state: State,
+    dropped: u64,
+}
+
+impl Default for LogDemux {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogDemux {
+    /// A demultiplexer at the start of a log.
+    pub fn new() -> Self {
+        LogDemux {
+            current: None,
+            state: State::Data,
+            dropped: 0,
+        }
+    }
+
+    /// The stream the next data bytes belong to, once a marker was seen.
+    pub fn current(&self) -> Option<LogStream> {
+        self.current
+    }
+
+    /// How many bytes were dropped because they came before any marker.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Feeds one frame; returns the pieces of output it completes, in order. Adjacent pieces of
+    /// the same stream are merged.
+    pub fn feed(&mut self, frame: &[u8]) -> Vec<(LogStream, Bytes)> {
+        let mut out = Out::default();
+        let mut run_start = 0;
+        let mut i = 0;
+        while i < frame.len() {
+            let byte = frame[i];
+            match self.state {
+                State::Marker { byte: m, count } if byte == m => {
+                    if usize::from(count) + 1 == MARKER_LEN {
+                        self.current = LogStream::from_marker_byte(m);
+                        self.state = State::Data;
+                        run_start = i + 1;
+                    } else {
+                        self.state = State::Marker {
+                            byte: m,
+                            count: count + 1,
+                        };
+                    }
+                    i += 1;
+                }
+                State::Marker { byte: m, count } => {
+                    // Not a marker after all: the held bytes are data of the current stream.
+                    self.emit_held(&mut out, m, count);
+                    self.state = State::Data;
+                    run_start = i;
+                    // Re-examine this byte in the data state.
+                }
+                State::Data => {
+                    if byte == STDOUT_BYTE || byte == STDERR_BYTE {
+                        self.emit(&mut out, &frame[run_start..i]);
+                        self.state = State::Marker { byte, count: 1 };
+                    }
+                    i += 1;
+                    if self.state != State::Data {
+                        run_start = i;
+                    }
+                }
+            }
+        }
+        if self.state == State::Data {
+            self.emit(&mut out, &frame[run_start..]);
+        }
+        out.0
+    }
+
+    /// Ends the log: marker bytes still held back are data of the current stream.
+    pub fn finish(&mut self) -> Vec<(LogStream, Bytes)> {
+        let mut out = Out::default();
+        if let State::Marker { byte, count } = self.state {
+            self.emit_held(&mut out, byte, count);
+        }
+        self.state = State::Data;
+        out.0
+    }
+
+    fn emit_held(&mut self, out: &mut Out, byte: u8, count: u8) {
+        let held = [byte; MARKER_LEN];
+        self.emit(out, &held[..usize::from(count)]);
+    }
+
+    fn emit(&mut self, out: &mut Out, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        match self.current {
+            Some(stream) => out.push(stream, data),
+            None => self.dropped += data.len() as u64,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Out(Vec<(LogStream, Bytes)>);
+
+impl Out {
+    fn push(&mut self, stream: LogStream, data: &[u8]) {
+        if let Some((last, bytes)) = self.0.last_mut()
+            && *last == stream
+        {
+            let mut joined = Vec::with_capacity(bytes.len() + data.len());
+            joined.extend_from_slice(bytes);
+            joined.extend_from_slice(data);
+            *bytes = Bytes::from(joined);
+            return;
+        }
+        self.0.push((stream, Bytes::copy_from_slice(data)));
+    }
+}
+
+/// Splits a whole marked log (as in the JSON `output` field) into stdout and stderr.
+pub fn split_log(log: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut demux = LogDemux::new();
+    let mut pieces = demux.feed(log);
+    pieces.extend(demux.finish());
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    for (stream, bytes) in pieces {
+        match stream {
+            LogStream::Stdout => stdout.extend_from_slice(&bytes),
+            LogStream::Stderr => stderr.extend_from_slice(&bytes),
+        }
+    }
+    (stdout, stderr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn collect(chunks: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+        let mut demux = LogDemux::new();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut pieces = Vec::new();
+        for c in chunks {
+            pieces.extend(demux.feed(c));
+        }
+        pieces.extend(demux.finish());
+        for (s, b) in pieces {
+            match s {
+                LogStream::Stdout => out.extend_from_slice(&b),
+                LogStream::Stderr => err.extend_from_slice(&b),
+            }
+        }
+        (out, err)
+    }
+
+    fn encode(lines: &[(bool, Vec<u8>)]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let (mut log, mut out, mut err) = (Vec::new(), Vec::new(), Vec::new());
+        for (is_err, line) in lines {
+            let marker = if *is_err { [2u8; 3] } else { [1u8; 3] };
+            log.extend_from_slice(&marker);
+            log.extend_from_slice(line);
+            log.push(b'\n');
+            let target = if *is_err { &mut err } else { &mut out };
+            target.extend_from_slice(line);
+            target.push(b'\n');
+        }
+        (log, out, err)
+    }
+
+    #[test]
+    fn protocol_example_frames_split_a_marker() {
+        let got = collect(&[b"\x01\x01\x01ok 1\n\x02\x02", b"\x02warn\n"]);
+        assert_eq!(got, (b"ok 1\n".to_vec(), b"warn\n".to_vec()));
+    }
+
+    #[test]
+    fn a_frame_that_is_exactly_one_marker_loses_nothing() {
+        // The TypeScript SDK drops data in this case (PROTOCOL.md §4.2); pin that we do not.
+        let got = collect(&[b"\x02\x02\x02", b"err\n", b"\x01\x01\x01", b"out\n"]);
+        assert_eq!(got, (b"out\n".to_vec(), b"err\n".to_vec()));
+    }
+
+    #[test]
+    fn a_marker_split_one_byte_per_frame() {
+        let got = collect(&[b"\x01", b"\x01", b"\x01", b"a\n\x02", b"\x02", b"\x02b\n"]);
+        assert_eq!(got, (b"a\n".to_vec(), b"b\n".to_vec()));
+    }
+
+    #[test]
+    fn bytes_before_any_marker_are_dropped() {
+        let mut demux = LogDemux::new();
+        let out = demux.feed(b"junk\x01\x01\x01x");
+        assert_eq!(out, vec![(LogStream::Stdout, Bytes::from_static(b"x"))]);
+        assert_eq!(demux.dropped(), 4);
+    }
+
+    #[test]
+    fn lone_marker_bytes_in_data_are_kept_as_data() {
+        let got = collect(&[b"\x01\x01\x01a\x01b\x02\x02c\n"]);
+        assert_eq!(got.0, b"a\x01b\x02\x02c\n".to_vec());
+        // Held back at the end of the log, then released by finish().
+        let got = collect(&[b"\x02\x02\x02x\x02\x02"]);
+        assert_eq!(got.1, b"x\x02\x02".to_vec());
+    }
+
+    #[test]
+    fn a_mixed_run_of_marker_bytes_is_resolved() {
+        // 01 01 then 02 02 02: the first two bytes are stdout data only if a stream is current.
+        let got = collect(&[b"\x01\x01\x01a", b"\x01\x01", b"\x02\x02\x02b"]);
+        assert_eq!(got, (b"a\x01\x01".to_vec(), b"b".to_vec()));
+    }
+
+    #[test]
+    fn split_log_splits_the_json_output_field() {
+        let (out, err) = split_log(b"\x01\x01\x01ok 1\n\x02\x02\x02warn\n");
+        assert_eq!(out, b"ok 1\n");
+        assert_eq!(err, b"warn\n");
+    }
+
+    fn lines() -> impl Strategy<Value = Vec<(bool, Vec<u8>)>> {
+        // Payload bytes exclude the marker bytes, which a real line cannot tell apart either.
+        let byte = any::<u8>().prop_filter("not a marker byte", |b| *b != 1 && *b != 2);
+        proptest::collection::vec(
+            (any::<bool>(), proptest::collection::vec(byte, 0..12)),
+            0..8,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn every_single_split_point_gives_the_same_streams(lines in lines()) {
+            let (log, out, err) = encode(&lines);
+            for split in 0..=log.len() {
+                let got = collect(&[&log[..split], &log[split..]]);
+                prop_assert_eq!(&got.0, &out, "split at {}", split);
+                prop_assert_eq!(&got.1, &err, "split at {}", split);
+            }
+        }
+
+        #[test]
+        fn every_pair_of_split_points_gives_the_same_streams(lines in lines()) {
+            let (log, out, err) = encode(&lines);
+            for a in 0..=log.len() {
+                for b in a..=log.len() {
+                    let got = collect(&[&log[..a], &log[a..b], &log[b..]]);
+                    prop_assert_eq!(&got.0, &out);
+                    prop_assert_eq!(&got.1, &err);
+                }
+            }
+        }
+
+        #[test]
+        fn any_chunking_gives_the_same_streams(
+            lines in lines(),
+            sizes in proptest::collection::vec(1usize..5, 1..64),
+        ) {
+            let (log, out, err) = encode(&lines);
+            let mut chunks = Vec::new();
+            let mut at = 0;
+            let mut i = 0;
+            while at < log.len() {
+                let n = sizes[i % sizes.len()].min(log.len() - at);
+                chunks.push(&log[at..at + n]);
+                at += n;
+                i += 1;
+            }
+            let got = collect(&chunks);
+            prop_assert_eq!(got.0, out);
+            prop_assert_eq!(got.1, err);
+        }
+    }
+}

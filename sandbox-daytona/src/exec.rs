@@ -1,0 +1,627 @@
+//! Commands through the toolbox: each command runs as an asynchronous session command
+//! (PROTOCOL.md §3.2), its output followed live over the log WebSocket (§4.2) and demultiplexed
+//! by [`LogDemux`], or — with [`LogFollow::Poll`] — by polling the command and its JSON logs.
+//! The exit code is the daemon's (`GET …/command/{cid}`).
+//!
+//! A foreground command gets a session of its own, deleted once the exit code is read (or when
+//! the handle is dropped early, which kills the command). A background command's session is
+//! kept; its pid is `{sessionId}/{commandId}`, usable with `attach` and `kill_process`.
+
+use crate::builder::LogFollow;
+use crate::demux::{LogDemux, LogStream};
+use crate::error::{PROVIDER, map_error};
+use crate::sandbox::Toolbox;
+use crate::wire::{
+    CreateSessionBody, SessionCommandDto, SessionExecAnswer, SessionExecBody, SessionLogs,
+};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
+use sandbox_sdk_core::http::{ErrorResponse, Headers, Method, encode_path_segment};
+use sandbox_sdk_core::{
+    Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
+    PtySize, Result,
+};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Exit status reported for a command killed through [`ProcessControl::kill`] or
+/// `kill_process` (the session's shell gets SIGKILL).
+const SIGKILL: i32 = 9;
+
+/// How often a ping is sent on the log WebSocket (the server sends none; PROTOCOL.md §4.2).
+const PING_EVERY: Duration = Duration::from_secs(20);
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The shell line a [`Command`] becomes: `sh -c` over the core's script (cwd and env applied
+/// with safe quoting), wrapped in coreutils `timeout` when the command has a process timeout.
+pub(crate) fn command_line(command: &Command) -> Result<String> {
+    command.validate()?;
+    let inner = if command.cwd.is_none() && command.env.is_empty() {
+        quote_argv(&command.argv)?
+    } else {
+        format!("sh -c {}", shell_quote(&shell_script(command)?)?)
+    };
+    if command.timeout.is_zero() {
+        return Ok(inner);
+    }
+    let secs = command.timeout.as_millis().div_ceil(1000).max(1);
+    Ok(format!("timeout -k 5 {secs} {inner}"))
+}
+
+pub(crate) fn session_path(sid: &str) -> String {
+    format!("/process/session/{}", encode_path_segment(sid))
+}
+
+fn command_path(sid: &str, cid: &str) -> String {
+    format!("{}/command/{}", session_path(sid), encode_path_segment(cid))
+}
+
+/// Splits a pid `{sessionId}/{commandId}`.
+pub(crate) fn split_pid(pid: &str) -> Result<(&str, &str)> {
+    match pid.split_once('/') {
+        Some((s, c)) if !s.is_empty() && !c.is_empty() && !c.contains('/') => Ok((s, c)),
+        _ => Err(Error::validation(format!(
+            "{pid:?} is not a Daytona process id (expected SESSION/COMMAND)"
+        ))
+        .with_provider(PROVIDER)),
+    }
+}
+
+/// Starts `command` in a new session and returns its handle.
+pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process> {
+    if command.stdin {
+        return Err(Error::not_supported(PROVIDER, "stdin"));
+    }
+    if command.pty.is_some() {
+        return Err(Error::not_supported(PROVIDER, "pty"));
+    }
+    if command.user.is_some() {
+        return Err(Error::not_supported(PROVIDER, "exec as another user"));
+    }
+    let line = command_line(command)?;
+    let kind = if command.background { "bg" } else { "exec" };
+    let sid = format!("sdk-{kind}-{}", uuid::Uuid::new_v4().simple());
+    tb.http
+        .request(Method::Post, "/process/session")
+        .json(&CreateSessionBody {
+            session_id: sid.clone(),
+        })
+        .operation("exec")
+        .sandbox_id(&tb.sandbox_id)
+        .send_empty()
+        .await?;
+    let answer = tb
+        .http
+        .request(Method::Post, &format!("{}/exec", session_path(&sid)))
+        .json(&SessionExecBody {
+            command: line,
+            run_async: true,
+        })
+        .timeout_opt(command.request_timeout)
+        .operation("exec")
+        .sandbox_id(&tb.sandbox_id)
+        .send_json::<SessionExecAnswer>()
+        .await;
+    let answer =
+        match answer {
+            Ok(a) if !a.cmd_id.is_empty() => a,
+            Ok(_) => {
+                delete_session(&tb, &sid).await.ok();
+                return Err(
+                    Error::new(ErrorKind::Provider, "the daemon returned no command id")
+                        .or_context(PROVIDER, "exec", Some(&tb.sandbox_id)),
+                );
+            }
+            Err(e) => {
+                delete_session(&tb, &sid).await.ok();
+                return Err(e);
+            }
+        };
+    Ok(process(tb, sid, answer.cmd_id, !command.background))
+}
+
+/// A handle following an existing command (for `attach`).
+pub(crate) fn process(tb: Arc<Toolbox>, sid: String, cid: String, owned: bool) -> Process {
+    let killed = Arc::new(AtomicBool::new(false));
+    let control = Arc::new(SessionControl {
+        tb: tb.clone(),
+        sid: sid.clone(),
+        killed: killed.clone(),
+    });
+    let pid = format!("{sid}/{cid}");
+    let poll = tb.inner.config.log_follow == LogFollow::Poll;
+    let follower = Follower {
+        guard: SessionGuard {
+            tb: tb.clone(),
+            sid: sid.clone(),
+            armed: owned,
+        },
+        tb,
+        sid,
+        cid,
+        killed,
+        pending: VecDeque::new(),
+        step: if poll { Step::Poll } else { Step::Connect },
+        demux: LogDemux::new(),
+        seen_stdout: 0,
+        seen_stderr: 0,
+        ws: None,
+        exit_deadline: None,
+    };
+    let events: EventStream = futures::stream::unfold(follower, |mut f| async move {
+        f.next().await.map(|event| (event, f))
+    })
+    .boxed();
+    let process = Process::new(pid, events, None, control);
+    if poll {
+        process.with_emulated_streaming()
+    } else {
+        process
+    }
+}
+
+pub(crate) async fn delete_session(tb: &Toolbox, sid: &str) -> Result<()> {
+    tb.http
+        .request(Method::Delete, &session_path(sid))
+        .operation("kill_process")
+        .sandbox_id(&tb.sandbox_id)
+        .send_empty()
+        .await
+}
+
+/// Kills by deleting the command's session (the daemon kills the session's shell).
+pub(crate) struct SessionControl {
+    tb: Arc<Toolbox>,
+    sid: String,
+    killed: Arc<AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl ProcessControl for SessionControl {
+    async fn kill(&self) -> Result<()> {
+        self.killed.store(true, Ordering::SeqCst);
+        delete_session(&self.tb, &self.sid).await
+    }
+
+    async fn resize(&self, _size: PtySize) -> Result<()> {
+        Err(Error::not_supported(PROVIDER, "pty"))
+    }
+}
+
+/// Deletes a foreground command's session when its handle is dropped before the end.
+struct SessionGuard {
+    tb: Arc<Toolbox>,
+    sid: String,
+    armed: bool,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let tb = self.tb.clone();
+            let sid = std::mem::take(&mut self.sid);
+            handle.spawn(async move {
+                delete_session(&tb, &sid).await.ok();
+            });
+        }
+    }
+}
+
+enum Step {
+    Connect,
+    Stream,
+    Poll,
+    Exit,
+    Done,
+}
+
+struct Follower {
+    tb: Arc<Toolbox>,
+    sid: String,
+    cid: String,
+    killed: Arc<AtomicBool>,
+    pending: VecDeque<Result<ProcessEvent>>,
+    step: Step,
+    demux: LogDemux,
+    seen_stdout: usize,
+    seen_stderr: usize,
+    ws: Option<Ws>,
+    exit_deadline: Option<Instant>,
+    guard: SessionGuard,
+}
+
+impl Follower {
+    async fn next(&mut self) -> Option<Result<ProcessEvent>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                if event.is_err() {
+                    self.step = Step::Done;
+                }
+                return Some(event);
+            }
+            let result = match self.step {
+                Step::Done => return None,
+                Step::Connect => self.connect().await,
+                Step::Stream => self.read_frame().await,
+                Step::Poll => self.poll_once().await,
+                Step::Exit => self.read_exit().await,
+            };
+            if let Err(e) = result {
+                self.pending.push_back(Err(e.or_context(
+                    PROVIDER,
+                    "exec",
+                    Some(&self.tb.sandbox_id),
+                )));
+            }
+        }
+    }
+
+    fn push_pieces(&mut self, pieces: Vec<(LogStream, Bytes)>) {
+        for (stream, bytes) in pieces {
+            self.pending.push_back(Ok(match stream {
+                LogStream::Stdout => ProcessEvent::Stdout(bytes),
+                LogStream::Stderr => ProcessEvent::Stderr(bytes),
+            }));
+        }
+    }
+
+    async fn connect(&mut self) -> Result<()> {
+        if self.killed.load(Ordering::SeqCst) {
+            self.step = Step::Exit;
+            return Ok(());
+        }
+        let path = format!("{}/logs", command_path(&self.sid, &self.cid));
+        self.ws = Some(connect_logs(&self.tb, &path).await?);
+        self.step = Step::Stream;
+        Ok(())
+    }
+
+    async fn read_frame(&mut self) -> Result<()> {
+        let Some(ws) = self.ws.as_mut() else {
+            self.step = Step::Exit;
+            return Ok(());
+        };
+        let message = loop {
+            tokio::select! {
+                message = ws.next() => break message,
+                _ = tokio::time::sleep(PING_EVERY) => {
+                    ws.send(Message::Ping(Bytes::new())).await.map_err(|e| ws_error("log stream ping failed", e))?;
+                }
+            }
+        };
+        match message {
+            Some(Ok(Message::Binary(bytes))) => {
+                let pieces = self.demux.feed(&bytes);
+                self.push_pieces(pieces);
+            }
+            Some(Ok(Message::Text(text))) => {
+                let pieces = self.demux.feed(text.as_bytes());
+                self.push_pieces(pieces);
+            }
+            Some(Ok(Message::Close(frame))) => {
+                let code = frame.as_ref().map(|f| u16::from(f.code));
+                self.end_stream();
+                if let Some(code) = code.filter(|c| *c != 1000 && *c != 1005)
+                    && !self.killed.load(Ordering::SeqCst)
+                {
+                    return Err(Error::new(
+                        ErrorKind::Transport,
+                        format!("log stream closed with code {code}"),
+                    ));
+                }
+            }
+            Some(Ok(_)) => {}
+            None => self.end_stream(),
+            Some(Err(e)) => {
+                if self.killed.load(Ordering::SeqCst) {
+                    self.end_stream();
+                } else {
+                    return Err(ws_error("log stream failed", e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn end_stream(&mut self) {
+        let pieces = self.demux.finish();
+        self.push_pieces(pieces);
+        self.ws = None;
+        self.step = Step::Exit;
+    }
+
+    async fn fetch_command(&self) -> Result<Option<SessionCommandDto>> {
+        let found = self
+            .tb
+            .http
+            .request(Method::Get, &command_path(&self.sid, &self.cid))
+            .operation("exec")
+            .sandbox_id(&self.tb.sandbox_id)
+            .send_json::<SessionCommandDto>()
+            .await;
+        match found {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if e.kind() == ErrorKind::NotFound && self.killed.load(Ordering::SeqCst) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn finish_killed(&mut self) {
+        self.guard.armed = false;
+        self.pending
+            .push_back(Ok(ProcessEvent::Exit(ExitStatus::signal(SIGKILL))));
+        self.step = Step::Done;
+    }
+
+    async fn finish_exit(&mut self, code: i32) {
+        if self.guard.armed {
+            self.guard.armed = false;
+            delete_session(&self.tb, &self.sid).await.ok();
+        }
+        self.pending
+            .push_back(Ok(ProcessEvent::Exit(ExitStatus::code(code))));
+        self.step = Step::Done;
+    }
+
+    /// After the log stream ended: read the exit code, polling briefly if the daemon has not
+    /// written it yet.
+    async fn read_exit(&mut self) -> Result<()> {
+        if self.killed.load(Ordering::SeqCst) {
+            self.finish_killed();
+            return Ok(());
+        }
+        let config = &self.tb.inner.config;
+        let deadline = *self
+            .exit_deadline
+            .get_or_insert_with(|| Instant::now() + config.state_change_timeout);
+        let interval = config.poll_interval;
+        match self.fetch_command().await? {
+            None => self.finish_killed(),
+            Some(SessionCommandDto {
+                exit_code: Some(code),
+                ..
+            }) => self.finish_exit(code).await,
+            Some(_) => {
+                if Instant::now() + interval > deadline {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        "the log stream ended but the command has no exit code",
+                    ));
+                }
+                tokio::time::sleep(interval).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Poll mode: one look at the command and its logs; new output is emitted, then the exit.
+    async fn poll_once(&mut self) -> Result<()> {
+        if self.killed.load(Ordering::SeqCst) {
+            self.finish_killed();
+            return Ok(());
+        }
+        let Some(command) = self.fetch_command().await? else {
+            self.finish_killed();
+            return Ok(());
+        };
+        let logs = self
+            .tb
+            .http
+            .request(
+                Method::Get,
+                &format!("{}/logs", command_path(&self.sid, &self.cid)),
+            )
+            .operation("exec")
+            .sandbox_id(&self.tb.sandbox_id)
+            .send()
+            .await?;
+        let is_json = logs
+            .header("content-type")
+            .is_some_and(|ct| ct.contains("json"));
+        let body = logs.bytes().await?;
+        let (stdout, stderr) = if is_json {
+            let parsed: SessionLogs = serde_json::from_slice(&body).map_err(|_| {
+                Error::new(
+                    ErrorKind::Provider,
+                    "command logs are not the expected JSON",
+                )
+            })?;
+            match (parsed.stdout, parsed.stderr, parsed.output) {
+                (None, None, Some(output)) => crate::demux::split_log(output.as_bytes()),
+                (out, err, _) => (
+                    out.unwrap_or_default().into_bytes(),
+                    err.unwrap_or_default().into_bytes(),
+                ),
+            }
+        } else {
+            crate::demux::split_log(&body)
+        };
+        if stdout.len() > self.seen_stdout {
+            let new = Bytes::copy_from_slice(&stdout[self.seen_stdout..]);
+            self.seen_stdout = stdout.len();
+            self.pending.push_back(Ok(ProcessEvent::Stdout(new)));
+        }
+        if stderr.len() > self.seen_stderr {
+            let new = Bytes::copy_from_slice(&stderr[self.seen_stderr..]);
+            self.seen_stderr = stderr.len();
+            self.pending.push_back(Ok(ProcessEvent::Stderr(new)));
+        }
+        match command.exit_code {
+            Some(code) => self.finish_exit(code).await,
+            None => tokio::time::sleep(self.tb.inner.config.poll_interval).await,
+        }
+        Ok(())
+    }
+}
+
+fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
+    let kind = match &e {
+        tokio_tungstenite::tungstenite::Error::Url(_) => ErrorKind::Validation,
+        _ => ErrorKind::Transport,
+    };
+    Error::new(kind, format!("{what}: {e}"))
+}
+
+/// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
+pub(crate) fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
+    let rest = if let Some(rest) = toolbox_base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = toolbox_base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        return Err(Error::validation(format!(
+            "toolbox URL {toolbox_base:?} is not http or https"
+        )));
+    };
+    Ok(format!("{}{path}?follow=true", rest.trim_end_matches('/')))
+}
+
+/// Opens the follow WebSocket with the same headers as every toolbox request. A refused
+/// upgrade goes through the adapter's error mapping like any other answer.
+async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Ws> {
+    let config = &tb.inner.config;
+    let url = ws_url(&tb.base, path)?;
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| ws_error("invalid log stream URL", e))?;
+    let headers = request.headers_mut();
+    let mut put = |name: &'static str, value: &str| -> Result<()> {
+        let value = value
+            .parse()
+            .map_err(|_| Error::validation(format!("invalid value for header {name}")))?;
+        headers.insert(name, value);
+        Ok(())
+    };
+    put("authorization", &format!("Bearer {}", tb.inner.secret))?;
+    put("x-daytona-sdk-version", &config.sdk_version)?;
+    put("x-daytona-source", crate::builder::SOURCE)?;
+    put(
+        "user-agent",
+        &format!("{}/{}", crate::builder::SOURCE, config.sdk_version),
+    )?;
+    if config.api_key.is_none()
+        && let Some(org) = &config.organization_id
+    {
+        put("x-daytona-organization-id", org)?;
+    }
+    let connect = tokio_tungstenite::connect_async(request);
+    let (ws, _) = match tokio::time::timeout(config.request_timeout, connect).await {
+        Err(_) => {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                "log stream upgrade timed out",
+            ));
+        }
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+            let mut h = Headers::new();
+            for (name, value) in response.headers() {
+                h.push(name.as_str(), String::from_utf8_lossy(value.as_bytes()));
+            }
+            let status = response.status().as_u16();
+            let body = response.into_body().map(Bytes::from).unwrap_or_default();
+            return Err(map_error(&ErrorResponse {
+                status,
+                headers: h,
+                body,
+                operation: "exec".into(),
+                sandbox_id: Some(tb.sandbox_id.clone()),
+                request_id: None,
+                method: "GET".into(),
+                path: path.to_owned(),
+                provider: PROVIDER.into(),
+            }));
+        }
+        Ok(Err(e)) => return Err(ws_error("log stream upgrade failed", e)),
+        Ok(Ok(ok)) => ok,
+    };
+    Ok(ws)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_quote_and_fold_cwd_env_and_timeout() {
+        assert_eq!(
+            command_line(&Command::shell("exit 3")).unwrap(),
+            "'sh' '-c' 'exit 3'"
+        );
+        let line = command_line(
+            &Command::shell("echo \"$V\"")
+                .cwd("dir x")
+                .env("V", "it's")
+                .timeout(Duration::from_millis(1500)),
+        )
+        .unwrap();
+        assert_eq!(
+            line,
+            r#"timeout -k 5 2 sh -c 'cd -- '\''./dir x'\'' && export V='\''it'\''\'\'''\''s'\'' && exec '\''sh'\'' '\''-c'\'' '\''echo "$V"'\'''"#
+        );
+        assert!(command_line(&Command::new("x").arg("a\0")).is_err());
+    }
+
+    #[test]
+    fn the_command_line_runs_in_a_real_shell() {
+        // The daemon hands the line to the session's shell; `sh` here proves the quoting.
+        let dir = std::env::temp_dir().join(format!("sandbox-daytona-line-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("conformance-cwd")).unwrap();
+        let cmd = Command::shell("printf '%s|%s' \"$CONFORMANCE_VAR\" \"${PWD##*/}\"")
+            .cwd("conformance-cwd")
+            .env("CONFORMANCE_VAR", "it's a $HOME \"test\"")
+            .timeout(Duration::from_secs(5));
+        let line = command_line(&cmd).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "it's a $HOME \"test\"|conformance-cwd"
+        );
+        assert!(out.status.success());
+    }
+
+    #[test]
+    fn pids_split_into_session_and_command() {
+        assert_eq!(split_pid("s1/c1").unwrap(), ("s1", "c1"));
+        for bad in ["", "s1", "/c", "s/", "a/b/c"] {
+            assert!(split_pid(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ws_urls_swap_the_scheme() {
+        assert_eq!(
+            ws_url(
+                "https://proxy.app.daytona.io/toolbox/sb",
+                "/process/session/s/command/c/logs"
+            )
+            .unwrap(),
+            "wss://proxy.app.daytona.io/toolbox/sb/process/session/s/command/c/logs?follow=true"
+        );
+        assert_eq!(
+            ws_url("http://127.0.0.1:9/t/sb", "/x").unwrap(),
+            "ws://127.0.0.1:9/t/sb/x?follow=true"
+        );
+        assert!(ws_url("ftp://x", "/x").is_err());
+    }
+}

@@ -1,0 +1,790 @@
+//! [`DaytonaProvider`]: create, connect, list, snapshots (`prepare`) and usage limits.
+
+use crate::builder::{DaytonaBuilder, LogFollow};
+use crate::capabilities::CAPABILITIES;
+use crate::error::{PROVIDER, is_state_change_in_progress};
+use crate::sandbox::DaytonaSandbox;
+use crate::state::{Phase, phase, raw_states_of};
+use crate::time::parse_rfc3339;
+use crate::wire::{
+    BuildInfo, CreateSandboxBody, CreateSnapshotBody, SandboxDto, SandboxList, SnapshotDto,
+    UsageDto, VolumeMount,
+};
+use futures::StreamExt;
+use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
+use sandbox_sdk_core::{
+    Capabilities, CreateSpec, Error, ErrorKind, ListFilter, Provider, Result, Sandbox, SandboxInfo,
+    SandboxStream,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// The label under which a create's idempotency key is kept, so a retried create finds the
+/// sandbox the first attempt made.
+pub const IDEMPOTENCY_LABEL: &str = "sandbox-sdk.idempotency-key";
+
+/// Daytona: sandboxes on the control-plane API, commands and files through each sandbox's
+/// toolbox. Build it with [`DaytonaBuilder`]. Cloning is cheap and shares the connection pool.
+#[derive(Clone)]
+pub struct DaytonaProvider {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub config: DaytonaBuilder,
+    pub http: HttpClient,
+    /// The bearer credential, for the WebSocket upgrade (which does not go through `http`).
+    pub secret: String,
+}
+
+impl fmt::Debug for DaytonaProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DaytonaProvider")
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+/// Everything Daytona's create takes (PROTOCOL.md §1.1). Unset fields keep Daytona's defaults.
+/// `Debug` shows env names only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct DaytonaCreate {
+    /// Sandbox name (unique in the organization; a duplicate is `Conflict`).
+    pub name: Option<String>,
+    /// Snapshot id or name to start from.
+    pub snapshot: Option<String>,
+    /// A container image to build the sandbox from (sent as a one-line Dockerfile `FROM`);
+    /// exclusive with `snapshot`.
+    pub image: Option<String>,
+    /// The user commands run as.
+    pub user: Option<String>,
+    /// Environment of every process.
+    pub env: BTreeMap<String, String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// CPU cores (not allowed with a snapshot).
+    pub cpu: Option<u32>,
+    /// Memory in GB (not allowed with a snapshot).
+    pub memory_gb: Option<u32>,
+    /// Disk in GB (not allowed with a snapshot).
+    pub disk_gb: Option<u32>,
+    /// GPUs (not allowed with a snapshot).
+    pub gpu: Option<u32>,
+    /// Region; defaults to the builder's target.
+    pub target: Option<String>,
+    /// Minutes idle before auto-stop (0 = never).
+    pub auto_stop_minutes: Option<i64>,
+    /// Minutes stopped before auto-archive (0 = the maximum).
+    pub auto_archive_minutes: Option<i64>,
+    /// Minutes stopped before auto-delete (negative = never, 0 = on stop).
+    pub auto_delete_minutes: Option<i64>,
+    /// Wall-clock time to live in minutes (0 = none).
+    pub ttl_minutes: Option<i64>,
+    /// Volumes to mount.
+    pub volumes: Vec<VolumeMount>,
+    /// Block all outbound network traffic.
+    pub network_block_all: Option<bool>,
+    /// Allowed outbound CIDRs.
+    pub network_allow_list: Vec<String>,
+    /// Allowed outbound domains.
+    pub domain_allow_list: Vec<String>,
+    /// Make preview links public (no token needed).
+    pub public: Option<bool>,
+}
+
+impl fmt::Debug for DaytonaCreate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DaytonaCreate")
+            .field("name", &self.name)
+            .field("snapshot", &self.snapshot)
+            .field("image", &self.image)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("labels", &self.labels)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DaytonaCreate {
+    /// Daytona's options for a core [`CreateSpec`]: template → snapshot, metadata → labels,
+    /// memory rounded up to whole GB, timeout → `ttlMinutes` (rounded up), region → target,
+    /// and the idempotency key kept as the label [`IDEMPOTENCY_LABEL`].
+    pub fn from_spec(spec: &CreateSpec) -> Self {
+        let mut labels = spec.metadata.clone();
+        if let Some(key) = &spec.idempotency_key {
+            labels.insert(IDEMPOTENCY_LABEL.to_owned(), key.clone());
+        }
+        DaytonaCreate {
+            name: spec.name.clone(),
+            snapshot: spec.template.clone(),
+            env: spec.env.clone(),
+            labels,
+            cpu: spec.resources.cpus,
+            memory_gb: spec.resources.memory_mb.map(|mb| mb.div_ceil(1024) as u32),
+            disk_gb: spec.resources.disk_gb.map(|gb| gb as u32),
+            gpu: spec.resources.gpus,
+            target: spec.region.clone(),
+            ttl_minutes: spec.timeout.map(|t| t.as_secs().div_ceil(60) as i64),
+            ..Default::default()
+        }
+    }
+
+    fn body(&self, default_target: Option<&String>) -> CreateSandboxBody {
+        let csv = |v: &Vec<String>| (!v.is_empty()).then(|| v.join(","));
+        CreateSandboxBody {
+            name: self.name.clone(),
+            snapshot: self.snapshot.clone(),
+            user: self.user.clone(),
+            env: self.env.clone(),
+            labels: self.labels.clone(),
+            public: self.public,
+            network_block_all: self.network_block_all,
+            network_allow_list: csv(&self.network_allow_list),
+            domain_allow_list: csv(&self.domain_allow_list),
+            target: self.target.clone().or_else(|| default_target.cloned()),
+            cpu: self.cpu,
+            gpu: self.gpu,
+            memory: self.memory_gb,
+            disk: self.disk_gb,
+            auto_stop_interval: self.auto_stop_minutes,
+            auto_archive_interval: self.auto_archive_minutes,
+            auto_delete_interval: self.auto_delete_minutes,
+            ttl_minutes: self.ttl_minutes,
+            volumes: self.volumes.clone(),
+            build_info: self.image.as_ref().map(|image| BuildInfo {
+                dockerfile_content: format!("FROM {image}\n"),
+            }),
+        }
+    }
+}
+
+/// The size of a snapshot made by [`DaytonaProvider::prepare`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+pub struct SnapshotSize {
+    /// CPU cores.
+    pub cpu: u32,
+    /// Memory in GB.
+    pub memory_gb: u32,
+    /// Disk in GB.
+    pub disk_gb: u32,
+}
+
+/// The organization's per-sandbox ceilings in one region and class, from the usage endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SandboxLimits {
+    /// Region id.
+    pub region: String,
+    /// Sandbox class (`container`, `linux-vm`, ...), when reported.
+    pub sandbox_class: Option<String>,
+    /// Most CPU cores one sandbox may have.
+    pub max_cpu: Option<f64>,
+    /// Most memory (GB) one sandbox may have.
+    pub max_memory_gb: Option<f64>,
+    /// Most disk (GB) one sandbox may have.
+    pub max_disk_gb: Option<f64>,
+    /// CPU quota of the organization in the region, and current use.
+    pub cpu_quota: Option<f64>,
+    /// CPU cores in use.
+    pub cpu_used: Option<f64>,
+    /// Memory quota (GB).
+    pub memory_quota_gb: Option<f64>,
+    /// Memory in use (GB).
+    pub memory_used_gb: Option<f64>,
+    /// Disk quota (GB).
+    pub disk_quota_gb: Option<f64>,
+    /// Disk in use (GB).
+    pub disk_used_gb: Option<f64>,
+}
+
+impl DaytonaProvider {
+    /// A builder; same as [`DaytonaBuilder::new`].
+    pub fn builder() -> DaytonaBuilder {
+        DaytonaBuilder::new()
+    }
+
+    pub(crate) fn from_parts(config: DaytonaBuilder, http: HttpClient, secret: String) -> Self {
+        DaytonaProvider {
+            inner: Arc::new(Inner {
+                config,
+                http,
+                secret,
+            }),
+        }
+    }
+
+    /// Creates a sandbox with Daytona's own options and waits until it is `started`
+    /// (bounded by the builder's start timeout). A sandbox that ends in `error` or
+    /// `build_failed` fails with the server's reason.
+    pub async fn create_sandbox(&self, options: &DaytonaCreate) -> Result<DaytonaSandbox> {
+        let body = options.body(self.inner.config.target.as_ref());
+        let dto: SandboxDto = self
+            .inner
+            .http
+            .request(Method::Post, "/sandbox")
+            .json(&body)
+            .operation("create")
+            .send_json()
+            .await?;
+        let dto = self
+            .inner
+            .wait_started(&dto.id, dto.clone(), "create")
+            .await?;
+        DaytonaSandbox::from_dto(self.inner.clone(), &dto).await
+    }
+
+    /// A handle to an existing sandbox by id or name, whatever its state.
+    pub async fn get(&self, id_or_name: &str) -> Result<DaytonaSandbox> {
+        let dto = self.inner.fetch(id_or_name, "connect").await?;
+        DaytonaSandbox::from_dto(self.inner.clone(), &dto).await
+    }
+
+    /// Makes sure a snapshot of `image` at `size` exists and is active, and returns its name.
+    ///
+    /// The name is `sdk-` plus the first 16 hex digits of a SHA-256 over image, size, region and
+    /// class, so asking twice (from any process) finds the same snapshot instead of building a
+    /// second one. Transitional states are polled (bounded by the start timeout); `error` and
+    /// `build_failed` fail with the server's reason; `inactive` is re-activated.
+    pub async fn prepare(
+        &self,
+        image: &str,
+        size: SnapshotSize,
+        region: Option<&str>,
+        sandbox_class: Option<&str>,
+    ) -> Result<String> {
+        let name = snapshot_name(image, size, region, sandbox_class);
+        let path = format!("/snapshots/{}", encode_path_segment(&name));
+        let deadline = Instant::now() + self.inner.config.start_timeout;
+        let mut created = false;
+        loop {
+            let found = self
+                .inner
+                .http
+                .request(Method::Get, &path)
+                .operation("prepare")
+                .send_json::<SnapshotDto>()
+                .await;
+            match found {
+                Ok(snapshot) => match snapshot.state.as_deref().unwrap_or("") {
+                    "active" => return Ok(name),
+                    "error" | "build_failed" => {
+                        return Err(Error::new(
+                            ErrorKind::Provider,
+                            format!(
+                                "snapshot {name} failed to build: {}",
+                                snapshot
+                                    .error_reason
+                                    .as_deref()
+                                    .unwrap_or("no reason given")
+                            ),
+                        )
+                        .with_provider(PROVIDER)
+                        .with_operation("prepare"));
+                    }
+                    "inactive" => {
+                        self.inner
+                            .http
+                            .request(
+                                Method::Post,
+                                &format!(
+                                    "/snapshots/{}/activate",
+                                    encode_path_segment(&snapshot.id)
+                                ),
+                            )
+                            .operation("prepare")
+                            .send_empty()
+                            .await?;
+                    }
+                    _ => {}
+                },
+                Err(e) if e.kind() == ErrorKind::NotFound && !created => {
+                    let body = CreateSnapshotBody {
+                        name: name.clone(),
+                        image_name: image.to_owned(),
+                        cpu: Some(size.cpu),
+                        memory: Some(size.memory_gb),
+                        disk: Some(size.disk_gb),
+                        region_id: region.map(str::to_owned),
+                        sandbox_class: sandbox_class.map(str::to_owned),
+                    };
+                    match self
+                        .inner
+                        .http
+                        .request(Method::Post, "/snapshots")
+                        .json(&body)
+                        .operation("prepare")
+                        .send_json::<SnapshotDto>()
+                        .await
+                    {
+                        Ok(_) => {}
+                        // Another caller made it between our look and our create.
+                        Err(e) if e.kind() == ErrorKind::Conflict => {}
+                        Err(e) => return Err(e),
+                    }
+                    created = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            if Instant::now() + self.inner.config.poll_interval > deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "snapshot {name} is not active after {:?}",
+                        self.inner.config.start_timeout
+                    ),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("prepare"));
+            }
+            tokio::time::sleep(self.inner.config.poll_interval).await;
+        }
+    }
+
+    /// The organization's per-sandbox limits and quota use in every region and class
+    /// (`GET /organizations/{orgId}/usage`). The organization id is the builder's, or read from
+    /// any sandbox of the organization when none was set.
+    pub async fn limits(&self) -> Result<Vec<SandboxLimits>> {
+        let org = self.organization_id().await?;
+        let usage: UsageDto = self
+            .inner
+            .http
+            .request(
+                Method::Get,
+                &format!("/organizations/{}/usage", encode_path_segment(&org)),
+            )
+            .operation("limits")
+            .send_json()
+            .await?;
+        Ok(usage
+            .region_usage
+            .into_iter()
+            .map(|r| SandboxLimits {
+                region: r.region_id,
+                sandbox_class: r.sandbox_class,
+                max_cpu: r.max_cpu_per_sandbox,
+                max_memory_gb: r.max_memory_per_sandbox,
+                max_disk_gb: r.max_disk_per_sandbox,
+                cpu_quota: r.total_cpu_quota,
+                cpu_used: r.current_cpu_usage,
+                memory_quota_gb: r.total_memory_quota,
+                memory_used_gb: r.current_memory_usage,
+                disk_quota_gb: r.total_disk_quota,
+                disk_used_gb: r.current_disk_usage,
+            })
+            .collect())
+    }
+
+    async fn organization_id(&self) -> Result<String> {
+        if let Some(org) = &self.inner.config.organization_id {
+            return Ok(org.clone());
+        }
+        let list: SandboxList = self
+            .inner
+            .http
+            .request(Method::Get, "/sandbox")
+            .query("limit", 1)
+            .operation("limits")
+            .send_json()
+            .await?;
+        let items = match list {
+            SandboxList::Page { items, .. } | SandboxList::Array(items) => items,
+        };
+        items
+            .into_iter()
+            .find_map(|s| s.organization_id)
+            .ok_or_else(|| {
+                Error::validation(
+                    "no organization id: set DAYTONA_ORGANIZATION_ID (there is no sandbox to read it from)",
+                )
+                .with_provider(PROVIDER)
+                .with_operation("limits")
+            })
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxDto>> {
+        let labels = serde_json::json!({ IDEMPOTENCY_LABEL: key }).to_string();
+        let list: SandboxList = self
+            .inner
+            .http
+            .request(Method::Get, "/sandbox")
+            .query("labels", labels)
+            .query("limit", 1)
+            .operation("create")
+            .send_json()
+            .await?;
+        let items = match list {
+            SandboxList::Page { items, .. } | SandboxList::Array(items) => items,
+        };
+        // An old server may ignore the filter: check the label ourselves.
+        Ok(items.into_iter().find(|s| {
+            s.labels
+                .as_ref()
+                .and_then(|l| l.get(IDEMPOTENCY_LABEL))
+                .map(String::as_str)
+                == Some(key)
+        }))
+    }
+}
+
+/// The content-hash name [`DaytonaProvider::prepare`] gives a snapshot.
+pub fn snapshot_name(
+    image: &str,
+    size: SnapshotSize,
+    region: Option<&str>,
+    sandbox_class: Option<&str>,
+) -> String {
+    let text = format!(
+        "{image}|{}|{}|{}|{}|{}",
+        size.cpu,
+        size.memory_gb,
+        size.disk_gb,
+        region.unwrap_or(""),
+        sandbox_class.unwrap_or("")
+    );
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sdk-{hex}")
+}
+
+impl Inner {
+    pub(crate) fn sandbox_path(id: &str) -> String {
+        format!("/sandbox/{}", encode_path_segment(id))
+    }
+
+    pub(crate) async fn fetch(&self, id: &str, operation: &str) -> Result<SandboxDto> {
+        self.http
+            .request(Method::Get, &Self::sandbox_path(id))
+            .operation(operation)
+            .sandbox_id(id)
+            .send_json()
+            .await
+    }
+
+    /// Polls until the sandbox is `started`. `error`/`build_failed` fail with the reason; a
+    /// resting state other than `started` fails as `NotRunning`.
+    pub(crate) async fn wait_started(
+        &self,
+        id: &str,
+        first: SandboxDto,
+        operation: &str,
+    ) -> Result<SandboxDto> {
+        let deadline = Instant::now() + self.config.start_timeout;
+        self.wait_until(id, first, operation, deadline, |raw| raw == "started")
+            .await
+    }
+
+    /// Polls from `first` until `done(state)`; fails on `error`/`build_failed`, on any other
+    /// resting state once `done` cannot come without another call, and at `deadline`.
+    pub(crate) async fn wait_until(
+        &self,
+        id: &str,
+        first: SandboxDto,
+        operation: &str,
+        deadline: Instant,
+        done: impl Fn(&str) -> bool,
+    ) -> Result<SandboxDto> {
+        let mut dto = first;
+        loop {
+            let raw = dto.state.clone().unwrap_or_else(|| "unknown".to_owned());
+            if done(&raw) {
+                return Ok(dto);
+            }
+            match phase(&raw) {
+                Phase::Failed => {
+                    return Err(Error::new(
+                        ErrorKind::Provider,
+                        format!(
+                            "sandbox is in state {raw}: {}",
+                            dto.error_reason.as_deref().unwrap_or("no reason given")
+                        ),
+                    )
+                    .with_provider(PROVIDER)
+                    .with_operation(operation)
+                    .with_sandbox_id(id));
+                }
+                Phase::Gone => {
+                    return Err(Error::new(ErrorKind::NotFound, "sandbox was destroyed")
+                        .with_provider(PROVIDER)
+                        .with_operation(operation)
+                        .with_sandbox_id(id));
+                }
+                // Resting in another state while the desired state says nothing is pending.
+                Phase::Resting if dto.desired_state.as_deref() == Some(raw.as_str()) => {
+                    return Err(Error::new(
+                        ErrorKind::NotRunning,
+                        format!("sandbox is {raw}, not in the state {operation} waits for"),
+                    )
+                    .with_provider(PROVIDER)
+                    .with_operation(operation)
+                    .with_sandbox_id(id));
+                }
+                _ => {}
+            }
+            if Instant::now() + self.config.poll_interval > deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("sandbox still {raw} when the wait ran out"),
+                )
+                .with_provider(PROVIDER)
+                .with_operation(operation)
+                .with_sandbox_id(id));
+            }
+            tokio::time::sleep(self.config.poll_interval).await;
+            dto = self.fetch(id, operation).await?;
+        }
+    }
+
+    /// Polls until the sandbox rests (any stable, failed or gone state) or `deadline` passes.
+    async fn wait_resting(&self, id: &str, operation: &str, deadline: Instant) -> Result<()> {
+        loop {
+            if Instant::now() + self.config.poll_interval > deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(self.config.poll_interval).await;
+            match self.fetch(id, operation).await {
+                Ok(dto) => {
+                    if phase(dto.state.as_deref().unwrap_or("unknown")) != Phase::Transitional {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends a lifecycle call; a "state change in progress" answer is waited out (polling until
+    /// the sandbox rests) and the call repeated, all within `deadline`.
+    pub(crate) async fn lifecycle_call(
+        &self,
+        id: &str,
+        call: LifecycleRequest<'_>,
+        deadline: Instant,
+    ) -> Result<sandbox_sdk_core::http::Response> {
+        loop {
+            let mut request = self
+                .http
+                .request(
+                    call.method,
+                    &format!("{}{}", Self::sandbox_path(id), call.suffix),
+                )
+                .operation(call.operation)
+                .sandbox_id(id);
+            for (k, v) in call.query {
+                request = request.query(k, v);
+            }
+            if let Some(body) = call.body {
+                request = request.json(body);
+            }
+            match request.send().await {
+                Err(e) if is_state_change_in_progress(&e) => {
+                    if Instant::now() + self.config.poll_interval > deadline {
+                        return Err(e);
+                    }
+                    self.wait_resting(id, call.operation, deadline).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// One lifecycle call for [`Inner::lifecycle_call`].
+pub(crate) struct LifecycleRequest<'a> {
+    pub operation: &'a str,
+    pub method: Method,
+    pub suffix: &'a str,
+    pub query: &'a [(&'a str, String)],
+    pub body: Option<&'a serde_json::Value>,
+}
+
+impl<'a> LifecycleRequest<'a> {
+    pub fn new(operation: &'a str, method: Method, suffix: &'a str) -> Self {
+        LifecycleRequest {
+            operation,
+            method,
+            suffix,
+            query: &[],
+            body: None,
+        }
+    }
+}
+
+pub(crate) fn info_from_dto(dto: &SandboxDto) -> SandboxInfo {
+    let raw = dto.state.clone().unwrap_or_else(|| "unknown".to_owned());
+    let mut info = SandboxInfo::new(dto.id.clone(), PROVIDER, crate::state::core_state(&raw));
+    info.raw_state = Some(raw);
+    info.template = dto.snapshot.clone();
+    info.metadata = dto.labels.clone().unwrap_or_default();
+    info.created_at = dto.created_at.as_deref().and_then(parse_rfc3339);
+    info.expires_at = dto.auto_destroy_at.as_deref().and_then(parse_rfc3339);
+    info.region = dto.target.clone();
+    info
+}
+
+#[async_trait::async_trait]
+impl Provider for DaytonaProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        capabilities_for(&self.inner.config)
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
+        for (key, value) in &spec.env {
+            sandbox_sdk_core::validate_env_name(key)?;
+            if value.contains('\0') {
+                return Err(Error::validation(format!("env {key} contains a NUL byte")));
+            }
+        }
+        if let Some(key) = &spec.idempotency_key
+            && let Some(dto) = self.find_by_idempotency_key(key).await?
+        {
+            let dto = self
+                .inner
+                .wait_started(&dto.id, dto.clone(), "create")
+                .await?;
+            let sandbox = DaytonaSandbox::from_dto(self.inner.clone(), &dto).await?;
+            return Ok(Box::new(sandbox));
+        }
+        let sandbox = self.create_sandbox(&DaytonaCreate::from_spec(spec)).await?;
+        Ok(Box::new(sandbox))
+    }
+
+    async fn connect(&self, id: &str) -> Result<Box<dyn Sandbox>> {
+        Ok(Box::new(self.get(id).await?))
+    }
+
+    fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
+        let filter = filter.clone();
+        let inner = self.inner.clone();
+        let pages = futures::stream::try_unfold(Some(None::<String>), move |cursor| {
+            let inner = inner.clone();
+            let filter = filter.clone();
+            async move {
+                let Some(cursor) = cursor else {
+                    return Ok::<_, Error>(None);
+                };
+                let mut request = inner
+                    .http
+                    .request(Method::Get, "/sandbox")
+                    .query("limit", 100)
+                    .operation("list");
+                if let Some(c) = &cursor {
+                    request = request.query("cursor", c);
+                }
+                if !filter.metadata.is_empty() {
+                    let labels = serde_json::to_string(&filter.metadata).unwrap_or_default();
+                    request = request.query("labels", labels);
+                }
+                for state in &filter.states {
+                    for raw in raw_states_of(*state) {
+                        request = request.query("states", raw);
+                    }
+                }
+                let page: SandboxList = request.send_json().await?;
+                let (items, next) = match page {
+                    SandboxList::Page { items, next_cursor } => {
+                        // A cursor that does not move would loop forever.
+                        let next = next_cursor.filter(|n| Some(n) != cursor.as_ref());
+                        (items, next.map(Some))
+                    }
+                    SandboxList::Array(items) => (items, None),
+                };
+                let infos: Vec<Result<SandboxInfo>> = items
+                    .iter()
+                    .map(info_from_dto)
+                    .filter(|info| filter.matches(info))
+                    .map(Ok)
+                    .collect();
+                Ok(Some((futures::stream::iter(infos), next)))
+            }
+        });
+        pages.try_flatten().boxed()
+    }
+}
+
+use futures::TryStreamExt;
+
+/// The capability map for a configuration: [`CAPABILITIES`], with streaming `Emulated` when
+/// output is followed by polling.
+pub(crate) fn capabilities_for(config: &DaytonaBuilder) -> Capabilities {
+    let mut caps = CAPABILITIES;
+    if config.log_follow == LogFollow::Poll {
+        caps.streaming = sandbox_sdk_core::Level::Emulated;
+    }
+    caps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn snapshot_names_are_stable_and_differ_by_content() {
+        let size = SnapshotSize {
+            cpu: 2,
+            memory_gb: 4,
+            disk_gb: 10,
+        };
+        let a = snapshot_name("ubuntu:24.04", size, Some("us"), None);
+        assert_eq!(a, snapshot_name("ubuntu:24.04", size, Some("us"), None));
+        assert!(a.starts_with("sdk-") && a.len() == 20);
+        assert_ne!(
+            a,
+            snapshot_name(
+                "ubuntu:24.04",
+                SnapshotSize { cpu: 4, ..size },
+                Some("us"),
+                None
+            )
+        );
+        assert_ne!(a, snapshot_name("ubuntu:22.04", size, Some("us"), None));
+    }
+
+    #[test]
+    fn create_spec_maps_onto_daytona_options() {
+        let spec = CreateSpec::new()
+            .template("snap")
+            .metadata("team", "x")
+            .env("A", "1")
+            .timeout(Duration::from_secs(61))
+            .idempotency_key("job-1")
+            .region("eu");
+        let create = DaytonaCreate::from_spec(&spec);
+        let body = serde_json::to_value(create.body(Some(&"us".to_owned()))).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "snapshot": "snap",
+                "env": {"A": "1"},
+                "labels": {"team": "x", IDEMPOTENCY_LABEL: "job-1"},
+                "target": "eu",
+                "ttlMinutes": 2
+            })
+        );
+        let create = DaytonaCreate {
+            image: Some("python:3.12".into()),
+            network_allow_list: vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()],
+            ..Default::default()
+        };
+        let body = serde_json::to_value(create.body(Some(&"us".to_owned()))).unwrap();
+        assert_eq!(body["buildInfo"]["dockerfileContent"], "FROM python:3.12\n");
+        assert_eq!(body["networkAllowList"], "10.0.0.0/8,192.168.0.0/16");
+        assert_eq!(body["target"], "us");
+    }
+
+    #[test]
+    fn debug_hides_env_values() {
+        let mut c = DaytonaCreate::default();
+        c.env.insert("TOKEN".into(), "canary-secret".into());
+        assert!(!format!("{c:?}").contains("canary-secret"));
+    }
+}

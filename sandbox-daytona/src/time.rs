@@ -1,0 +1,96 @@
+//! RFC 3339 timestamps as the API writes them (`2026-08-20T10:00:00.000Z`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `None` for anything else.
+pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let text = text.trim();
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { text.get(r)?.parse().ok() };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    if hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut nanos: u32 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let mut value = 0u32;
+        for (i, c) in frac[..digits].bytes().take(9).enumerate() {
+            value += u32::from(c - b'0') * 10u32.pow(8 - i as u32);
+        }
+        nanos = value;
+        rest = &frac[digits..];
+    }
+    let offset_secs: i64 = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
+            let h: i64 = rest[1..3].parse().ok()?;
+            let m: i64 = rest[4..6].parse().ok()?;
+            let s = h * 3600 + m * 60;
+            if rest.starts_with('-') { -s } else { s }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
+    if secs < 0 {
+        return None;
+    }
+    Some(UNIX_EPOCH + Duration::new(secs as u64, nanos))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_api_format() {
+        let t = parse_rfc3339("2026-08-20T10:00:00.000Z").unwrap();
+        assert_eq!(
+            t.duration_since(UNIX_EPOCH).unwrap().as_secs(),
+            1_787_220_000
+        );
+        let t = parse_rfc3339("1970-01-01T00:00:01.5Z").unwrap();
+        assert_eq!(
+            t.duration_since(UNIX_EPOCH).unwrap(),
+            Duration::from_millis(1500)
+        );
+        let t = parse_rfc3339("1970-01-01T01:00:00+01:00").unwrap();
+        assert_eq!(t, UNIX_EPOCH);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for s in [
+            "",
+            "2026-08-20",
+            "2026-13-01T00:00:00Z",
+            "2026-08-20T10:00:00",
+            "x026-08-20T10:00:00Z",
+        ] {
+            assert!(parse_rfc3339(s).is_none(), "{s}");
+        }
+    }
+}
