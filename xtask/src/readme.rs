@@ -99,6 +99,23 @@ mod tests {
         assert!(once.contains("| capability |"));
     }
 
+    /// `cargo run --example quickstart` (the README's first command) needs no `-p` only while
+    /// one workspace package has an example of that name.
+    #[test]
+    fn exactly_one_package_has_the_quickstart_example() {
+        let root = shell::workspace_root();
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let dir = entry.unwrap().path();
+            for candidate in ["examples/quickstart.rs", "examples/quickstart/main.rs"] {
+                if dir.join(candidate).is_file() {
+                    found.push(dir.join(candidate));
+                }
+            }
+        }
+        assert_eq!(found.len(), 1, "{found:?}");
+    }
+
     #[test]
     fn missing_markers_are_named() {
         let err = splice("no markers", "x").unwrap_err();
