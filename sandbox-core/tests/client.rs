@@ -1276,4 +1276,10 @@ async fn spans_carry_provider_operation_sandbox_and_attempt() {
         ],
         ["fake", "info", "sb-7", ""]
     );
+    drop(sandbox);
+    client.create(&CreateSpec::new()).await.unwrap();
+    let spans = capture.0.lock().unwrap();
+    let (_, created) = spans.last().unwrap();
+    assert_eq!(created["operation"], "create");
+    assert_eq!(created["sandbox_id"], "fake-1");
 }

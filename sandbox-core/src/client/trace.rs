@@ -1,5 +1,5 @@
 //! Tracing: one `sandbox` span per operation, with fields `provider`, `operation`, `sandbox_id`
-//! and `attempt` (recorded by the retry layer when it retries inside the span, which also emits
+//! (for `create`, recorded once the sandbox exists) and `attempt` (recorded by the retry layer when it retries inside the span, which also emits
 //! a `retrying` event there). A failed operation emits a `debug` event with the error.
 
 use crate::access::{PreviewLink, SshAccess};
@@ -78,11 +78,9 @@ impl Provider for TraceProvider {
         self.inner.capabilities()
     }
     async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
-        let sandbox = traced(
-            span(self.inner.name(), "create", None),
-            self.inner.create(spec),
-        )
-        .await?;
+        let span = span(self.inner.name(), "create", None);
+        let sandbox = traced(span.clone(), self.inner.create(spec)).await?;
+        span.record("sandbox_id", sandbox.id());
         Ok(Box::new(TraceSandbox { inner: sandbox }))
     }
     async fn connect(&self, id: &str) -> Result<Box<dyn Sandbox>> {
