@@ -682,13 +682,28 @@ async fn capabilities_are_honest_and_unsupported_operations_fail_fast() {
     sb.destroy().await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_returns_the_sandbox_already_made() {
     let spec = CreateSpec::new().idempotency_key(format!("key-{}", std::process::id()));
     let provider = LocalProvider::new();
     let a = Cleanup(provider.create_local(&spec).await.unwrap());
     let b = provider.create_local(&spec).await.unwrap();
     assert_eq!(a.id(), b.id());
+    // Concurrent creates under one new key agree on one sandbox.
+    let key = format!("race-{}", std::process::id());
+    let spec = CreateSpec::new().idempotency_key(key);
+    let results = futures::future::join_all((0..8).map(|_| {
+        let (provider, spec) = (provider.clone(), spec.clone());
+        tokio::spawn(async move { provider.create_local(&spec).await.unwrap() })
+    }))
+    .await;
+    let ids: std::collections::BTreeSet<String> = results
+        .into_iter()
+        .map(|r| r.unwrap().id().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let winner = provider.connect(ids.first().unwrap()).await.unwrap();
+    winner.destroy().await.unwrap();
     a.destroy().await.unwrap();
 }
 

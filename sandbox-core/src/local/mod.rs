@@ -179,16 +179,8 @@ impl LocalProvider {
                 )));
             }
         }
-        if let Some(key) = &spec.idempotency_key {
-            let registry = lock(&REGISTRY);
-            if let Some(inner) = registry
-                .values()
-                .find(|i| i.idempotency_key.as_deref() == Some(key.as_str()))
-            {
-                return Ok(LocalSandbox {
-                    inner: inner.clone(),
-                });
-            }
+        if let Some(existing) = find_by_key(&lock(&REGISTRY), spec) {
+            return Ok(existing);
         }
         let root = self.root.clone();
         let id = uuid::Uuid::new_v4().to_string();
@@ -229,9 +221,34 @@ impl LocalProvider {
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
         });
-        lock(&REGISTRY).insert(id, inner.clone());
-        Ok(LocalSandbox { inner })
+        let existing = {
+            let mut registry = lock(&REGISTRY);
+            // A concurrent create under the same key may have won the race: keep its sandbox.
+            let existing = find_by_key(&registry, spec);
+            if existing.is_none() {
+                registry.insert(id, inner.clone());
+            }
+            existing
+        };
+        match existing {
+            Some(existing) => {
+                let _ = tokio::fs::remove_dir_all(&inner.base).await;
+                Ok(existing)
+            }
+            None => Ok(LocalSandbox { inner }),
+        }
     }
+}
+
+/// The live sandbox made under `spec`'s idempotency key, if any.
+fn find_by_key(registry: &HashMap<String, Arc<Inner>>, spec: &CreateSpec) -> Option<LocalSandbox> {
+    let key = spec.idempotency_key.as_deref()?;
+    registry
+        .values()
+        .find(|i| i.idempotency_key.as_deref() == Some(key))
+        .map(|inner| LocalSandbox {
+            inner: inner.clone(),
+        })
 }
 
 fn base_shown(p: &Path) -> String {
