@@ -1,1 +1,158 @@
-//! Placeholder crate root; filled by the conformance issue.
+//! # sandbox-conformance
+//!
+//! The behaviour suite every `sandbox-sdk-core` adapter is held to, and the kit a provider author
+//! outside this repository uses to prove an adapter:
+//!
+//! - [`cassette`]: the JSON cassette format (ordered HTTP interactions with provenance and
+//!   placeholders) — read its docs before writing one;
+//! - [`replay`]: cassettes mounted on wiremock with exact call counts, strict or any order, and a
+//!   catch-all that explains every miss;
+//! - [`scenarios`]: the scenarios, written once against the core traits and selected by the
+//!   adapter's capability map (`SCENARIOS.md` in this crate says exactly what each one sends and
+//!   expects);
+//! - [`Suite`]: runs them — replayed against an adapter built for the mock server's URL, or live
+//!   (the embedded `local` provider runs the same scenarios with no cassettes);
+//! - [`conformance_tests!`]: one named `#[test]` per scenario in an adapter's
+//!   `tests/conformance.rs`, plus `capability_coverage`, with an insta snapshot of the normalised
+//!   requests each scenario sends;
+//! - [`record`]: the recording proxy behind `cargo xtask record`;
+//! - `cargo xtask fixtures` checks every cassette in the workspace for secrets, provenance and
+//!   (when `../shared/specs` is present) bodies that break the provider's OpenAPI schema.
+//!
+//! ## Proving an adapter
+//!
+//! 1. Give the adapter a way to point every base URL it uses at one URL, and build it with the
+//!    API key [`cassette::TOKEN`].
+//! 2. Write `tests/cassettes/<scenario>.json` for every scenario from `SCENARIOS.md` (or record
+//!    them with `cargo xtask record`). A scenario whose capability the adapter declares
+//!    unsupported needs no cassette of its own: it checks the call fails fast with
+//!    `NotSupported` and sends nothing, using `connect.json` to get a sandbox.
+//! 3. Add `tests/conformance.rs`:
+//!
+//! ```no_run
+//! // tests/conformance.rs of a third-party adapter crate `acme-sandbox`.
+//! use sandbox_conformance::{Suite, conformance_tests};
+//! use sandbox_sdk_core::{Capability, Provider};
+//! use std::sync::Arc;
+//! # mod acme_sandbox { pub struct AcmeProvider; impl AcmeProvider {
+//! #   pub fn builder() -> Self { AcmeProvider }
+//! #   pub fn api_key(self, _: &str) -> Self { self }
+//! #   pub fn base_url(self, _: &str) -> Self { self }
+//! #   pub fn build(self) -> sandbox_sdk_core::Result<sandbox_sdk_core::local::LocalProvider> { Ok(Default::default()) } } }
+//!
+//! fn suite() -> Suite {
+//!     Suite::replay(
+//!         |base_url| {
+//!             let provider = acme_sandbox::AcmeProvider::builder()
+//!                 .api_key(sandbox_conformance::cassette::TOKEN)
+//!                 .base_url(base_url)
+//!                 .build()?;
+//!             Ok(Arc::new(provider) as Arc<dyn Provider>)
+//!         },
+//!         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
+//!     )
+//!     // A capability no trait operation can show, proven by the adapter's own test:
+//!     .covered_elsewhere(Capability::Region, "create::sends_region")
+//! }
+//!
+//! conformance_tests!(suite());
+//! # fn main() {}
+//! ```
+//!
+//! `cargo test --test conformance` then runs `connect`, `lifecycle`, `exec_exit_codes`, … and
+//! `capability_coverage` as separate tests. A failing scenario prints what it expected, the
+//! replay server's explanation of every unmatched request (the nearest interaction and the
+//! first difference), interactions used the wrong number of times, and the requests sent.
+//! Snapshots land in the adapter's `tests/snapshots/`; review them like code.
+//!
+//! The same suite can be driven without the macro: [`Suite::run`] for one scenario,
+//! [`Suite::run_all`] for all (a [`SuiteReport`] with its `conformance: N passed, N failed, N
+//! skipped` line and a coverage table).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod cassette;
+mod proxy;
+pub mod record;
+pub mod replay;
+pub mod scenarios;
+mod suite;
+
+pub use proxy::LoggedRequest;
+pub use record::{RECORD_ENV, RecordTarget, Router};
+pub use scenarios::{SCENARIOS, ScenarioInfo};
+pub use suite::{
+    __private, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
+    ScenarioReport, Suite, SuiteReport,
+};
+
+/// Re-exported so [`conformance_tests!`] can snapshot requests from the adapter's crate.
+#[doc(hidden)]
+pub use insta;
+
+/// Whether generated tests should record (the [`RECORD_ENV`] variable is set).
+pub fn recording() -> bool {
+    std::env::var_os(RECORD_ENV).is_some()
+}
+
+/// Generates one `#[test]` per scenario (named after it) and a `capability_coverage` test.
+///
+/// `$suite` is an expression evaluated afresh in each test, typically a call to a function
+/// returning [`Suite`]. A passing replayed scenario also asserts an insta snapshot of the
+/// normalised requests it sent, named after the scenario, in the calling crate's snapshots
+/// directory. Invoke it once per module.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($suite:expr) => {
+        $crate::__conformance_tests!($suite;
+            connect lifecycle stop_resume pause_resume set_timeout
+            exec_exit_codes exec_stdout_stderr exec_env_cwd exec_timeout exec_stdin exec_kill
+            exec_background exec_pty exec_streaming
+            files_roundtrip files_streaming files_missing files_list files_manage files_watch
+            list list_filters fork snapshot preview_link ssh_access metrics
+            error_unauthorized error_not_found error_conflict error_rate_limited error_server
+            error_connection_reset error_truncated_stream no_duplicate_create
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    ($suite:expr; $($name:ident)*) => {
+        $(
+            #[test]
+            fn $name() {
+                let report = $crate::__private::run_test(|| $suite, stringify!($name));
+                if let Some(requests) = report.requests.as_deref() {
+                    $crate::insta::assert_snapshot!(stringify!($name), requests);
+                }
+            }
+        )*
+
+        #[test]
+        fn capability_coverage() {
+            $crate::__private::run_coverage(|| $suite);
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_macro_lists_every_scenario_in_order() {
+        let source = include_str!("lib.rs");
+        let start = source.find("__conformance_tests!($suite;").unwrap_or(0);
+        let end = start + source[start..].find(");").unwrap_or(0);
+        let listed: Vec<&str> = source[start..end].split_whitespace().skip(1).collect();
+        let names: Vec<&str> = crate::SCENARIOS.iter().map(|s| s.name).collect();
+        assert_eq!(listed, names);
+    }
+
+    #[test]
+    fn scenarios_md_documents_every_scenario() {
+        let doc = include_str!("../SCENARIOS.md");
+        for s in crate::SCENARIOS {
+            assert!(doc.contains(&format!("### {}\n", s.name)), "{}", s.name);
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! A small loopback HTTP/1.1 proxy, used in front of the wiremock server during replay (to log
+//! requests and to produce connection resets and truncated streams, which wiremock cannot) and
+//! as the recorder between an adapter and the live service.
+//!
+//! It is built on `hyper` (server side, already in the tree through wiremock) and `reqwest`
+//! (client side, for TLS to live services): a raw TCP proxy would have to re-implement chunked
+//! framing and keep-alive to split exchanges, and a full proxy framework is more than a test kit
+//! should pull in. Responses are streamed through chunk by chunk, so a long-running exec stream
+//! reaches the adapter while it is still being recorded.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// The response header by which the replayer asks the proxy for a transport fault.
+pub(crate) const FAULT_HEADER: &str = "x-sandbox-conformance-fault";
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// One request as the adapter sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path, percent-encoded as sent.
+    pub path: String,
+    /// The raw query string, if any.
+    pub query: Option<String>,
+    /// Headers in arrival order, names lower-case.
+    pub headers: Vec<(String, String)>,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl LoggedRequest {
+    /// The first value of a header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `METHOD /path?query`.
+    pub fn line(&self) -> String {
+        match &self.query {
+            Some(q) => format!("{} {}?{}", self.method, self.path, q),
+            None => format!("{} {}", self.method, self.path),
+        }
+    }
+}
+
+/// A finished exchange: the request and what came back, the body as the chunks that arrived.
+#[derive(Debug, Clone)]
+pub(crate) struct Exchange {
+    pub request: LoggedRequest,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub chunks: Vec<Bytes>,
+    /// Set when the upstream could not be reached or its body failed part way.
+    pub error: Option<String>,
+}
+
+/// What a proxy does with each request.
+pub(crate) trait Handler: Send + Sync + 'static {
+    /// Called when a request has arrived, before it is forwarded.
+    fn on_request(&self, request: &LoggedRequest);
+    /// The base URL (`scheme://host[:port]`, no trailing slash) to forward `request` to.
+    fn upstream(&self, request: &LoggedRequest) -> Result<String, String>;
+    /// Called once the response has been passed on completely (or failed).
+    fn on_exchange(&self, exchange: Exchange);
+}
+
+/// A running proxy; stops when dropped.
+pub(crate) struct Proxy {
+    url: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "accept-encoding",
+];
+
+impl Proxy {
+    /// Starts a proxy on a free loopback port.
+    pub async fn start(handler: Arc<dyn Handler>) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(std::io::Error::other)?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let handler = handler.clone();
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| {
+                        let handler = handler.clone();
+                        let client = client.clone();
+                        async move { handle(req, handler, client).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Proxy { url, task })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+fn full(bytes: impl Into<Bytes>) -> ProxyBody {
+    Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+fn gateway_error(message: String) -> hyper::Response<ProxyBody> {
+    let body = serde_json::json!({ "message": message, "code": 502 }).to_string();
+    let mut resp = hyper::Response::new(full(body));
+    *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+async fn handle(
+    req: hyper::Request<Incoming>,
+    handler: Arc<dyn Handler>,
+    client: reqwest::Client,
+) -> Result<hyper::Response<ProxyBody>, std::io::Error> {
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    let logged = LoggedRequest {
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body,
+    };
+    handler.on_request(&logged);
+    let base = match handler.upstream(&logged) {
+        Ok(base) => base,
+        Err(message) => {
+            handler.on_exchange(Exchange {
+                request: logged,
+                status: 502,
+                headers: Vec::new(),
+                chunks: Vec::new(),
+                error: Some(message.clone()),
+            });
+            return Ok(gateway_error(message));
+        }
+    };
+    let target = format!(
+        "{}{}",
+        base.trim_end_matches('/'),
+        logged.line().split_once(' ').map(|(_, p)| p).unwrap_or("/")
+    );
+    let method =
+        reqwest::Method::from_bytes(logged.method.as_bytes()).map_err(std::io::Error::other)?;
+    let mut upstream_req = client.request(method, &target).body(logged.body.clone());
+    for (k, v) in &logged.headers {
+        if !HOP_BY_HOP.contains(&k.as_str()) {
+            upstream_req = upstream_req.header(k.as_str(), v.as_str());
+        }
+    }
+    let upstream = match upstream_req.send().await {
+        Ok(resp) => resp,
+        Err(e) => {
+            let message = format!("proxy could not reach {}: {e}", redact_url(&target));
+            handler.on_exchange(Exchange {
+                request: logged,
+                status: 502,
+                headers: Vec::new(),
+                chunks: Vec::new(),
+                error: Some(message.clone()),
+            });
+            return Ok(gateway_error(message));
+        }
+    };
+    let status = upstream.status().as_u16();
+    let headers: Vec<(String, String)> = upstream
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let fault = headers
+        .iter()
+        .find(|(k, _)| k == FAULT_HEADER)
+        .map(|(_, v)| v.clone());
+    let mut builder = hyper::Response::builder().status(status);
+    for (k, v) in &headers {
+        if !HOP_BY_HOP.contains(&k.as_str()) && k != FAULT_HEADER {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+    }
+    match fault.as_deref() {
+        Some("reset") => {
+            handler.on_exchange(Exchange {
+                request: logged,
+                status,
+                headers,
+                chunks: Vec::new(),
+                error: Some("connection reset (fault)".into()),
+            });
+            // An error from the service makes hyper close the connection without answering.
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset by the conformance replayer",
+            ))
+        }
+        Some("truncate") => {
+            let bytes = upstream.bytes().await.unwrap_or_default();
+            let half = bytes.slice(..bytes.len() / 2);
+            handler.on_exchange(Exchange {
+                request: logged,
+                status,
+                headers,
+                chunks: vec![half.clone()],
+                error: Some("stream truncated (fault)".into()),
+            });
+            let frames: Vec<Result<Frame<Bytes>, BoxError>> = vec![
+                Ok(Frame::data(half)),
+                Err(BoxError::from(
+                    "stream truncated by the conformance replayer".to_owned(),
+                )),
+            ];
+            let body = BodyExt::boxed(StreamBody::new(futures::stream::iter(frames)));
+            builder
+                .header("content-length", bytes.len().to_string())
+                .body(body)
+                .map_err(std::io::Error::other)
+        }
+        _ => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(16);
+            let mut stream = upstream.bytes_stream();
+            tokio::spawn(async move {
+                let mut chunks = Vec::new();
+                let mut error = None;
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(chunk) => {
+                            chunks.push(chunk.clone());
+                            if tx.send(Ok(Frame::data(chunk))).await.is_err() {
+                                error = Some("client went away".to_owned());
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            let message = format!("upstream body failed: {e}");
+                            let _ = tx.send(Err(BoxError::from(message.clone()))).await;
+                            error = Some(message);
+                            break;
+                        }
+                    }
+                }
+                drop(tx);
+                handler.on_exchange(Exchange {
+                    request: logged,
+                    status,
+                    headers,
+                    chunks,
+                    error,
+                });
+            });
+            let body = BodyExt::boxed(StreamBody::new(tokio_stream_from(rx)));
+            builder.body(body).map_err(std::io::Error::other)
+        }
+    }
+}
+
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// The URL without its query string (which may hold signed parameters).
+pub(crate) fn redact_url(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => url.to_owned(),
+    }
+}

@@ -1,0 +1,495 @@
+//! The recorder: runs scenarios against a live service through a loopback proxy and writes
+//! cassettes with credentials, sandbox ids, signed URL parameters and service addresses
+//! scrubbed to placeholders.
+//!
+//! An adapter crate turns recording on for its `tests/conformance.rs` by building its suite with
+//! [`Suite::record`](crate::Suite::record) when [`RECORD_ENV`] is set (the generated tests do this
+//! through [`crate::conformance_tests!`]'s `record:` argument); `cargo xtask record --provider NAME
+//! [--scenario S]` sets it and runs the adapter's conformance tests.
+//!
+//! Each scenario that can run live gets a sandbox created directly against the service (not
+//! recorded), connects to it through the proxy like replay does, and has that sandbox destroyed
+//! afterwards (not recorded either). Only a scenario that passes is written. Interactions are
+//! written in order with `"times": 1`, JSON request bodies compared exactly; review each
+//! cassette before committing it (`cargo xtask fixtures` checks for leftovers that look like
+//! secrets).
+
+use crate::cassette::{
+    Body, Cassette, Frame, Interaction, Order, Provenance, ProvenanceKind, QueryValue, RequestSpec,
+    ResponseSpec,
+};
+use crate::proxy::{Exchange, Handler, LoggedRequest, Proxy};
+use crate::scenarios::{self, Ctx, ScenarioInfo};
+use crate::suite::{Factory, Outcome, ScenarioReport};
+use sandbox_sdk_core::client::{Client, RetryPolicy};
+use sandbox_sdk_core::{CreateSpec, Provider};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Set (to anything) to make generated conformance tests record instead of replay.
+pub const RECORD_ENV: &str = "SANDBOX_CONFORMANCE_RECORD";
+
+/// Picks the upstream base URL (`https://host[:port]`) a proxied request goes to, or `None`
+/// when the request cannot be routed.
+pub type Router = Arc<dyn Fn(&LoggedRequest) -> Option<String> + Send + Sync + 'static>;
+
+/// Where and how to record.
+pub struct RecordTarget {
+    factory: Factory,
+    direct: Arc<dyn Provider>,
+    router: Router,
+    secrets: Vec<String>,
+    out_dir: PathBuf,
+    source: String,
+}
+
+impl std::fmt::Debug for RecordTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordTarget")
+            .field("provider", &self.direct.name())
+            .field("out_dir", &self.out_dir)
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+impl RecordTarget {
+    /// Records with adapters built by `factory` against the proxy URL, routed upstream by
+    /// `router`; `direct` is the same adapter against the service itself, used to create and
+    /// destroy the sandbox each scenario connects to. Cassettes go to `out_dir`.
+    pub fn new<F, R>(
+        factory: F,
+        direct: Arc<dyn Provider>,
+        router: R,
+        out_dir: impl Into<PathBuf>,
+    ) -> RecordTarget
+    where
+        F: Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
+        R: Fn(&LoggedRequest) -> Option<String> + Send + Sync + 'static,
+    {
+        RecordTarget {
+            factory: Arc::new(factory),
+            direct,
+            router: Arc::new(router),
+            secrets: Vec::new(),
+            out_dir: out_dir.into(),
+            source: "recorded from the live service by cargo xtask record".into(),
+        }
+    }
+
+    /// A credential to scrub (replaced by `{{token}}` wherever it appears).
+    pub fn secret(mut self, secret: impl Into<String>) -> RecordTarget {
+        let secret = secret.into();
+        if !secret.is_empty() {
+            self.secrets.push(secret);
+        }
+        self
+    }
+
+    /// The `provenance.source` written into each cassette.
+    pub fn source(mut self, source: impl Into<String>) -> RecordTarget {
+        self.source = source.into();
+        self
+    }
+
+    pub(crate) fn describe(&self) -> Result<Arc<dyn Provider>, String> {
+        Ok(self.direct.clone())
+    }
+}
+
+struct Recording {
+    router: Router,
+    exchanges: Mutex<Vec<Exchange>>,
+    upstreams: Mutex<Vec<String>>,
+}
+
+impl Handler for Recording {
+    fn on_request(&self, _request: &LoggedRequest) {}
+    fn upstream(&self, request: &LoggedRequest) -> Result<String, String> {
+        let upstream = (self.router)(request)
+            .ok_or_else(|| format!("the recorder has no route for {}", request.line()))?;
+        let mut seen = self.upstreams.lock().unwrap_or_else(|p| p.into_inner());
+        if !seen.contains(&upstream) {
+            seen.push(upstream.clone());
+        }
+        Ok(upstream)
+    }
+    fn on_exchange(&self, exchange: Exchange) {
+        self.exchanges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(exchange);
+    }
+}
+
+pub(crate) async fn run_record(
+    info: &'static ScenarioInfo,
+    target: &RecordTarget,
+) -> ScenarioReport {
+    let mut report = ScenarioReport {
+        provider: target.direct.name().to_owned(),
+        scenario: info.name.to_owned(),
+        outcome: Outcome::Passed,
+        requests: None,
+    };
+    if !info.live {
+        report.outcome =
+            Outcome::Skipped("replay only: write this cassette from SCENARIOS.md".into());
+        return report;
+    }
+    let handler = Arc::new(Recording {
+        router: target.router.clone(),
+        exchanges: Mutex::new(Vec::new()),
+        upstreams: Mutex::new(Vec::new()),
+    });
+    let proxy = match Proxy::start(handler.clone()).await {
+        Ok(p) => p,
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("cannot start the recording proxy: {e}"));
+            return report;
+        }
+    };
+    let raw = match (target.factory)(proxy.url()) {
+        Ok(p) => p,
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("the adapter factory failed: {e}"));
+            return report;
+        }
+    };
+    let client: Arc<dyn Provider> = Arc::new(
+        Client::builder(raw.clone())
+            .retry(RetryPolicy::never())
+            .build(),
+    );
+    if let Some(cap) = info
+        .requires
+        .filter(|c| !client.capabilities().level(*c).is_available())
+    {
+        report.outcome = Outcome::Skipped(format!("{cap} is unsupported: nothing to record"));
+        return report;
+    }
+    let sandbox_id = if info.needs_sandbox {
+        let spec = CreateSpec::new()
+            .metadata("suite", "conformance")
+            .timeout(Duration::from_secs(300));
+        match target.direct.create(&spec).await {
+            Ok(sb) => Some(sb.id().to_owned()),
+            Err(e) => {
+                report.outcome = Outcome::Failed(format!("setup: create failed: {e}"));
+                return report;
+            }
+        }
+    } else {
+        None
+    };
+    let ctx = Ctx {
+        retrying: Arc::new(
+            Client::builder(raw.clone())
+                .retry(RetryPolicy::default().no_delay(true))
+                .build(),
+        ),
+        client,
+        raw,
+        sandbox_id: sandbox_id
+            .clone()
+            .unwrap_or_else(|| crate::cassette::SANDBOX_ID.to_owned()),
+        live: true,
+        requests: None,
+    };
+    let result = match scenarios::body(info.name) {
+        Some(body) => body(&ctx).await,
+        None => Err(format!("scenario {} has no body", info.name)),
+    };
+    drop(ctx);
+    if let Some(id) = &sandbox_id {
+        if let Ok(sb) = target.direct.connect(id).await {
+            let _ = sb.destroy().await;
+        }
+    }
+    drop(proxy);
+    if let Err(e) = result {
+        report.outcome = Outcome::Failed(format!("not recorded, the scenario failed live: {e}"));
+        return report;
+    }
+    let exchanges = handler
+        .exchanges
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(bad) = exchanges.iter().find(|ex| ex.error.is_some()) {
+        report.outcome = Outcome::Failed(format!(
+            "not recorded: {} failed in the proxy: {}",
+            bad.request.line().split('?').next().unwrap_or_default(),
+            bad.error.as_deref().unwrap_or_default()
+        ));
+        return report;
+    }
+    let upstreams = handler
+        .upstreams
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let scrub = Scrubber::new(target, sandbox_id.as_deref(), &upstreams);
+    let cassette = build_cassette(
+        &report.provider,
+        info.name,
+        &target.source,
+        &exchanges,
+        &scrub,
+    );
+    let path = Cassette::path_in(&target.out_dir, info.name);
+    let written = std::fs::create_dir_all(&target.out_dir)
+        .and_then(|()| std::fs::write(&path, cassette.to_json_pretty()));
+    if let Err(e) = written {
+        report.outcome = Outcome::Failed(format!("cannot write {}: {e}", path.display()));
+    } else {
+        println!(
+            "recorded {} interaction(s) to {}",
+            cassette.interactions.len(),
+            path.display()
+        );
+    }
+    report
+}
+
+/// Replaces secrets, ids, service addresses and signed URL parameters by placeholders.
+pub struct Scrubber {
+    literal: Vec<(String, String)>,
+    signed: regex::Regex,
+}
+
+impl std::fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scrubber")
+            .field("rules", &self.literal.len())
+            .finish()
+    }
+}
+
+/// Query parameters that carry signatures or credentials in signed URLs.
+const SIGNED_PARAMS: &str = r"(?i)([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|signature|sig|token|access_token|auth)=)[^&\s\x22]+";
+
+impl Scrubber {
+    fn new(target: &RecordTarget, sandbox_id: Option<&str>, upstreams: &[String]) -> Scrubber {
+        let mut pairs = Vec::new();
+        for s in &target.secrets {
+            pairs.push((s.clone(), "{{token}}".to_owned()));
+        }
+        if let Some(id) = sandbox_id {
+            pairs.push((id.to_owned(), "{{sandbox_id}}".to_owned()));
+        }
+        for u in upstreams {
+            pairs.push((
+                u.trim_end_matches('/').to_owned(),
+                "{{base_url}}".to_owned(),
+            ));
+        }
+        Scrubber::from_pairs(pairs)
+    }
+
+    /// A scrubber replacing each `(value, placeholder)` (longest values first), plus signed URL
+    /// parameters (`X-Amz-Signature=…`, `token=…`, …) by `{{signature}}`.
+    pub fn from_pairs(mut pairs: Vec<(String, String)>) -> Scrubber {
+        pairs.retain(|(v, _)| v.len() >= 3);
+        pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+        Scrubber {
+            literal: pairs,
+            signed: regex::Regex::new(SIGNED_PARAMS).expect("SIGNED_PARAMS is a valid regex"),
+        }
+    }
+
+    /// Scrubs one string.
+    pub fn text(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (value, placeholder) in &self.literal {
+            out = out.replace(value.as_str(), placeholder);
+        }
+        self.signed
+            .replace_all(&out, "${1}{{signature}}")
+            .into_owned()
+    }
+
+    fn value(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => *s = self.text(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
+            Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (k, mut v) in entries {
+                    self.value(&mut v);
+                    map.insert(self.text(&k), v);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+const KEEP_REQUEST_HEADERS: &[&str] = &[
+    "content-type",
+    "connect-protocol-version",
+    "idempotency-key",
+];
+const KEEP_RESPONSE_HEADERS: &[&str] = &["content-type", "retry-after", "location"];
+
+fn build_cassette(
+    provider: &str,
+    scenario: &str,
+    source: &str,
+    exchanges: &[Exchange],
+    scrub: &Scrubber,
+) -> Cassette {
+    let interactions = exchanges
+        .iter()
+        .map(|ex| {
+            let req = &ex.request;
+            let mut query: BTreeMap<String, QueryValue> = BTreeMap::new();
+            if let Some(q) = &req.query {
+                for pair in q.split('&').filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    let (k, v) = (decode_component(k), decode_component(v));
+                    match query.remove(&k) {
+                        None => {
+                            query.insert(k, QueryValue::One(v));
+                        }
+                        Some(QueryValue::One(first)) => {
+                            query.insert(k, QueryValue::Many(vec![first, v]));
+                        }
+                        Some(QueryValue::Many(mut all)) => {
+                            all.push(v);
+                            query.insert(k, QueryValue::Many(all));
+                        }
+                    }
+                }
+            }
+            let headers: BTreeMap<String, String> = req
+                .headers
+                .iter()
+                .filter(|(k, _)| KEEP_REQUEST_HEADERS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let request = RequestSpec {
+                method: req.method.clone(),
+                path: req.path.clone(),
+                query,
+                headers,
+                body: Body::from_bytes(&req.body, req.header("content-type")),
+                json_match: Default::default(),
+            };
+            let content_type = ex
+                .headers
+                .iter()
+                .find(|(k, _)| k == "content-type")
+                .map(|(_, v)| v.as_str());
+            let streamed = ex.chunks.len() > 1
+                || content_type
+                    .is_some_and(|ct| ct.contains("connect+json") || ct.contains("event-stream"));
+            let chunks: Vec<Vec<u8>> = ex.chunks.iter().map(|c| c.to_vec()).collect();
+            let (body, frames) = if streamed {
+                (None, Some(Frame::from_chunks(&chunks, content_type)))
+            } else {
+                (Body::from_bytes(&chunks.concat(), content_type), None)
+            };
+            let response = ResponseSpec {
+                status: ex.status,
+                headers: ex
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| KEEP_RESPONSE_HEADERS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                body,
+                frames,
+                fault: None,
+            };
+            Interaction {
+                request,
+                response,
+                times: 1,
+            }
+        })
+        .collect();
+    let cassette = Cassette {
+        provider: provider.to_owned(),
+        scenario: scenario.to_owned(),
+        provenance: Provenance {
+            kind: ProvenanceKind::Recorded,
+            date: today(),
+            source: Some(source.to_owned()),
+        },
+        order: Order::Strict,
+        interactions,
+    };
+    let mut value = serde_json::to_value(&cassette).unwrap_or(Value::Null);
+    scrub.value(&mut value);
+    serde_json::from_value(value).unwrap_or(cassette)
+}
+
+fn decode_component(text: &str) -> String {
+    let text = text.replace('+', " ");
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Today's date as `YYYY-MM-DD` (UTC).
+pub(crate) fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrubber_replaces_secrets_ids_and_signed_params() {
+        let s = Scrubber::from_pairs(vec![
+            ("e2b_0123456789abcdef0123".into(), "{{token}}".into()),
+            ("isb123456".into(), "{{sandbox_id}}".into()),
+        ]);
+        let out = s.text("key e2b_0123456789abcdef0123 for isb123456 at https://x/f?X-Amz-Signature=abc123&a=1&token=zzz");
+        assert_eq!(
+            out,
+            "key {{token}} for {{sandbox_id}} at https://x/f?X-Amz-Signature={{signature}}&a=1&token={{signature}}"
+        );
+    }
+
+    #[test]
+    fn today_is_an_iso_date() {
+        let d = today();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"), "{d}");
+        assert_eq!(&d[4..5], "-");
+    }
+}

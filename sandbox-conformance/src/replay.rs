@@ -1,0 +1,668 @@
+//! Replay: a cassette mounted on a wiremock server, one mock per interaction with an exact call
+//! count, strict or any order, and a lowest-priority catch-all whose answer explains the miss.
+//!
+//! Adapters talk to a small loopback proxy in front of wiremock ([`ReplayServer::url`]); it logs
+//! every request (for the request-count checks and the insta snapshots) and turns the cassette's
+//! `fault`s into real connection resets and truncated bodies.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), String> {
+//! use sandbox_conformance::cassette::{Cassette, Placeholders};
+//! use sandbox_conformance::replay::ReplayServer;
+//!
+//! let server = ReplayServer::start().await.map_err(|e| e.to_string())?;
+//! let cassette = Cassette::load("tests/cassettes/connect.json".as_ref()).map_err(|e| e.to_string())?
+//!     .substituted(&Placeholders::standard(server.url()))?;
+//! server.mount(&cassette, false).await?;
+//! // ... point an adapter at server.url() and drive it ...
+//! server.verify().await?; // every interaction used exactly `times` times, nothing unmatched
+//! # Ok(()) }
+//! ```
+
+use crate::cassette::{
+    ANY, Body, Cassette, Fault, Interaction, JsonMatch, Order, RequestSpec, decode_connect,
+    json_matches,
+};
+use crate::proxy::{Exchange, FAULT_HEADER, Handler, LoggedRequest, Proxy};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The status the catch-all answers with: not retryable, and unlike anything a provider sends.
+pub const MISS_STATUS: u16 = 418;
+
+#[derive(Debug, Default)]
+struct State {
+    interactions: Vec<Interaction>,
+    used: Vec<u64>,
+    order: Order,
+    lenient: bool,
+    misses: Vec<String>,
+}
+
+impl State {
+    fn available(&self, index: usize) -> Result<(), String> {
+        if self.lenient {
+            return Ok(());
+        }
+        let times = self.interactions[index].times;
+        if self.used[index] >= times {
+            return Err(format!(
+                "it was already used {} of {} time(s)",
+                self.used[index], times
+            ));
+        }
+        if self.order == Order::Strict {
+            if let Some(prev) = (0..index).find(|j| self.used[*j] < self.interactions[*j].times) {
+                return Err(format!(
+                    "strict order expects #{prev} {} first (used {} of {})",
+                    describe(&self.interactions[prev].request),
+                    self.used[prev],
+                    self.interactions[prev].times
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A wiremock server with a logging, fault-injecting proxy in front.
+pub struct ReplayServer {
+    mock: MockServer,
+    proxy: Proxy,
+    state: Arc<Mutex<State>>,
+    log: Arc<Mutex<Vec<LoggedRequest>>>,
+}
+
+impl std::fmt::Debug for ReplayServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayServer")
+            .field("url", &self.proxy.url())
+            .finish()
+    }
+}
+
+struct Front {
+    upstream: String,
+    log: Arc<Mutex<Vec<LoggedRequest>>>,
+}
+
+impl Handler for Front {
+    fn on_request(&self, request: &LoggedRequest) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(request.clone());
+    }
+    fn upstream(&self, _request: &LoggedRequest) -> Result<String, String> {
+        Ok(self.upstream.clone())
+    }
+    fn on_exchange(&self, _exchange: Exchange) {}
+}
+
+impl ReplayServer {
+    /// Starts wiremock and the proxy in front of it, both on loopback.
+    pub async fn start() -> std::io::Result<ReplayServer> {
+        let mock = MockServer::start().await;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let proxy = Proxy::start(Arc::new(Front {
+            upstream: mock.uri(),
+            log: log.clone(),
+        }))
+        .await?;
+        Ok(ReplayServer {
+            mock,
+            proxy,
+            state: Arc::new(Mutex::new(State::default())),
+            log,
+        })
+    }
+
+    /// The base URL to point every adapter endpoint at (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        self.proxy.url()
+    }
+
+    /// Mounts a cassette whose placeholders are already substituted. `lenient` mounts every
+    /// interaction for any number of uses in any order (used for the `connect` prelude of a
+    /// not-supported probe). Mount one cassette per server.
+    pub async fn mount(&self, cassette: &Cassette, lenient: bool) -> Result<(), String> {
+        {
+            let mut state = lock(&self.state);
+            if !state.interactions.is_empty() {
+                return Err("a cassette is already mounted on this server".into());
+            }
+            state.interactions = cassette.interactions.clone();
+            state.used = vec![0; cassette.interactions.len()];
+            state.order = cassette.order;
+            state.lenient = lenient;
+        }
+        for (index, interaction) in cassette.interactions.iter().enumerate() {
+            let template = response_template(interaction)?;
+            let mut mock = Mock::given(InteractionMatch {
+                index,
+                state: self.state.clone(),
+            })
+            .respond_with(template)
+            .named(format!("#{index} {}", describe(&interaction.request)));
+            mock = if lenient {
+                mock.expect(0..)
+            } else {
+                mock.expect(interaction.times)
+            };
+            self.mock.register(mock).await;
+        }
+        self.mock
+            .register(
+                Mock::given(wiremock::matchers::any())
+                    .respond_with(CatchAll {
+                        state: self.state.clone(),
+                    })
+                    .with_priority(u8::MAX)
+                    .named("catch-all"),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Every request that reached the server so far, in arrival order.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// How many requests reached the server so far.
+    pub fn request_count(&self) -> usize {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// The catch-all's explanations of requests that matched no interaction.
+    pub fn misses(&self) -> Vec<String> {
+        lock(&self.state).misses.clone()
+    }
+
+    /// Checks that nothing reached the catch-all and that every interaction was used exactly
+    /// `times` times (then runs wiremock's own `verify`). The error lists every problem.
+    pub async fn verify(&self) -> Result<(), String> {
+        let problems = {
+            let state = lock(&self.state);
+            let mut problems: Vec<String> = state
+                .misses
+                .iter()
+                .map(|m| format!("unmatched request:\n{m}"))
+                .collect();
+            if !state.lenient {
+                for (i, interaction) in state.interactions.iter().enumerate() {
+                    if state.used[i] != interaction.times {
+                        problems.push(format!(
+                            "interaction #{i} {} was used {} time(s), the cassette expects exactly {}",
+                            describe(&interaction.request),
+                            state.used[i],
+                            interaction.times
+                        ));
+                    }
+                }
+            }
+            problems
+        };
+        if !problems.is_empty() {
+            // Clear wiremock's expectations so dropping the server does not panic on top.
+            self.mock.reset().await;
+            return Err(problems.join("\n"));
+        }
+        self.mock.verify().await;
+        Ok(())
+    }
+
+    /// Forgets every mock and expectation (call before dropping a server whose scenario failed).
+    pub async fn reset(&self) {
+        self.mock.reset().await;
+    }
+}
+
+struct InteractionMatch {
+    index: usize,
+    state: Arc<Mutex<State>>,
+}
+
+impl wiremock::Match for InteractionMatch {
+    fn matches(&self, request: &Request) -> bool {
+        let mut state = lock(&self.state);
+        let Some(interaction) = state.interactions.get(self.index) else {
+            return false;
+        };
+        if mismatch(&interaction.request, request).is_some() {
+            return false;
+        }
+        if state.available(self.index).is_err() {
+            return false;
+        }
+        state.used[self.index] += 1;
+        true
+    }
+}
+
+fn response_template(interaction: &Interaction) -> Result<ResponseTemplate, String> {
+    let spec = &interaction.response;
+    let mut template = ResponseTemplate::new(spec.status);
+    let mut has_content_type = false;
+    for (k, v) in &spec.headers {
+        has_content_type |= k.eq_ignore_ascii_case("content-type");
+        template = template.insert_header(k.as_str(), v.as_str());
+    }
+    let (bytes, default_ct) = match (&spec.body, &spec.frames) {
+        (Some(body), _) => (body.bytes()?, Some(body.default_content_type())),
+        (None, Some(frames)) => {
+            let mut all = Vec::new();
+            for frame in frames {
+                all.extend(frame.bytes()?);
+            }
+            (all, None)
+        }
+        (None, None) => (Vec::new(), None),
+    };
+    if !has_content_type && !bytes.is_empty() {
+        template = template.insert_header(
+            "content-type",
+            default_ct.unwrap_or("application/octet-stream"),
+        );
+    }
+    match spec.fault {
+        Some(Fault::Reset) => template = template.insert_header(FAULT_HEADER, "reset"),
+        Some(Fault::Truncate) => template = template.insert_header(FAULT_HEADER, "truncate"),
+        None => {}
+    }
+    Ok(template.set_body_bytes(bytes))
+}
+
+struct CatchAll {
+    state: Arc<Mutex<State>>,
+}
+
+impl Respond for CatchAll {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let mut state = lock(&self.state);
+        let explanation = explain_miss(&state, request);
+        state.misses.push(explanation.clone());
+        ResponseTemplate::new(MISS_STATUS).set_body_json(serde_json::json!({
+            "message": explanation,
+            "code": MISS_STATUS,
+            "error": "sandbox-conformance: no cassette interaction matched this request",
+        }))
+    }
+}
+
+/// `METHOD /path?k=v` of a cassette request.
+pub(crate) fn describe(spec: &RequestSpec) -> String {
+    let mut out = format!("{} {}", spec.method.to_ascii_uppercase(), spec.path);
+    if !spec.query.is_empty() {
+        let pairs: Vec<String> = spec
+            .query
+            .iter()
+            .flat_map(|(k, v)| v.values().into_iter().map(move |v| format!("{k}={v}")))
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+fn describe_request(request: &Request) -> String {
+    let mut out = format!("{} {}", request.method, request.url.path());
+    if let Some(q) = request.url.query() {
+        out.push('?');
+        out.push_str(q);
+    }
+    let body = preview_body(&request.body);
+    if !body.is_empty() {
+        out.push_str(&format!(" body: {body}"));
+    }
+    out
+}
+
+/// A short, one-line rendering of a body for messages.
+pub(crate) fn preview_body(body: &[u8]) -> String {
+    if body.is_empty() {
+        return String::new();
+    }
+    if let Some(envelopes) = decode_connect(body) {
+        let parts: Vec<String> = envelopes.iter().map(|(_, v)| v.to_string()).collect();
+        return cut(&format!("connect[{}]", parts.join(", ")), 300);
+    }
+    match std::str::from_utf8(body) {
+        Ok(text) => cut(text, 300),
+        Err(_) => format!("<{} bytes>", body.len()),
+    }
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.replace('\n', "\\n")
+    } else {
+        let head: String = text.chars().take(max).collect();
+        format!(
+            "{}… ({} chars)",
+            head.replace('\n', "\\n"),
+            text.chars().count()
+        )
+    }
+}
+
+fn explain_miss(state: &State, request: &Request) -> String {
+    let mut out = format!("  request: {}\n", describe_request(request));
+    if state.interactions.is_empty() {
+        out.push_str("  the cassette has no interactions");
+        return out;
+    }
+    if state.order == Order::Strict && !state.lenient {
+        match (0..state.interactions.len()).find(|i| state.used[*i] < state.interactions[*i].times)
+        {
+            Some(next) => out.push_str(&format!(
+                "  next expected (strict order): #{next} {}\n",
+                describe(&state.interactions[next].request)
+            )),
+            None => out.push_str("  every interaction of the cassette has been used up\n"),
+        }
+    }
+    let mut best: Option<(usize, u32)> = None;
+    for (i, interaction) in state.interactions.iter().enumerate() {
+        let score = similarity(&interaction.request, request);
+        if best.is_none_or(|(_, s)| score > s) {
+            best = Some((i, score));
+        }
+    }
+    if let Some((i, _)) = best {
+        let spec = &state.interactions[i].request;
+        let why = match mismatch(spec, request) {
+            Some(reason) => reason,
+            None => match state.available(i) {
+                Err(reason) => format!("it matches, but {reason}"),
+                Ok(()) => "it matches".to_owned(),
+            },
+        };
+        out.push_str(&format!("  nearest: #{i} {}: {why}", describe(spec)));
+    }
+    out
+}
+
+fn similarity(spec: &RequestSpec, request: &Request) -> u32 {
+    let mut score = 0;
+    if spec.method.eq_ignore_ascii_case(request.method.as_str()) {
+        score += 100;
+    }
+    let want: Vec<&str> = spec.path.split('/').collect();
+    let got: Vec<&str> = request.url.path().split('/').collect();
+    if want.len() == got.len() {
+        score += 20;
+    }
+    for (w, g) in want.iter().zip(&got) {
+        if w == g || *w == ANY {
+            score += 10;
+        } else {
+            break;
+        }
+    }
+    if mismatch(spec, request).is_none() {
+        score += 1000;
+    }
+    score
+}
+
+/// Why `request` does not match `spec`, or `None` when it does (ignoring counts and order).
+pub(crate) fn mismatch(spec: &RequestSpec, request: &Request) -> Option<String> {
+    if !spec.method.eq_ignore_ascii_case(request.method.as_str()) {
+        return Some(format!(
+            "method: expected {}, got {}",
+            spec.method.to_ascii_uppercase(),
+            request.method
+        ));
+    }
+    let path = request.url.path();
+    if !path_matches(&spec.path, path) {
+        return Some(format!("path: expected {}, got {path}", spec.path));
+    }
+    if let Some(reason) = query_mismatch(spec, request) {
+        return Some(reason);
+    }
+    for (name, want) in &spec.headers {
+        let got: Vec<&str> = request
+            .headers
+            .get_all(name.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if got.is_empty() {
+            return Some(format!("header {name}: missing"));
+        }
+        if want != ANY && !got.iter().any(|g| g == want) {
+            let shown = if name.eq_ignore_ascii_case("authorization") {
+                "<a different credential>".to_owned()
+            } else {
+                got.join(", ")
+            };
+            return Some(format!("header {name}: expected {want:?}, got {shown}"));
+        }
+    }
+    if let Some(body) = &spec.body {
+        if let Err(reason) = body_matches(body, spec.json_match, &request.body) {
+            return Some(format!("body: {reason}"));
+        }
+    }
+    None
+}
+
+fn path_matches(want: &str, got: &str) -> bool {
+    if want == got {
+        return true;
+    }
+    let decoded = percent_decode(got);
+    if want == decoded {
+        return true;
+    }
+    let w: Vec<&str> = want.split('/').collect();
+    let g: Vec<&str> = decoded.split('/').collect();
+    w.len() == g.len() && w.iter().zip(&g).all(|(w, g)| w == g || *w == ANY)
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn query_mismatch(spec: &RequestSpec, request: &Request) -> Option<String> {
+    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, v) in request.url.query_pairs() {
+        got.entry(k.into_owned()).or_default().push(v.into_owned());
+    }
+    for (name, want) in &spec.query {
+        let Some(values) = got.remove(name) else {
+            return Some(format!("query: parameter {name} missing"));
+        };
+        let mut values = values;
+        let wanted = want.values();
+        if wanted.len() != values.len() {
+            return Some(format!(
+                "query {name}: expected {} value(s) {:?}, got {:?}",
+                wanted.len(),
+                wanted,
+                values
+            ));
+        }
+        for w in wanted.iter().filter(|w| **w != ANY) {
+            match values.iter().position(|v| v == w) {
+                Some(pos) => {
+                    values.remove(pos);
+                }
+                None => return Some(format!("query {name}: expected {w:?}, got {values:?}")),
+            }
+        }
+    }
+    if let Some((name, values)) = got.into_iter().next() {
+        return Some(format!(
+            "query: unexpected parameter {name}={} (not in the cassette)",
+            values.join(",")
+        ));
+    }
+    None
+}
+
+fn body_matches(spec: &Body, mode: JsonMatch, actual: &[u8]) -> Result<(), String> {
+    match spec {
+        Body::Json(want) => {
+            let got: serde_json::Value = serde_json::from_slice(actual)
+                .map_err(|_| format!("expected JSON, got {}", preview_body(actual)))?;
+            json_matches(want, &got, mode)
+        }
+        Body::Connect(want) => {
+            let envelopes = decode_connect(actual).ok_or_else(|| {
+                format!(
+                    "expected one Connect envelope, got {}",
+                    preview_body(actual)
+                )
+            })?;
+            match envelopes.as_slice() {
+                [(0, got)] => json_matches(want, got, mode),
+                _ => Err(format!(
+                    "expected one Connect data envelope, got {}",
+                    envelopes.len()
+                )),
+            }
+        }
+        Body::Text(_) | Body::Base64(_) => {
+            let want = spec.bytes()?;
+            if want == actual {
+                Ok(())
+            } else {
+                Err(format!(
+                    "expected {}, got {}",
+                    preview_body(&want),
+                    preview_body(actual)
+                ))
+            }
+        }
+        Body::Contains(_) | Body::ContainsBase64(_) => {
+            let want = spec.bytes()?;
+            if want.is_empty() || actual.windows(want.len()).any(|w| w == want.as_slice()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "expected it to contain {}, got {}",
+                    preview_body(&want),
+                    preview_body(actual)
+                ))
+            }
+        }
+    }
+}
+
+/// Renders requests as the normalised text kept in insta snapshots: one block per request with
+/// method, path and query, the headers that matter (no host, credentials, user agent, lengths or
+/// encodings), and the body (JSON pretty-printed with sorted keys, Connect envelopes decoded,
+/// binary summarised), with ids, tokens and the server address replaced by placeholders.
+pub fn normalise_requests(
+    requests: &[LoggedRequest],
+    placeholders: &crate::cassette::Placeholders,
+) -> String {
+    const SKIP: &[&str] = &[
+        "host",
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "x-api-key",
+        "api-key",
+        "x-access-token",
+        "user-agent",
+        "content-length",
+        "accept-encoding",
+        "connection",
+        "transfer-encoding",
+        "x-daytona-source",
+        "traceparent",
+        "x-request-id",
+    ];
+    let mut out = String::new();
+    for (i, request) in requests.iter().enumerate() {
+        let mut boundary = None;
+        out.push_str(&format!("#{i} {}\n", request.line()));
+        let mut headers: Vec<&(String, String)> = request
+            .headers
+            .iter()
+            .filter(|(k, _)| {
+                !SKIP.contains(&k.as_str()) && !k.contains("token") && !k.contains("secret")
+            })
+            .collect();
+        headers.sort();
+        for (k, v) in headers {
+            let mut v = v.clone();
+            if let Some((_, b)) = v.split_once("boundary=") {
+                boundary = Some(b.trim_matches('"').to_owned());
+            }
+            if let Some(b) = &boundary {
+                v = v.replace(b.as_str(), "{{boundary}}");
+            }
+            out.push_str(&format!("  {k}: {v}\n"));
+        }
+        let body = render_body(&request.body);
+        if !body.is_empty() {
+            let body = match &boundary {
+                Some(b) => body.replace(b.as_str(), "{{boundary}}"),
+                None => body,
+            };
+            for line in body.lines() {
+                out.push_str(&format!("  | {line}\n"));
+            }
+        }
+    }
+    placeholders.normalise(&out)
+}
+
+fn render_body(body: &[u8]) -> String {
+    if body.is_empty() {
+        return String::new();
+    }
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        return serde_json::to_string_pretty(&v).unwrap_or_default();
+    }
+    if let Some(envelopes) = decode_connect(body) {
+        return envelopes
+            .iter()
+            .map(|(flags, v)| {
+                format!(
+                    "connect flags={flags}: {}",
+                    serde_json::to_string_pretty(v).unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    match std::str::from_utf8(body) {
+        Ok(text) if text.len() <= 4096 => text.replace('\r', "\\r"),
+        Ok(text) => format!("<{} bytes of text>", text.len()),
+        Err(_) => {
+            let head = &body[..body.len().min(48)];
+            format!(
+                "<{} bytes, starting {}>",
+                body.len(),
+                crate::cassette::encode_base64(head)
+            )
+        }
+    }
+}

@@ -1,0 +1,1022 @@
+//! The scenarios, written once against the core traits. `SCENARIOS.md` at the crate root says
+//! exactly what each one calls and expects; keep the two in step.
+
+use crate::cassette::{MISSING_ID, TOKEN};
+use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
+use sandbox_sdk_core::{
+    Capabilities, Capability, Command, CreateSpec, Error, ErrorKind, FileEventKind, FileKind,
+    Level, ListFilter, ListOptions, ProcessEvent, Provider, PtySize, Sandbox, SandboxExt,
+    SandboxState,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// What one scenario needs, proves, and where it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScenarioInfo {
+    /// The scenario's name: its test name and its cassette's file stem.
+    pub name: &'static str,
+    /// The capability it needs; when the adapter declares it unsupported the scenario checks that
+    /// the probe call fails fast with `NotSupported` and sends nothing.
+    pub requires: Option<Capability>,
+    /// The capabilities it proves when it passes.
+    pub exercises: &'static [Capability],
+    /// Whether it also runs against live services (the `local` provider, the recorder).
+    pub live: bool,
+    /// Whether a live run creates a sandbox for it to connect to.
+    pub needs_sandbox: bool,
+    /// When its capability is unsupported: `true` checks the probe fails fast, `false` skips.
+    pub probe: bool,
+    /// One line on what it checks.
+    pub summary: &'static str,
+}
+
+macro_rules! scenario {
+    ($name:literal, $req:expr, [$($ex:ident),*], live: $live:literal, sandbox: $sb:literal, probe: $probe:literal, $summary:literal) => {
+        ScenarioInfo {
+            name: $name,
+            requires: $req,
+            exercises: &[$(Capability::$ex),*],
+            live: $live,
+            needs_sandbox: $sb,
+            probe: $probe,
+            summary: $summary,
+        }
+    };
+}
+
+use Capability as C;
+
+/// Every scenario, in the order the suite runs them.
+pub const SCENARIOS: &[ScenarioInfo] = &[
+    scenario!("connect", None, [], live: true, sandbox: true, probe: false, "connect by id, info says running"),
+    scenario!("lifecycle", None, [], live: true, sandbox: false, probe: false, "create, info, destroy, info after destroy"),
+    scenario!("stop_resume", Some(C::Stop), [Stop], live: true, sandbox: true, probe: true, "stop, info stopped, resume, info running"),
+    scenario!("pause_resume", Some(C::Pause), [Pause], live: true, sandbox: true, probe: true, "pause, info paused, resume, info running"),
+    scenario!("set_timeout", Some(C::SetTimeout), [SetTimeout], live: true, sandbox: true, probe: true, "set the time to live"),
+    scenario!("exec_exit_codes", None, [], live: true, sandbox: true, probe: false, "exit codes 0 and 3"),
+    scenario!("exec_stdout_stderr", None, [], live: true, sandbox: true, probe: false, "stdout and stderr kept apart"),
+    scenario!("exec_env_cwd", None, [], live: true, sandbox: true, probe: false, "per-command env and relative cwd"),
+    scenario!("exec_timeout", None, [], live: true, sandbox: true, probe: false, "a process outliving its timeout is stopped"),
+    scenario!("exec_stdin", Some(C::Stdin), [Stdin], live: true, sandbox: true, probe: true, "stdin reaches cat and closes"),
+    scenario!("exec_kill", Some(C::KillProcess), [KillProcess], live: true, sandbox: true, probe: true, "kill a running process by pid"),
+    scenario!("exec_background", Some(C::Background), [Background], live: true, sandbox: true, probe: true, "background process listed and reattached"),
+    scenario!("exec_pty", Some(C::Pty), [Pty], live: true, sandbox: true, probe: true, "pty of the requested size"),
+    scenario!("exec_streaming", Some(C::Streaming), [Streaming], live: true, sandbox: true, probe: false, "output arrives as several events"),
+    scenario!("files_roundtrip", Some(C::FilesUpload), [FilesUpload], live: true, sandbox: true, probe: true, "256 binary bytes written, read back, stat"),
+    scenario!("files_streaming", Some(C::FilesUpload), [FilesUpload], live: true, sandbox: true, probe: true, "streamed upload and download"),
+    scenario!("files_missing", Some(C::FilesUpload), [FilesUpload], live: true, sandbox: true, probe: true, "missing file is NotFound"),
+    scenario!("files_list", Some(C::FilesUpload), [FilesUpload], live: true, sandbox: true, probe: true, "list a directory"),
+    scenario!("files_manage", Some(C::FilesUpload), [FilesUpload], live: true, sandbox: true, probe: true, "rename, remove, stat"),
+    scenario!("files_watch", Some(C::FilesWatch), [FilesWatch], live: true, sandbox: true, probe: true, "watch sees a new file"),
+    scenario!("list", Some(C::List), [List], live: true, sandbox: true, probe: true, "list sandboxes"),
+    scenario!("list_filters", Some(C::List), [List], live: true, sandbox: true, probe: true, "list with metadata and state filters"),
+    scenario!("fork", Some(C::Fork), [Fork], live: true, sandbox: true, probe: true, "fork, child running, destroy child"),
+    scenario!("snapshot", Some(C::Snapshot), [Snapshot], live: true, sandbox: true, probe: true, "take a snapshot"),
+    scenario!("preview_link", Some(C::ExposePort), [ExposePort, PrivatePreview], live: true, sandbox: true, probe: true, "preview link for port 8080"),
+    scenario!("ssh_access", Some(C::Ssh), [Ssh], live: true, sandbox: true, probe: true, "ssh access"),
+    scenario!("metrics", Some(C::Metrics), [Metrics], live: true, sandbox: true, probe: true, "resource metrics"),
+    scenario!("error_unauthorized", None, [], live: false, sandbox: false, probe: false, "401 is Unauthorized, token not shown"),
+    scenario!("error_not_found", None, [], live: true, sandbox: false, probe: false, "404 is NotFound"),
+    scenario!("error_conflict", None, [], live: false, sandbox: false, probe: false, "409 is Conflict, not retryable"),
+    scenario!("error_rate_limited", None, [], live: false, sandbox: false, probe: false, "429 is QuotaExceeded with Retry-After"),
+    scenario!("error_server", None, [], live: false, sandbox: false, probe: false, "503 is a retryable Provider error, sent once"),
+    scenario!("error_connection_reset", None, [], live: false, sandbox: false, probe: false, "a reset connection is Transport"),
+    scenario!("error_truncated_stream", Some(C::FilesUpload), [], live: false, sandbox: true, probe: true, "a truncated download is Transport"),
+    scenario!("no_duplicate_create", None, [], live: false, sandbox: false, probe: false, "a failed create without idempotency key is sent once"),
+];
+
+/// Looks a scenario up by name.
+pub fn scenario(name: &str) -> Option<&'static ScenarioInfo> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+/// What a scenario body gets: the provider under test (behind the client layer with retries off),
+/// the raw adapter, a retrying client, the id to connect to, and a request counter in replay.
+pub(crate) struct Ctx {
+    /// The adapter behind `sandbox_sdk_core::client::Client` (emulation and gating on, retries off).
+    pub client: Arc<dyn Provider>,
+    /// The adapter itself.
+    pub raw: Arc<dyn Provider>,
+    /// The adapter behind a client that retries (no delay), for `no_duplicate_create`.
+    pub retrying: Arc<dyn Provider>,
+    /// The sandbox scenarios connect to.
+    pub sandbox_id: String,
+    /// Whether this is a live run (no cassette, no request counts).
+    pub live: bool,
+    /// Counts requests that reached the replay server (replay only).
+    pub requests: Option<Arc<dyn Fn() -> usize + Send + Sync>>,
+}
+
+impl Ctx {
+    fn caps(&self) -> Capabilities {
+        self.client.capabilities()
+    }
+
+    async fn connect(&self) -> Check<Box<dyn Sandbox>> {
+        let sb = self
+            .client
+            .connect(&self.sandbox_id)
+            .await
+            .at(&format!("connect({:?})", self.sandbox_id))?;
+        Ok(sb)
+    }
+
+    fn count(&self) -> Option<usize> {
+        self.requests.as_ref().map(|f| f())
+    }
+}
+
+pub(crate) type Check<T = ()> = Result<T, String>;
+pub(crate) type Body = for<'a> fn(&'a Ctx) -> BoxFuture<'a, Check>;
+
+trait At<T> {
+    fn at(self, step: &str) -> Check<T>;
+}
+
+impl<T> At<T> for sandbox_sdk_core::Result<T> {
+    fn at(self, step: &str) -> Check<T> {
+        self.map_err(|e| format!("{step} failed: {e}"))
+    }
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+fn expect_kind<T>(
+    result: sandbox_sdk_core::Result<T>,
+    kind: ErrorKind,
+    step: &str,
+) -> Check<Error> {
+    match result {
+        Ok(_) => Err(format!(
+            "{step}: expected an error of kind {kind:?}, got Ok"
+        )),
+        Err(e) if e.kind() == kind => Ok(e),
+        Err(e) => Err(format!(
+            "{step}: expected kind {kind:?}, got {:?}: {e}",
+            e.kind()
+        )),
+    }
+}
+
+fn conformance_spec() -> CreateSpec {
+    CreateSpec::new()
+        .metadata("suite", "conformance")
+        .timeout(Duration::from_secs(300))
+}
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn within<T>(step: &str, fut: impl std::future::Future<Output = T>) -> Check<T> {
+    tokio::time::timeout(LIMIT, fut)
+        .await
+        .map_err(|_| format!("{step} did not finish within {}s", LIMIT.as_secs()))
+}
+
+/// The body of a scenario.
+pub(crate) fn body(name: &str) -> Option<Body> {
+    Some(match name {
+        "connect" => |c| Box::pin(connect(c)),
+        "lifecycle" => |c| Box::pin(lifecycle(c)),
+        "stop_resume" => |c| Box::pin(stop_resume(c)),
+        "pause_resume" => |c| Box::pin(pause_resume(c)),
+        "set_timeout" => |c| Box::pin(set_timeout(c)),
+        "exec_exit_codes" => |c| Box::pin(exec_exit_codes(c)),
+        "exec_stdout_stderr" => |c| Box::pin(exec_stdout_stderr(c)),
+        "exec_env_cwd" => |c| Box::pin(exec_env_cwd(c)),
+        "exec_timeout" => |c| Box::pin(exec_timeout(c)),
+        "exec_stdin" => |c| Box::pin(exec_stdin(c)),
+        "exec_kill" => |c| Box::pin(exec_kill(c)),
+        "exec_background" => |c| Box::pin(exec_background(c)),
+        "exec_pty" => |c| Box::pin(exec_pty(c)),
+        "exec_streaming" => |c| Box::pin(exec_streaming(c)),
+        "files_roundtrip" => |c| Box::pin(files_roundtrip(c)),
+        "files_streaming" => |c| Box::pin(files_streaming(c)),
+        "files_missing" => |c| Box::pin(files_missing(c)),
+        "files_list" => |c| Box::pin(files_list(c)),
+        "files_manage" => |c| Box::pin(files_manage(c)),
+        "files_watch" => |c| Box::pin(files_watch(c)),
+        "list" => |c| Box::pin(list(c)),
+        "list_filters" => |c| Box::pin(list_filters(c)),
+        "fork" => |c| Box::pin(fork(c)),
+        "snapshot" => |c| Box::pin(snapshot(c)),
+        "preview_link" => |c| Box::pin(preview_link(c)),
+        "ssh_access" => |c| Box::pin(ssh_access(c)),
+        "metrics" => |c| Box::pin(metrics(c)),
+        "error_unauthorized" => |c| Box::pin(error_unauthorized(c)),
+        "error_not_found" => |c| Box::pin(error_not_found(c)),
+        "error_conflict" => |c| Box::pin(error_conflict(c)),
+        "error_rate_limited" => |c| Box::pin(error_rate_limited(c)),
+        "error_server" => |c| Box::pin(error_server(c)),
+        "error_connection_reset" => |c| Box::pin(error_connection_reset(c)),
+        "error_truncated_stream" => |c| Box::pin(error_truncated_stream(c)),
+        "no_duplicate_create" => |c| Box::pin(no_duplicate_create(c)),
+        _ => return None,
+    })
+}
+
+async fn connect(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    ensure!(
+        sb.id() == ctx.sandbox_id,
+        "sandbox.id() is {:?}, expected {:?}",
+        sb.id(),
+        ctx.sandbox_id
+    );
+    ensure!(
+        sb.provider() == ctx.raw.name(),
+        "sandbox.provider() is {:?}, the provider is {:?}",
+        sb.provider(),
+        ctx.raw.name()
+    );
+    let info = sb.info().await.at("info()")?;
+    ensure!(
+        info.id == ctx.sandbox_id,
+        "info().id is {:?}, expected {:?}",
+        info.id,
+        ctx.sandbox_id
+    );
+    ensure!(
+        info.state == SandboxState::Running,
+        "info().state is {}, expected running",
+        info.state
+    );
+    Ok(())
+}
+
+async fn lifecycle(ctx: &Ctx) -> Check {
+    let sb = ctx
+        .client
+        .create(&conformance_spec())
+        .await
+        .at("create(suite=conformance, timeout 300s)")?;
+    ensure!(!sb.id().is_empty(), "created sandbox has an empty id");
+    let info = sb.info().await.at("info()")?;
+    ensure!(
+        info.state == SandboxState::Running,
+        "info().state after create is {}, expected running",
+        info.state
+    );
+    ensure!(
+        info.id == sb.id(),
+        "info().id {:?} differs from sandbox.id() {:?}",
+        info.id,
+        sb.id()
+    );
+    ensure!(
+        info.metadata.get("suite").map(String::as_str) == Some("conformance"),
+        "info().metadata is {:?}, expected suite=conformance",
+        info.metadata
+    );
+    sb.destroy().await.at("destroy()")?;
+    match sb.info().await {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Ok(info) if info.state == SandboxState::Destroyed => Ok(()),
+        Ok(info) => Err(format!(
+            "info() after destroy says {}, expected NotFound or destroyed",
+            info.state
+        )),
+        Err(e) => Err(format!(
+            "info() after destroy: expected NotFound, got {:?}: {e}",
+            e.kind()
+        )),
+    }
+}
+
+async fn state_cycle(ctx: &Ctx, pause: bool) -> Check {
+    let sb = ctx.connect().await?;
+    let (op, want) = if pause {
+        (sb.pause().await.at("pause()"), SandboxState::Paused)
+    } else {
+        (sb.stop().await.at("stop()"), SandboxState::Stopped)
+    };
+    op?;
+    let info = sb.info().await.at("info()")?;
+    ensure!(
+        info.state == want,
+        "info().state is {}, expected {want}",
+        info.state
+    );
+    sb.resume().await.at("resume()")?;
+    let info = sb.info().await.at("info() after resume")?;
+    ensure!(
+        info.state == SandboxState::Running,
+        "info().state after resume is {}, expected running",
+        info.state
+    );
+    Ok(())
+}
+
+async fn stop_resume(ctx: &Ctx) -> Check {
+    state_cycle(ctx, false).await
+}
+
+async fn pause_resume(ctx: &Ctx) -> Check {
+    state_cycle(ctx, true).await
+}
+
+async fn set_timeout(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    sb.set_timeout(Duration::from_secs(600))
+        .await
+        .at("set_timeout(600s)")
+}
+
+async fn run(sb: &dyn Sandbox, cmd: Command, step: &str) -> Check<sandbox_sdk_core::Output> {
+    within(step, sb.run(&cmd)).await?.at(step)
+}
+
+async fn exec_exit_codes(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let out = run(sb.as_ref(), Command::shell("exit 0"), "run(sh -c 'exit 0')").await?;
+    ensure!(out.status.code == Some(0), "exit 0 gave {}", out.status);
+    ensure!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "exit 0 printed {:?} / {:?}",
+        out.stdout_lossy(),
+        out.stderr_lossy()
+    );
+    let out = run(sb.as_ref(), Command::shell("exit 3"), "run(sh -c 'exit 3')").await?;
+    ensure!(out.status.code == Some(3), "exit 3 gave {}", out.status);
+    Ok(())
+}
+
+async fn exec_stdout_stderr(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let out = run(
+        sb.as_ref(),
+        Command::shell("printf out; printf err >&2"),
+        "run(printf out; printf err >&2)",
+    )
+    .await?;
+    ensure!(
+        &out.stdout[..] == b"out",
+        "stdout is {:?}, expected \"out\"",
+        out.stdout_lossy()
+    );
+    ensure!(
+        &out.stderr[..] == b"err",
+        "stderr is {:?}, expected \"err\"",
+        out.stderr_lossy()
+    );
+    ensure!(out.status.code == Some(0), "exit status {}", out.status);
+    Ok(())
+}
+
+/// The env value of `exec_env_cwd`: quotes, a dollar sign and spaces, to prove quoting.
+pub const ENV_VALUE: &str = "it's a $HOME \"test\"";
+
+async fn exec_env_cwd(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let out = run(
+        sb.as_ref(),
+        Command::new("mkdir").args(["-p", "conformance-cwd"]),
+        "run(mkdir -p conformance-cwd)",
+    )
+    .await?;
+    ensure!(
+        out.status.code == Some(0),
+        "mkdir gave {}: {}",
+        out.status,
+        out.stderr_lossy()
+    );
+    let cmd = Command::shell("printf '%s|%s' \"$CONFORMANCE_VAR\" \"${PWD##*/}\"")
+        .cwd("conformance-cwd")
+        .env("CONFORMANCE_VAR", ENV_VALUE);
+    let out = run(sb.as_ref(), cmd, "run(printf env|cwd)").await?;
+    let want = format!("{ENV_VALUE}|conformance-cwd");
+    ensure!(
+        out.stdout_lossy() == want,
+        "stdout is {:?}, expected {want:?} (stderr {:?})",
+        out.stdout_lossy(),
+        out.stderr_lossy()
+    );
+    ensure!(out.status.code == Some(0), "exit status {}", out.status);
+    Ok(())
+}
+
+async fn exec_timeout(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let cmd = Command::new("sleep")
+        .arg("30")
+        .timeout(Duration::from_secs(1));
+    match within("run(sleep 30, timeout 1s)", sb.run(&cmd)).await? {
+        Err(e) if e.kind() == ErrorKind::Timeout => Ok(()),
+        Err(e) => Err(format!(
+            "expected a Timeout error or a failed status, got {:?}: {e}",
+            e.kind()
+        )),
+        Ok(out) if !out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "sleep 30 with a 1s timeout ended with {}",
+            out.status
+        )),
+    }
+}
+
+async fn exec_stdin(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let mut process = sb
+        .exec(&Command::new("cat").stdin())
+        .await
+        .at("exec(cat, stdin)")?;
+    let mut stdin = process
+        .take_stdin()
+        .ok_or("take_stdin() is None for a command started with stdin")?;
+    stdin
+        .write_all(b"line one\nline two\n")
+        .await
+        .map_err(|e| format!("writing stdin: {e}"))?;
+    stdin
+        .shutdown()
+        .await
+        .map_err(|e| format!("closing stdin: {e}"))?;
+    drop(stdin);
+    let out = within("output() of cat", process.output())
+        .await?
+        .at("output() of cat")?;
+    ensure!(
+        &out.stdout[..] == b"line one\nline two\n",
+        "cat printed {:?}",
+        out.stdout_lossy()
+    );
+    ensure!(out.status.code == Some(0), "cat ended with {}", out.status);
+    Ok(())
+}
+
+async fn exec_kill(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let process = sb
+        .exec(&Command::new("sleep").arg("30"))
+        .await
+        .at("exec(sleep 30)")?;
+    let pid = process.pid().to_owned();
+    sb.kill_process(&pid)
+        .await
+        .at(&format!("kill_process({pid:?})"))?;
+    let status = within("wait() after kill", process.wait())
+        .await?
+        .at("wait() after kill")?;
+    ensure!(!status.success(), "killed process ended with {status}");
+    Ok(())
+}
+
+async fn exec_background(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let cmd = Command::shell("sleep 2; printf done")
+        .background()
+        .tag("conformance-bg");
+    let process = sb.exec(&cmd).await.at("exec(background)")?;
+    let pid = process.pid().to_owned();
+    drop(process);
+    let list = sb.processes().await.at("processes()")?;
+    ensure!(
+        list.iter().any(|p| p.pid == pid && p.running),
+        "processes() does not list pid {pid:?} as running: {list:?}"
+    );
+    let attached = sb.attach(&pid).await.at(&format!("attach({pid:?})"))?;
+    let out = within("output() of attached process", attached.output())
+        .await?
+        .at("output() of attached process")?;
+    ensure!(
+        out.stdout.ends_with(b"done"),
+        "attached output is {:?}, expected it to end with \"done\"",
+        out.stdout_lossy()
+    );
+    ensure!(
+        out.status.code == Some(0),
+        "background process ended with {}",
+        out.status
+    );
+    Ok(())
+}
+
+fn pty_command() -> Command {
+    Command::shell("stty size").pty(PtySize {
+        cols: 100,
+        rows: 30,
+    })
+}
+
+async fn exec_pty(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let out = run(sb.as_ref(), pty_command(), "run(stty size, pty 100x30)").await?;
+    ensure!(
+        out.stdout_lossy().contains("30 100"),
+        "stty size printed {:?}, expected \"30 100\"",
+        out.stdout_lossy()
+    );
+    ensure!(out.status.code == Some(0), "stty ended with {}", out.status);
+    Ok(())
+}
+
+async fn exec_streaming(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let mut process = sb
+        .exec(&Command::shell("printf one; sleep 1; printf two"))
+        .await
+        .at("exec(printf one; sleep 1; printf two)")?;
+    let mut chunks = Vec::new();
+    let mut exit = None;
+    while let Some(event) = within("next_event()", process.next_event()).await? {
+        match event.at("next_event()")? {
+            ProcessEvent::Stdout(b) => chunks.push(b),
+            ProcessEvent::Stderr(_) => {}
+            ProcessEvent::Exit(status) => exit = Some(status),
+        }
+    }
+    let stdout: Vec<u8> = chunks.concat();
+    ensure!(
+        stdout == b"onetwo",
+        "stdout is {:?}, expected \"onetwo\"",
+        String::from_utf8_lossy(&stdout)
+    );
+    ensure!(
+        chunks.len() >= 2,
+        "stdout came as {} event(s), expected at least 2 (output was buffered)",
+        chunks.len()
+    );
+    ensure!(exit.and_then(|s| s.code) == Some(0), "exit status {exit:?}");
+    if ctx.caps().streaming == Level::Native {
+        ensure!(
+            !process.is_streaming_emulated(),
+            "streaming is declared native but the process says it is emulated"
+        );
+    }
+    Ok(())
+}
+
+/// The 256 bytes of `files_roundtrip`.
+pub fn binary_data() -> Vec<u8> {
+    (0..=255u8).collect()
+}
+
+/// The 790 bytes of `files_streaming`.
+pub fn stream_data() -> Vec<u8> {
+    (0..100)
+        .map(|i| format!("line {i}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+async fn files_roundtrip(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let path = "conformance/bin/data.bin";
+    let t = sb
+        .write_file(path, binary_data().into())
+        .await
+        .at("write_file(data.bin)")?;
+    ensure!(
+        t.bytes == 256,
+        "write_file reported {} bytes, expected 256",
+        t.bytes
+    );
+    let back = sb.read_file(path).await.at("read_file(data.bin)")?;
+    ensure!(
+        back[..] == binary_data()[..],
+        "read back {} bytes that differ from the 256 written",
+        back.len()
+    );
+    let info = sb.stat(path).await.at("stat(data.bin)")?;
+    ensure!(
+        info.kind == FileKind::File && info.size == 256 && info.name == "data.bin",
+        "stat gave {info:?}"
+    );
+    Ok(())
+}
+
+async fn files_streaming(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let data = stream_data();
+    let chunks: Vec<std::io::Result<bytes::Bytes>> = data
+        .chunks(64)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    let reader = tokio_util::io::StreamReader::new(futures::stream::iter(chunks));
+    let t = sb
+        .upload("conformance/stream.txt", Box::pin(reader))
+        .await
+        .at("upload(stream.txt)")?;
+    ensure!(
+        t.bytes == data.len() as u64,
+        "upload reported {} bytes, expected {}",
+        t.bytes,
+        data.len()
+    );
+    let download = sb
+        .download("conformance/stream.txt")
+        .await
+        .at("download(stream.txt)")?;
+    let got: Vec<bytes::Bytes> = within("reading the download", download.try_collect::<Vec<_>>())
+        .await?
+        .at("reading the download")?;
+    let got = got.concat();
+    ensure!(
+        got == data,
+        "downloaded {} bytes that differ from the {} uploaded",
+        got.len(),
+        data.len()
+    );
+    Ok(())
+}
+
+async fn files_missing(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    expect_kind(
+        sb.read_file("conformance/missing.txt").await,
+        ErrorKind::NotFound,
+        "read_file(missing.txt)",
+    )?;
+    expect_kind(
+        sb.stat("conformance/missing.txt").await,
+        ErrorKind::NotFound,
+        "stat(missing.txt)",
+    )?;
+    Ok(())
+}
+
+async fn files_list(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    sb.write_file("conformance/list/a.txt", "a".into())
+        .await
+        .at("write_file(list/a.txt)")?;
+    sb.mkdir("conformance/list/sub")
+        .await
+        .at("mkdir(list/sub)")?;
+    let mut entries = sb
+        .list_files("conformance/list", ListOptions { depth: 1 })
+        .await
+        .at("list_files(conformance/list)")?;
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let shape: Vec<(String, FileKind)> = entries.iter().map(|e| (e.name.clone(), e.kind)).collect();
+    ensure!(
+        shape
+            == [
+                ("a.txt".to_owned(), FileKind::File),
+                ("sub".to_owned(), FileKind::Dir)
+            ],
+        "list_files gave {shape:?}, expected a.txt (file) and sub (dir)"
+    );
+    ensure!(
+        entries[0].size == 1,
+        "a.txt has size {}, expected 1",
+        entries[0].size
+    );
+    Ok(())
+}
+
+async fn files_manage(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let (old, new) = ("conformance/manage/old.txt", "conformance/manage/new.txt");
+    sb.write_file(old, "x".into())
+        .await
+        .at("write_file(old.txt)")?;
+    sb.rename(old, new).await.at("rename(old.txt, new.txt)")?;
+    expect_kind(
+        sb.stat(old).await,
+        ErrorKind::NotFound,
+        "stat(old.txt) after rename",
+    )?;
+    let back = sb.read_file(new).await.at("read_file(new.txt)")?;
+    ensure!(
+        &back[..] == b"x",
+        "new.txt holds {:?}",
+        String::from_utf8_lossy(&back)
+    );
+    sb.remove(new).await.at("remove(new.txt)")?;
+    expect_kind(
+        sb.stat(new).await,
+        ErrorKind::NotFound,
+        "stat(new.txt) after remove",
+    )?;
+    Ok(())
+}
+
+async fn files_watch(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    sb.mkdir("conformance/watch").await.at("mkdir(watch)")?;
+    let mut events = sb
+        .watch("conformance/watch", false)
+        .await
+        .at("watch(conformance/watch)")?;
+    sb.write_file("conformance/watch/w.txt", "w".into())
+        .await
+        .at("write_file(watch/w.txt)")?;
+    let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .map_err(|_| "no watch event within 10s".to_owned())?
+        .ok_or("the watch stream ended without an event")?
+        .at("watch event")?;
+    ensure!(
+        event.path.ends_with("w.txt")
+            && matches!(event.kind, FileEventKind::Create | FileEventKind::Write),
+        "first watch event is {event:?}, expected create or write of w.txt"
+    );
+    Ok(())
+}
+
+async fn list(ctx: &Ctx) -> Check {
+    let all = ctx
+        .client
+        .list(&ListFilter::new())
+        .try_collect::<Vec<_>>()
+        .await
+        .at("list(all)")?;
+    ensure!(
+        all.iter().any(|i| i.id == ctx.sandbox_id),
+        "list() does not include {:?}: {:?}",
+        ctx.sandbox_id,
+        all.iter().map(|i| &i.id).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+async fn list_filters(ctx: &Ctx) -> Check {
+    let filter = ListFilter::new()
+        .metadata("suite", "conformance")
+        .state(SandboxState::Running);
+    let found = ctx
+        .client
+        .list(&filter)
+        .try_collect::<Vec<_>>()
+        .await
+        .at("list(suite=conformance, running)")?;
+    ensure!(
+        found.iter().any(|i| i.id == ctx.sandbox_id),
+        "filtered list does not include {:?}",
+        ctx.sandbox_id
+    );
+    if let Some(bad) = found.iter().find(|i| !filter.matches(i)) {
+        return Err(format!(
+            "filtered list includes {:?} ({}, {:?}), which fails the filter",
+            bad.id, bad.state, bad.metadata
+        ));
+    }
+    let none = ctx
+        .client
+        .list(&ListFilter::new().metadata("suite", "no-such-suite"))
+        .try_collect::<Vec<_>>()
+        .await
+        .at("list(suite=no-such-suite)")?;
+    ensure!(
+        none.is_empty(),
+        "list(suite=no-such-suite) returned {:?}",
+        none.iter().map(|i| &i.id).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+async fn fork(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let child = sb.fork().await.at("fork()")?;
+    ensure!(
+        child.id() != sb.id() && !child.id().is_empty(),
+        "fork returned id {:?}",
+        child.id()
+    );
+    let info = child.info().await.at("child.info()")?;
+    ensure!(
+        info.state == SandboxState::Running,
+        "forked sandbox is {}, expected running",
+        info.state
+    );
+    child.destroy().await.at("child.destroy()")
+}
+
+async fn snapshot(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let snap = sb
+        .snapshot(Some("conformance-snap"))
+        .await
+        .at("snapshot(conformance-snap)")?;
+    ensure!(!snap.id.is_empty(), "snapshot has an empty id");
+    Ok(())
+}
+
+async fn preview_link(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let link = sb.preview_link(8080).await.at("preview_link(8080)")?;
+    ensure!(link.port == 8080, "link.port is {}", link.port);
+    ensure!(
+        link.url.starts_with("http://") || link.url.starts_with("https://"),
+        "link.url {:?} is not http(s)",
+        link.url
+    );
+    if ctx.caps().private_preview.is_available() {
+        ensure!(
+            link.token.is_some() || !link.headers.is_empty(),
+            "private_preview is declared but the link carries no token or headers"
+        );
+    }
+    Ok(())
+}
+
+async fn ssh_access(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let ssh = sb
+        .ssh_access(Duration::from_secs(600))
+        .await
+        .at("ssh_access(600s)")?;
+    ensure!(
+        !ssh.host.is_empty() && ssh.port != 0 && !ssh.user.is_empty(),
+        "ssh access is incomplete: {ssh:?}"
+    );
+    Ok(())
+}
+
+async fn metrics(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let m = sb.metrics().await.at("metrics()")?;
+    ensure!(
+        m != sandbox_sdk_core::Metrics::default(),
+        "metrics() has no field set"
+    );
+    Ok(())
+}
+
+fn check_status(e: &Error, status: u16) -> Check {
+    ensure!(
+        e.status() == Some(status),
+        "error status is {:?}, expected {status}: {e}",
+        e.status()
+    );
+    Ok(())
+}
+
+async fn error_unauthorized(ctx: &Ctx) -> Check {
+    let e = expect_kind(
+        ctx.raw.connect(&ctx.sandbox_id).await,
+        ErrorKind::Unauthorized,
+        "connect answered 401",
+    )?;
+    check_status(&e, 401)?;
+    let shown = format!("{e} {e:?}");
+    ensure!(!shown.contains(TOKEN), "the error shows the token: {shown}");
+    Ok(())
+}
+
+async fn error_not_found(ctx: &Ctx) -> Check {
+    let e = expect_kind(
+        ctx.raw.connect(MISSING_ID).await,
+        ErrorKind::NotFound,
+        "connect(missing id)",
+    )?;
+    if !ctx.live {
+        check_status(&e, 404)?;
+    }
+    Ok(())
+}
+
+async fn error_conflict(ctx: &Ctx) -> Check {
+    let e = expect_kind(
+        ctx.raw.create(&conformance_spec()).await,
+        ErrorKind::Conflict,
+        "create answered 409",
+    )?;
+    check_status(&e, 409)?;
+    ensure!(!e.is_retryable(), "a 409 conflict is marked retryable");
+    Ok(())
+}
+
+async fn error_rate_limited(ctx: &Ctx) -> Check {
+    let e = expect_kind(
+        ctx.raw.connect(&ctx.sandbox_id).await,
+        ErrorKind::QuotaExceeded,
+        "connect answered 429",
+    )?;
+    check_status(&e, 429)?;
+    ensure!(
+        e.retry_after() == Some(Duration::from_secs(7)),
+        "retry_after() is {:?}, expected 7s from Retry-After",
+        e.retry_after()
+    );
+    ensure!(e.is_retryable(), "a 429 is marked not retryable");
+    Ok(())
+}
+
+async fn error_server(ctx: &Ctx) -> Check {
+    let e = match ctx.raw.connect(&ctx.sandbox_id).await {
+        Ok(_) => return Err("connect answered 503 succeeded".into()),
+        Err(e) => e,
+    };
+    ensure!(
+        e.kind() == ErrorKind::Provider,
+        "a 503 gave kind {:?}, expected Provider: {e}",
+        e.kind()
+    );
+    check_status(&e, 503)?;
+    ensure!(e.is_retryable(), "a 503 is marked not retryable: {e}");
+    Ok(())
+}
+
+async fn error_connection_reset(ctx: &Ctx) -> Check {
+    let e = expect_kind(
+        ctx.raw.connect(&ctx.sandbox_id).await,
+        ErrorKind::Transport,
+        "connect on a reset connection",
+    )?;
+    ensure!(
+        e.is_retryable(),
+        "a reset connection is marked not retryable: {e}"
+    );
+    Ok(())
+}
+
+async fn error_truncated_stream(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let result = within("read_file(big.bin)", sb.read_file("conformance/big.bin")).await?;
+    expect_kind(
+        result,
+        ErrorKind::Transport,
+        "read_file of a truncated download",
+    )?;
+    Ok(())
+}
+
+async fn no_duplicate_create(ctx: &Ctx) -> Check {
+    let before = ctx.count();
+    let result = ctx.retrying.create(&conformance_spec()).await;
+    ensure!(result.is_err(), "create answered 503 succeeded");
+    if let (Some(before), Some(after)) = (before, ctx.count()) {
+        ensure!(
+            after - before == 1,
+            "a failed create without idempotency key was sent {} times, expected exactly once",
+            after - before
+        );
+    }
+    Ok(())
+}
+
+/// The probe for a scenario whose capability is unsupported: the call must fail with
+/// `NotSupported`, through the client (its gate) and on the adapter itself, sending nothing.
+pub(crate) async fn probe(ctx: &Ctx, name: &str) -> Check {
+    for (which, provider) in [("client", &ctx.client), ("adapter", &ctx.raw)] {
+        let result = if name.starts_with("list") {
+            let before = ctx.count();
+            let r = provider.list(&ListFilter::new()).next().await;
+            let r = match r {
+                Some(Ok(_)) => Err("list() yielded a sandbox".to_owned()),
+                Some(Err(e)) => Ok(e),
+                None => Err("list() was empty".to_owned()),
+            };
+            (before, r)
+        } else {
+            let sb = provider
+                .connect(&ctx.sandbox_id)
+                .await
+                .at(&format!("{which} connect"))?;
+            let before = ctx.count();
+            (before, probe_call(sb.as_ref(), name).await)
+        };
+        let (before, outcome) = result;
+        let e = outcome.map_err(|m| format!("{which}: expected NotSupported, {m}"))?;
+        ensure!(
+            e.kind() == ErrorKind::NotSupported,
+            "{which}: expected NotSupported, got {:?}: {e}",
+            e.kind()
+        );
+        if let (Some(before), Some(after)) = (before, ctx.count()) {
+            ensure!(
+                after == before,
+                "{which}: an unsupported call sent {} request(s)",
+                after - before
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn probe_call(sb: &dyn Sandbox, name: &str) -> Result<Error, String> {
+    fn err<T>(r: sandbox_sdk_core::Result<T>) -> Result<Error, String> {
+        match r {
+            Ok(_) => Err("the call succeeded".into()),
+            Err(e) => Ok(e),
+        }
+    }
+    match name {
+        "stop_resume" => err(sb.stop().await),
+        "pause_resume" => err(sb.pause().await),
+        "set_timeout" => err(sb.set_timeout(Duration::from_secs(600)).await),
+        "exec_stdin" => err(sb.exec(&Command::new("cat").stdin()).await),
+        "exec_kill" => err(sb.kill_process("1").await),
+        "exec_background" => err(sb.processes().await),
+        "exec_pty" => err(sb.exec(&pty_command()).await),
+        "files_watch" => err(sb.watch("conformance/watch", false).await),
+        "fork" => err(sb.fork().await),
+        "snapshot" => err(sb.snapshot(Some("conformance-snap")).await),
+        "preview_link" => err(sb.preview_link(8080).await),
+        "ssh_access" => err(sb.ssh_access(Duration::from_secs(600)).await),
+        "metrics" => err(sb.metrics().await),
+        _ => err(sb
+            .write_file("conformance/bin/data.bin", binary_data().into())
+            .await),
+    }
+}

@@ -1,0 +1,718 @@
+//! Running scenarios: [`Suite`] (replay against cassettes, or live), the reports it returns, and
+//! the capability coverage check.
+
+use crate::cassette::{Cassette, Order, Placeholders, Provenance, ProvenanceKind, SANDBOX_ID};
+use crate::replay::{ReplayServer, normalise_requests};
+use crate::scenarios::{self, Ctx, SCENARIOS, ScenarioInfo};
+use sandbox_sdk_core::client::{Client, RetryPolicy};
+use sandbox_sdk_core::{Capabilities, Capability, CreateSpec, Level, Provider};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Builds the adapter under test against a base URL (the replay server or the recording proxy).
+/// Point every endpoint the adapter uses — control plane, envd, toolbox, exec host — at it.
+pub type Factory =
+    Arc<dyn Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static>;
+
+/// The environment variable naming a directory where each scenario writes a JSON report (used
+/// by `cargo xtask conformance` to count outcomes and draw the coverage table).
+pub const REPORT_DIR_ENV: &str = "SANDBOX_CONFORMANCE_REPORT_DIR";
+
+/// How long one scenario may run before it fails.
+pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
+
+#[derive(Clone)]
+pub(crate) enum Target {
+    Replay {
+        factory: Factory,
+        cassettes: PathBuf,
+    },
+    Live {
+        provider: Arc<dyn Provider>,
+    },
+    Record(Arc<crate::record::RecordTarget>),
+}
+
+/// The conformance suite for one adapter.
+///
+/// ```no_run
+/// use sandbox_conformance::Suite;
+/// # fn build(base_url: &str) -> sandbox_sdk_core::Result<std::sync::Arc<dyn sandbox_sdk_core::Provider>> { todo!() }
+/// # async fn demo() {
+/// let suite = Suite::replay(|base_url| build(base_url), "tests/cassettes");
+/// let report = suite.run("exec_exit_codes").await;
+/// assert!(!report.is_failure(), "{}", report.message());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Suite {
+    pub(crate) target: Target,
+    covered_elsewhere: BTreeMap<Capability, String>,
+}
+
+impl std::fmt::Debug for Suite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match &self.target {
+            Target::Replay { cassettes, .. } => format!("replay from {}", cassettes.display()),
+            Target::Live { provider } => format!("live against {}", provider.name()),
+            Target::Record(_) => "record".to_owned(),
+        };
+        f.debug_struct("Suite")
+            .field("mode", &mode)
+            .field("covered_elsewhere", &self.covered_elsewhere)
+            .finish()
+    }
+}
+
+/// How one scenario ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran and every check held.
+    Passed,
+    /// Its capability is unsupported, and the probe call failed fast with `NotSupported`,
+    /// sending nothing.
+    NotSupported,
+    /// It did not run (the reason says why: a live run of a replay-only scenario, or an
+    /// unsupported capability that has nothing to refuse).
+    Skipped(String),
+    /// A check failed; the message says which, with the replay server's explanations.
+    Failed(String),
+}
+
+/// The result of one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioReport {
+    /// The provider's name.
+    pub provider: String,
+    /// The scenario's name.
+    pub scenario: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// In replay, the normalised requests the adapter sent (the insta snapshot text).
+    pub requests: Option<String>,
+}
+
+impl ScenarioReport {
+    /// Whether the scenario failed.
+    pub fn is_failure(&self) -> bool {
+        matches!(self.outcome, Outcome::Failed(_))
+    }
+
+    /// A one-paragraph description of the outcome.
+    pub fn message(&self) -> String {
+        let head = format!("{} {}", self.provider, self.scenario);
+        match &self.outcome {
+            Outcome::Passed => format!("{head}: passed"),
+            Outcome::NotSupported => format!("{head}: unsupported, fails fast with NotSupported"),
+            Outcome::Skipped(why) => format!("{head}: skipped: {why}"),
+            Outcome::Failed(why) => format!("{head}: FAILED:\n{why}"),
+        }
+    }
+
+    /// `passed`, `not_supported`, `skipped` or `failed`.
+    pub fn outcome_name(&self) -> &'static str {
+        match self.outcome {
+            Outcome::Passed => "passed",
+            Outcome::NotSupported => "not_supported",
+            Outcome::Skipped(_) => "skipped",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+
+    /// The report as JSON (what `cargo xtask conformance` reads).
+    pub fn to_json(&self) -> serde_json::Value {
+        let detail = match &self.outcome {
+            Outcome::Skipped(m) | Outcome::Failed(m) => Some(m.clone()),
+            _ => None,
+        };
+        json!({
+            "provider": self.provider,
+            "scenario": self.scenario,
+            "outcome": self.outcome_name(),
+            "detail": detail,
+        })
+    }
+}
+
+/// The results of a whole suite.
+#[derive(Debug, Clone)]
+pub struct SuiteReport {
+    /// One report per scenario, in suite order.
+    pub scenarios: Vec<ScenarioReport>,
+    /// The capability coverage.
+    pub coverage: Coverage,
+}
+
+impl SuiteReport {
+    /// `(passed, failed, skipped)`, counting not-supported checks as passed and a coverage
+    /// failure as one failure.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut counts = (0, 0, 0);
+        for r in &self.scenarios {
+            match r.outcome {
+                Outcome::Passed | Outcome::NotSupported => counts.0 += 1,
+                Outcome::Failed(_) => counts.1 += 1,
+                Outcome::Skipped(_) => counts.2 += 1,
+            }
+        }
+        if self.coverage.check().is_err() {
+            counts.1 += 1;
+        } else {
+            counts.0 += 1;
+        }
+        counts
+    }
+
+    /// Whether every scenario and the coverage check passed.
+    pub fn is_success(&self) -> bool {
+        self.counts().1 == 0
+    }
+
+    /// `conformance: N passed, N failed, N skipped`.
+    pub fn summary_line(&self) -> String {
+        let (p, f, s) = self.counts();
+        format!("conformance: {p} passed, {f} failed, {s} skipped")
+    }
+}
+
+/// Which scenarios exercise each capability, for one provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coverage {
+    /// The provider's name.
+    pub provider: String,
+    /// One row per capability, in table order.
+    pub rows: Vec<CoverageRow>,
+}
+
+/// One capability's coverage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoverageRow {
+    /// The capability.
+    pub capability: Capability,
+    /// Its declared level (as the client layer sees it, emulation included).
+    pub level: Level,
+    /// Scenarios that exercise it (or, when unsupported, probe it).
+    pub scenarios: Vec<&'static str>,
+    /// The adapter's own test that covers it, when declared with `covered_elsewhere`.
+    pub elsewhere: Option<String>,
+}
+
+impl Coverage {
+    /// Computes coverage of `caps` by the scenarios, plus the adapter's declared other tests.
+    pub fn compute(
+        provider: &str,
+        caps: &Capabilities,
+        elsewhere: &BTreeMap<Capability, String>,
+    ) -> Coverage {
+        let rows = Capability::ALL
+            .iter()
+            .map(|cap| {
+                let level = caps.level(*cap);
+                let scenarios = SCENARIOS
+                    .iter()
+                    .filter(|s| {
+                        s.exercises.contains(cap)
+                            || (!level.is_available() && s.probe && s.requires == Some(*cap))
+                    })
+                    .map(|s| s.name)
+                    .collect();
+                CoverageRow {
+                    capability: *cap,
+                    level,
+                    scenarios,
+                    elsewhere: elsewhere.get(cap).cloned(),
+                }
+            })
+            .collect();
+        Coverage {
+            provider: provider.to_owned(),
+            rows,
+        }
+    }
+
+    /// Capabilities declared native or emulated that nothing exercises.
+    pub fn uncovered(&self) -> Vec<Capability> {
+        self.rows
+            .iter()
+            .filter(|r| r.level.is_available() && r.scenarios.is_empty() && r.elsewhere.is_none())
+            .map(|r| r.capability)
+            .collect()
+    }
+
+    /// Fails naming every declared capability that nothing exercises.
+    pub fn check(&self) -> Result<(), String> {
+        let missing = self.uncovered();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = missing.iter().map(|c| c.as_str()).collect();
+        Err(format!(
+            "{} declares {} as native or emulated, but no scenario exercises {} and the suite \
+             names no other test for {} (Suite::covered_elsewhere)",
+            self.provider,
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" },
+            if names.len() == 1 { "it" } else { "them" },
+        ))
+    }
+
+    /// A Markdown table: capability, level, scenarios, and their outcomes when given.
+    pub fn markdown(&self, outcomes: &BTreeMap<String, String>) -> String {
+        let mut out = format!(
+            "| {} capability | level | exercised by |\n| --- | --- | --- |\n",
+            self.provider
+        );
+        for r in &self.rows {
+            let mut by: Vec<String> = r
+                .scenarios
+                .iter()
+                .map(|s| match outcomes.get(*s) {
+                    Some(o) => format!("{s} ({o})"),
+                    None => (*s).to_owned(),
+                })
+                .collect();
+            if let Some(test) = &r.elsewhere {
+                by.push(format!("adapter test `{test}`"));
+            }
+            let by = if by.is_empty() {
+                if r.level.is_available() {
+                    "**nothing**".to_owned()
+                } else {
+                    "—".to_owned()
+                }
+            } else {
+                by.join(", ")
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                r.capability,
+                r.level.as_str(),
+                by
+            ));
+        }
+        out
+    }
+
+    /// The coverage as JSON (what `cargo xtask conformance` reads).
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "provider": self.provider,
+            "uncovered": self.uncovered().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "rows": self.rows.iter().map(|r| json!({
+                "capability": r.capability.as_str(),
+                "level": r.level.as_str(),
+                "scenarios": r.scenarios,
+                "elsewhere": r.elsewhere,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn conformance_spec() -> CreateSpec {
+    CreateSpec::new()
+        .metadata("suite", "conformance")
+        .timeout(Duration::from_secs(300))
+}
+
+fn client_of(raw: &Arc<dyn Provider>, retries: bool) -> Arc<dyn Provider> {
+    let policy = if retries {
+        RetryPolicy::default().no_delay(true)
+    } else {
+        RetryPolicy::never()
+    };
+    Arc::new(Client::builder(raw.clone()).retry(policy).build())
+}
+
+impl Suite {
+    /// A suite replaying the cassettes in `cassettes` (`<scenario>.json` each) against adapters
+    /// built by `factory` for the replay server's base URL.
+    pub fn replay<F>(factory: F, cassettes: impl Into<PathBuf>) -> Suite
+    where
+        F: Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
+    {
+        Suite {
+            target: Target::Replay {
+                factory: Arc::new(factory),
+                cassettes: cassettes.into(),
+            },
+            covered_elsewhere: BTreeMap::new(),
+        }
+    }
+
+    /// A suite running live against `provider` (no cassettes, no request counts; replay-only
+    /// scenarios are skipped). Each scenario gets a fresh sandbox, destroyed afterwards.
+    pub fn live(provider: Arc<dyn Provider>) -> Suite {
+        Suite {
+            target: Target::Live { provider },
+            covered_elsewhere: BTreeMap::new(),
+        }
+    }
+
+    /// A suite recording cassettes from a live service; see [`crate::record`].
+    pub fn record(target: crate::record::RecordTarget) -> Suite {
+        Suite {
+            target: Target::Record(Arc::new(target)),
+            covered_elsewhere: BTreeMap::new(),
+        }
+    }
+
+    /// Declares that `capability`, which no scenario can exercise through the core traits (or
+    /// not fully), is proven by the adapter's own test `test`. Shown in the coverage table.
+    pub fn covered_elsewhere(mut self, capability: Capability, test: impl Into<String>) -> Suite {
+        self.covered_elsewhere.insert(capability, test.into());
+        self
+    }
+
+    fn describe_provider(&self) -> Result<(String, Capabilities), String> {
+        let raw = match &self.target {
+            Target::Replay { factory, .. } => factory("http://127.0.0.1:9")
+                .map_err(|e| format!("the adapter factory failed: {e}"))?,
+            Target::Live { provider } => provider.clone(),
+            Target::Record(t) => t.describe()?,
+        };
+        let client = client_of(&raw, false);
+        Ok((raw.name().to_owned(), client.capabilities()))
+    }
+
+    /// The provider's capability coverage by the scenarios.
+    pub fn coverage(&self) -> Result<Coverage, String> {
+        let (name, caps) = self.describe_provider()?;
+        Ok(Coverage::compute(&name, &caps, &self.covered_elsewhere))
+    }
+
+    /// Runs every scenario (each in its own task, so a panicking adapter fails only its
+    /// scenario) and the coverage check.
+    pub async fn run_all(&self) -> SuiteReport {
+        let mut scenarios = Vec::new();
+        for info in SCENARIOS {
+            let suite = self.clone();
+            let name = info.name;
+            let report = match tokio::spawn(async move { suite.run(name).await }).await {
+                Ok(report) => report,
+                Err(e) => ScenarioReport {
+                    provider: self.describe_provider().map(|d| d.0).unwrap_or_default(),
+                    scenario: name.to_owned(),
+                    outcome: Outcome::Failed(format!("the scenario panicked: {e}")),
+                    requests: None,
+                },
+            };
+            scenarios.push(report);
+        }
+        let coverage = self.coverage().unwrap_or_else(|e| Coverage {
+            provider: e,
+            rows: Vec::new(),
+        });
+        SuiteReport {
+            scenarios,
+            coverage,
+        }
+    }
+
+    /// Runs one scenario by name.
+    pub async fn run(&self, scenario: &str) -> ScenarioReport {
+        let Some(info) = scenarios::scenario(scenario) else {
+            return ScenarioReport {
+                provider: String::new(),
+                scenario: scenario.to_owned(),
+                outcome: Outcome::Failed(format!("no scenario named {scenario:?}")),
+                requests: None,
+            };
+        };
+        let run = async {
+            match &self.target {
+                Target::Replay { factory, cassettes } => run_replay(info, factory, cassettes).await,
+                Target::Live { provider } => run_live(info, provider.clone()).await,
+                Target::Record(target) => crate::record::run_record(info, target).await,
+            }
+        };
+        match tokio::time::timeout(SCENARIO_TIMEOUT, run).await {
+            Ok(report) => report,
+            Err(_) => ScenarioReport {
+                provider: self.describe_provider().map(|d| d.0).unwrap_or_default(),
+                scenario: scenario.to_owned(),
+                outcome: Outcome::Failed(format!(
+                    "did not finish within {}s",
+                    SCENARIO_TIMEOUT.as_secs()
+                )),
+                requests: None,
+            },
+        }
+    }
+}
+
+fn unsupported(info: &ScenarioInfo, caps: &Capabilities) -> Option<Capability> {
+    info.requires.filter(|c| !caps.level(*c).is_available())
+}
+
+async fn run_replay(
+    info: &'static ScenarioInfo,
+    factory: &Factory,
+    cassettes: &std::path::Path,
+) -> ScenarioReport {
+    let mut report = ScenarioReport {
+        provider: String::new(),
+        scenario: info.name.to_owned(),
+        outcome: Outcome::Passed,
+        requests: None,
+    };
+    let server = match ReplayServer::start().await {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("cannot start the replay server: {e}"));
+            return report;
+        }
+    };
+    let placeholders = Placeholders::standard(server.url());
+    let raw = match factory(server.url()) {
+        Ok(p) => p,
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("the adapter factory failed: {e}"));
+            return report;
+        }
+    };
+    report.provider = raw.name().to_owned();
+    let client = client_of(&raw, false);
+    let caps = client.capabilities();
+    let missing_cap = unsupported(info, &caps);
+    if let Some(cap) = missing_cap {
+        if !info.probe {
+            report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
+            return report;
+        }
+    }
+    let cassette = if missing_cap.is_some() && info.name.starts_with("list") {
+        Ok(Cassette {
+            provider: raw.name().to_owned(),
+            scenario: info.name.to_owned(),
+            provenance: Provenance {
+                kind: ProvenanceKind::Spec,
+                date: String::new(),
+                source: None,
+            },
+            order: Order::Any,
+            interactions: Vec::new(),
+        })
+    } else {
+        let stem = if missing_cap.is_some() {
+            "connect"
+        } else {
+            info.name
+        };
+        load_cassette(cassettes, stem, raw.name(), &placeholders)
+    };
+    let cassette = match cassette {
+        Ok(c) => c,
+        Err(e) => {
+            report.outcome = Outcome::Failed(e);
+            return report;
+        }
+    };
+    if let Err(e) = server.mount(&cassette, missing_cap.is_some()).await {
+        report.outcome = Outcome::Failed(e);
+        return report;
+    }
+    let counter = server.clone();
+    let ctx = Ctx {
+        retrying: client_of(&raw, true),
+        client,
+        raw,
+        sandbox_id: SANDBOX_ID.to_owned(),
+        live: false,
+        requests: Some(Arc::new(move || counter.request_count())),
+    };
+    let result = match missing_cap {
+        Some(_) => scenarios::probe(&ctx, info.name).await,
+        None => match scenarios::body(info.name) {
+            Some(body) => body(&ctx).await,
+            None => Err(format!("scenario {} has no body", info.name)),
+        },
+    };
+    drop(ctx);
+    let verified = server.verify().await;
+    report.outcome = match (result, verified) {
+        (Ok(()), Ok(())) => {
+            if missing_cap.is_some() {
+                Outcome::NotSupported
+            } else {
+                report.requests = Some(normalise_requests(&server.requests(), &placeholders));
+                Outcome::Passed
+            }
+        }
+        (Ok(()), Err(v)) => Outcome::Failed(format!("the replay server saw problems:\n{v}")),
+        (Err(e), Ok(())) => Outcome::Failed(e),
+        (Err(e), Err(v)) => Outcome::Failed(format!("{e}\nthe replay server saw problems:\n{v}")),
+    };
+    if report.is_failure() {
+        server.reset().await;
+        let log = normalise_requests(&server.requests(), &placeholders);
+        if let Outcome::Failed(m) = &mut report.outcome {
+            m.push_str(&format!("\nrequests sent:\n{log}"));
+        }
+    }
+    report
+}
+
+fn load_cassette(
+    dir: &std::path::Path,
+    stem: &str,
+    provider: &str,
+    placeholders: &Placeholders,
+) -> Result<Cassette, String> {
+    let path = Cassette::path_in(dir, stem);
+    if !path.exists() {
+        return Err(format!(
+            "no cassette at {}: write it from sandbox-conformance/SCENARIOS.md ({stem})",
+            path.display()
+        ));
+    }
+    let cassette = Cassette::load(&path).map_err(|e| e.to_string())?;
+    if cassette.provider != provider {
+        return Err(format!(
+            "{} is for provider {:?}, the adapter is {:?}",
+            path.display(),
+            cassette.provider,
+            provider
+        ));
+    }
+    if cassette.scenario != stem {
+        return Err(format!(
+            "{} says scenario {:?}, expected {stem:?}",
+            path.display(),
+            cassette.scenario
+        ));
+    }
+    cassette
+        .substituted(placeholders)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> ScenarioReport {
+    let mut report = ScenarioReport {
+        provider: raw.name().to_owned(),
+        scenario: info.name.to_owned(),
+        outcome: Outcome::Passed,
+        requests: None,
+    };
+    if !info.live {
+        report.outcome =
+            Outcome::Skipped("replay only: the failure is injected by a cassette".into());
+        return report;
+    }
+    let client = client_of(&raw, false);
+    let caps = client.capabilities();
+    let missing_cap = unsupported(info, &caps);
+    if let Some(cap) = missing_cap {
+        if !info.probe {
+            report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
+            return report;
+        }
+    }
+    let setup = info.needs_sandbox && !(missing_cap.is_some() && info.name.starts_with("list"));
+    let sandbox_id = if setup {
+        match raw.create(&conformance_spec()).await {
+            Ok(sb) => sb.id().to_owned(),
+            Err(e) => {
+                report.outcome = Outcome::Failed(format!("setup: create failed: {e}"));
+                return report;
+            }
+        }
+    } else {
+        SANDBOX_ID.to_owned()
+    };
+    let ctx = Ctx {
+        retrying: client_of(&raw, true),
+        client,
+        raw: raw.clone(),
+        sandbox_id: sandbox_id.clone(),
+        live: true,
+        requests: None,
+    };
+    let result = match missing_cap {
+        Some(_) => scenarios::probe(&ctx, info.name).await,
+        None => match scenarios::body(info.name) {
+            Some(body) => body(&ctx).await,
+            None => Err(format!("scenario {} has no body", info.name)),
+        },
+    };
+    if setup {
+        if let Ok(sb) = raw.connect(&sandbox_id).await {
+            let _ = sb.destroy().await;
+        }
+    }
+    report.outcome = match result {
+        Ok(()) if missing_cap.is_some() => Outcome::NotSupported,
+        Ok(()) => Outcome::Passed,
+        Err(e) => Outcome::Failed(e),
+    };
+    report
+}
+
+/// Writes `report` (and nothing else) to the directory named by [`REPORT_DIR_ENV`], if set.
+pub(crate) fn write_report_file(name: &str, value: &serde_json::Value) {
+    let Some(dir) = std::env::var_os(REPORT_DIR_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let _ = std::fs::create_dir_all(&dir);
+    let file: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let _ = std::fs::write(dir.join(format!("{file}.json")), value.to_string());
+}
+
+#[doc(hidden)]
+pub mod __private {
+    //! Support for the [`conformance_tests!`](crate::conformance_tests) macro.
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"))
+    }
+
+    /// Runs one scenario for a generated test: writes the report file, panics on failure,
+    /// prints the reason of a skip, and returns the report (for the snapshot).
+    pub fn run_test(suite: impl FnOnce() -> Suite, scenario: &str) -> ScenarioReport {
+        let suite = suite();
+        let report = runtime().block_on(suite.run(scenario));
+        write_report_file(
+            &format!("{}.{}", report.provider, report.scenario),
+            &report.to_json(),
+        );
+        match &report.outcome {
+            Outcome::Failed(_) => panic!("{}", report.message()),
+            Outcome::Skipped(_) | Outcome::NotSupported => println!("{}", report.message()),
+            Outcome::Passed => {}
+        }
+        report
+    }
+
+    /// The generated `capability_coverage` test.
+    pub fn run_coverage(suite: impl FnOnce() -> Suite) {
+        let suite = suite();
+        let coverage = suite
+            .coverage()
+            .unwrap_or_else(|e| panic!("cannot compute coverage: {e}"));
+        write_report_file(
+            &format!("{}.capability_coverage", coverage.provider),
+            &coverage.to_json(),
+        );
+        println!("{}", coverage.markdown(&BTreeMap::new()));
+        if let Err(e) = coverage.check() {
+            panic!("{e}");
+        }
+    }
+}
