@@ -161,8 +161,9 @@ impl E2bBuilder {
         self
     }
 
-    /// Builds the provider. Fails with `Unauthorized` when no API key is set or it is not an
-    /// `e2b_` key, and with `Validation` for a bad URL.
+    /// Builds the provider. Fails with `Unauthorized` when no API key is set, and with
+    /// `Validation` for a bad URL or domain. (The service itself refuses keys that do not start
+    /// with `e2b_`; that is left to it, so test servers can use any key.)
     pub fn build(self) -> Result<E2bProvider> {
         let api_key = self.api_key.ok_or_else(|| {
             Error::new(
@@ -171,12 +172,11 @@ impl E2bBuilder {
             )
             .with_provider(PROVIDER)
         })?;
-        if !api_key.starts_with("e2b_") {
-            return Err(Error::new(
-                ErrorKind::Unauthorized,
-                "the E2B API key must start with `e2b_`",
-            )
-            .with_provider(PROVIDER));
+        if api_key.trim().is_empty() {
+            return Err(
+                Error::new(ErrorKind::Unauthorized, "the E2B API key is empty")
+                    .with_provider(PROVIDER),
+            );
         }
         let domain = self.domain.unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
         if domain.is_empty() || domain.contains(['/', ':', ' ']) {
@@ -252,13 +252,12 @@ mod tests {
     }
 
     #[test]
-    fn missing_or_malformed_key_is_unauthorized() {
+    fn missing_or_empty_key_is_unauthorized() {
         let e = E2bBuilder::new().build().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unauthorized);
         assert!(e.to_string().contains("E2B_API_KEY"));
-        let e = E2bBuilder::new().api_key("sk-canary").build().unwrap_err();
+        let e = E2bBuilder::new().api_key(" ").build().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unauthorized);
-        assert!(!e.to_string().contains("canary"));
     }
 
     #[test]

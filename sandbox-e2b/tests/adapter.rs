@@ -1,0 +1,1201 @@
+//! The adapter against a wiremock server on loopback: control plane and envd both served by it
+//! (envd through the single sandbox-URL override, told apart by routing headers).
+
+use base64::Engine as _;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use sandbox_e2b::{E2bBuilder, E2bProvider, E2bSandbox, TemplateSpec};
+use sandbox_sdk_core::prelude::*;
+use sandbox_sdk_core::{
+    Command, CreateSpec, ErrorKind, FileEventKind, FileKind, ListFilter, ListOptions, ProcessEvent,
+    PtySize, SandboxState,
+};
+use std::time::Duration;
+use wiremock::matchers::{body_json, body_string_contains, header, method, path, query_param};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const KEY: &str = "e2b_0123456789abcdef0123456789abcdef01234567";
+const SB: &str = "ilxb3ba8bnc0gpyx3i8ax";
+const TOKEN: &str = "tok_envd_123";
+
+fn provider(server: &MockServer) -> E2bProvider {
+    E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(server.uri())
+        .build()
+        .unwrap()
+}
+
+/// A provider that polls template builds without waiting (the mock answers at once).
+fn fast_polling(server: &MockServer) -> E2bProvider {
+    E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(server.uri())
+        .template_poll_interval(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+fn created_body(id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "alias": "base",
+        "clientID": "6532622b",
+        "envdAccessToken": TOKEN,
+        "envdVersion": "0.6.13",
+        "sandboxID": id,
+        "templateID": "rki5dems9wqfm4r03t7g"
+    })
+}
+
+async fn connected(server: &MockServer) -> E2bSandbox {
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .and(header("x-api-key", KEY))
+        .and(body_json(serde_json::json!({})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(server)
+        .await;
+    provider(server).connect_sandbox(SB, None).await.unwrap()
+}
+
+fn envelope(flags: u8, json: &str) -> Vec<u8> {
+    let mut out = vec![flags];
+    out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    out.extend_from_slice(json.as_bytes());
+    out
+}
+
+fn stream_body(messages: &[&str], end: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for m in messages {
+        body.extend(envelope(0, m));
+    }
+    body.extend(envelope(2, end));
+    body
+}
+
+fn connect_response(body: Vec<u8>) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body, "application/connect+json")
+}
+
+fn request_envelope_json(req: &Request) -> serde_json::Value {
+    let body = &req.body;
+    assert!(body.len() >= 5, "request is not enveloped");
+    assert_eq!(body[0], 0);
+    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+    assert_eq!(body.len(), 5 + len);
+    serde_json::from_slice(&body[5..]).unwrap()
+}
+
+fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+// ---------------------------------------------------------------------------------------------
+// lifecycle
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn create_sends_only_what_was_asked_and_keeps_the_returned_id() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v2/sandboxes"))
+        .and(header("x-api-key", KEY))
+        .and(body_json(serde_json::json!({
+            "templateID": "base",
+            "metadata": {"k": "v"},
+            "envVars": {"A": "1"},
+            "timeout": 120
+        })))
+        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server)
+        .create(
+            &CreateSpec::new()
+                .template("base")
+                .metadata("k", "v")
+                .env("A", "1")
+                .timeout(Duration::from_secs(120)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), SB);
+    assert_eq!(sandbox.provider(), "e2b");
+}
+
+#[tokio::test]
+async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/sandboxes"))
+        .and(query_param("metadata", "sandbox-sdk-idempotency-key=job-42"))
+        .and(query_param("state", "running,paused"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+            {"sandboxID": SB, "templateID": "t", "state": "paused", "metadata": {"sandbox-sdk-idempotency-key": "job-42"}}
+        ])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .and(body_json(serde_json::json!({"timeout": 60})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/sandboxes"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server)
+        .create(
+            &CreateSpec::new()
+                .idempotency_key("job-42")
+                .timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), SB);
+}
+
+#[tokio::test]
+async fn info_destroy_and_already_gone() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("GET"))
+        .and(path(format!("/sandboxes/{SB}")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "t", "sandboxID": SB, "clientID": "6532622b",
+            "startedAt": "2026-01-01T00:00:00Z", "endAt": "2026-01-01T00:05:00Z",
+            "state": "running", "metadata": {"suite": "x"}, "cpuCount": 2, "memoryMB": 512,
+            "diskSizeMB": 1024, "envdVersion": "0.6.13"
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let info = sandbox.info().await.unwrap();
+    assert_eq!(info.state, SandboxState::Running);
+    assert_eq!(info.metadata["suite"], "x");
+
+    Mock::given(method("DELETE"))
+        .and(path(format!("/sandboxes/{SB}")))
+        .respond_with(ResponseTemplate::new(204))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.destroy().await.unwrap();
+    Mock::given(method("DELETE"))
+        .and(path(format!("/sandboxes/{SB}")))
+        .respond_with(ResponseTemplate::new(404).set_body_string(format!(
+            r#"{{"code":404,"message":"Sandbox \"{SB}\" doesn't exist or you don't have access to it"}}"#
+        )))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let e = sandbox.destroy().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.message().contains("already gone"), "{e}");
+    assert!(!sandbox.kill().await.unwrap());
+}
+
+#[tokio::test]
+async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({"timeout": 600})))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.set_timeout(Duration::from_secs(600)).await.unwrap();
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/pause")))
+        .and(body_json(serde_json::json!({"memory": true})))
+        .respond_with(ResponseTemplate::new(204))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.pause().await.unwrap();
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/pause")))
+        .and(body_json(serde_json::json!({"memory": false})))
+        .respond_with(
+            ResponseTemplate::new(409)
+                .set_body_string(r#"{"code":409,"message":"Sandbox is already paused"}"#),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert!(
+        !sandbox
+            .pause_with(sandbox_e2b::PauseMode::FilesystemOnly)
+            .await
+            .unwrap()
+    );
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .and(body_json(serde_json::json!({"timeout": 600})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.resume().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_follows_next_token_lazily_and_filters() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/sandboxes"))
+        .and(|r: &Request| !r.url.query().unwrap_or("").contains("nextToken"))
+        .and(query_param("state", "running"))
+        .and(query_param("metadata", "suite=conformance"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("x-next-token", "page2")
+                .set_body_json(serde_json::json!([
+                    {"sandboxID": "a1", "templateID": "t", "state": "running", "metadata": {"suite": "conformance"}}
+                ])),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/v2/sandboxes"))
+        .and(query_param("nextToken", "page2"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+            {"sandboxID": "a2", "templateID": "t", "state": "running", "metadata": {"suite": "conformance"}},
+            {"sandboxID": "a3", "templateID": "t", "state": "running", "metadata": null}
+        ])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = provider(&server);
+    let filter = ListFilter::new()
+        .metadata("suite", "conformance")
+        .state(SandboxState::Running);
+    let ids: Vec<String> = p
+        .list(&filter)
+        .map_ok(|i| i.id)
+        .try_collect()
+        .await
+        .unwrap();
+    // a3 lacks the label: filtered client-side as well.
+    assert_eq!(ids, ["a1", "a2"]);
+    // States E2B never reports give an empty list without a request.
+    let none: Vec<_> = p
+        .list(&ListFilter::new().state(SandboxState::Stopped))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+#[tokio::test]
+async fn rate_limit_is_quota_exceeded_with_retry_after_and_sent_once() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "7")
+                .set_body_string(r#"{"code":429,"message":"Rate limit exceeded"}"#),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = provider(&server).connect(SB).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::QuotaExceeded);
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
+    assert_eq!(e.status(), Some(429));
+    assert!(!format!("{e:?}{e}").contains(KEY));
+}
+
+#[tokio::test]
+async fn fork_reports_each_child_and_partial_failures() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/fork")))
+        .and(body_json(serde_json::json!({"count": 2})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(serde_json::json!([
+            {"sandbox": created_body("ichild0000000000000001")},
+            {"error": {"code": 503, "message": "no capacity"}}
+        ])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let children = sandbox.fork_many(2).await.unwrap();
+    assert_eq!(children.len(), 2);
+    assert_eq!(children[0].as_ref().unwrap().id(), "ichild0000000000000001");
+    let e = children[1].as_ref().unwrap_err();
+    assert_eq!(e.status(), Some(503));
+    assert!(e.message().contains("no capacity"));
+}
+
+#[tokio::test]
+async fn snapshots_metrics_logs_network() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/snapshots")))
+        .and(body_json(serde_json::json!({"name": "snap"})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(
+            serde_json::json!({"snapshotID": "team/snap:default", "names": ["team/snap:default"]}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let snap = sandbox.snapshot(Some("snap")).await.unwrap();
+    assert_eq!(snap.id, "team/snap:default");
+    Mock::given(method("GET"))
+        .and(path(format!("/sandboxes/{SB}/metrics")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+            {"timestampUnix": 1, "cpuCount": 2, "cpuUsedPct": 1.0, "memUsed": 1, "memTotal": 2, "diskUsed": 3, "diskTotal": 4},
+            {"timestampUnix": 2, "cpuCount": 2, "cpuUsedPct": 50.0, "memUsed": 1, "memTotal": 2, "diskUsed": 3, "diskTotal": 4}
+        ])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let m = sandbox.metrics().await.unwrap();
+    assert_eq!(m.cpu_percent, Some(50.0));
+    Mock::given(method("GET"))
+        .and(path(format!("/v2/sandboxes/{SB}/logs")))
+        .and(query_param("level", "error"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "logs": [{"timestamp": "2026-01-01T00:00:00Z", "level": "error", "message": "boom", "fields": {}}]
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let logs = sandbox
+        .logs(&sandbox_e2b::LogQuery {
+            level: Some("error".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(logs[0].message, "boom");
+    Mock::given(method("PUT"))
+        .and(path(format!("/sandboxes/{SB}/network")))
+        .and(body_json(serde_json::json!({"denyOut": ["0.0.0.0/0"]})))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox
+        .update_network(&sandbox_e2b::wire::NetworkUpdate {
+            deny_out: vec!["0.0.0.0/0".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    Mock::given(method("GET"))
+        .and(path("/snapshots"))
+        .and(query_param("sandboxID", SB))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!([{"snapshotID": "a:default", "names": ["a"]}])),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let snaps: Vec<_> = provider(&server)
+        .list_snapshots(Some(SB))
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(snaps[0].id, "a:default");
+}
+
+// ---------------------------------------------------------------------------------------------
+// exec
+// ---------------------------------------------------------------------------------------------
+
+/// Example A of PROTOCOL.md: headers, enveloped body, stdout, exit 0.
+#[tokio::test]
+async fn exec_streams_stdout_and_sends_no_deadline_by_default() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .and(header("content-type", "application/connect+json"))
+        .and(header("connect-protocol-version", "1"))
+        .and(header("e2b-sandbox-id", SB))
+        .and(header("e2b-sandbox-port", "49983"))
+        .and(header("x-access-token", TOKEN))
+        .and(|r: &Request| {
+            !r.headers.contains_key("connect-timeout-ms")
+                && !r.headers.contains_key("x-api-key")
+                && !r.headers.contains_key("authorization")
+                && !r.headers.contains_key("accept-encoding")
+                && request_envelope_json(r)
+                    == serde_json::json!({"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi"]},"stdin":false})
+        })
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":412}}}"#,
+                r#"{"event":{"data":{"stdout":"aGkK"}}}"#,
+                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+            ],
+            "{}",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let out = sandbox
+        .run(&Command::new("/bin/bash").args(["-l", "-c", "echo hi"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_lossy(), "hi\n");
+    assert_eq!(out.stderr_lossy(), "");
+    assert_eq!(out.status.code, Some(0));
+}
+
+/// Example B: stderr apart, non-zero exit, spaced JSON.
+#[tokio::test]
+async fn exec_keeps_stderr_apart_and_reports_exit_code() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .and(header("connect-timeout-ms", "60000"))
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":413}}}"#,
+                r#"{"event":{"data":{"stdout":"b3V0"}}}"#,
+                r#"{"event":{"data":{"stderr":"b29wcwo="}}}"#,
+                r#"{"event":{"keepalive":{}}}"#,
+                r#"{"event":{"end":{"exitCode":3, "exited":true, "status":"exit status 3", "error":"exit status 3"}}}"#,
+            ],
+            "{}",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let out = sandbox
+        .run(&Command::shell("exit 3").timeout(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_lossy(), "out");
+    assert_eq!(out.stderr_lossy(), "oops\n");
+    assert_eq!(out.status.code, Some(3));
+}
+
+/// Example C: an error before the first event, on HTTP 200.
+#[tokio::test]
+async fn exec_error_before_first_event_fails_exec() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .and(header("authorization", "Basic cm9vdDo="))
+        .respond_with(connect_response(envelope(
+            2,
+            r#"{"error":{"code":"invalid_argument","message":"cwd '/nope' does not exist"}}"#,
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = sandbox
+        .exec(&Command::shell("ls").cwd("/nope").user("root"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation);
+    assert!(e.message().contains("cwd '/nope' does not exist"), "{e}");
+    assert_eq!(e.sandbox_id(), Some(SB));
+}
+
+#[tokio::test]
+async fn exec_deadline_exceeded_is_a_timeout() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .and(header("connect-timeout-ms", "1000"))
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":9}}}"#,
+                r#"{"event":{"keepalive":{}}}"#,
+            ],
+            r#"{"error":{"code":"deadline_exceeded","message":"context deadline exceeded"}}"#,
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = sandbox
+        .run(
+            &Command::new("sleep")
+                .arg("30")
+                .timeout(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn utf8_split_across_frames_is_kept_byte_exact() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    let text = "héllo→wörld";
+    let bytes = text.as_bytes();
+    // Split inside the two-byte é and inside the three-byte arrow.
+    let parts = [&bytes[..2], &bytes[2..7], &bytes[7..]];
+    let messages: Vec<String> = parts
+        .iter()
+        .map(|p| format!(r#"{{"event":{{"data":{{"stdout":"{}"}}}}}}"#, b64(p)))
+        .collect();
+    let mut all = vec![r#"{"event":{"start":{"pid":1}}}"#.to_owned()];
+    all.extend(messages);
+    all.push(r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#.into());
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(connect_response(stream_body(&refs, "{}")))
+        .mount(&server)
+        .await;
+    let mut p = sandbox.exec(&Command::new("cat").arg("x")).await.unwrap();
+    let mut chunks = Vec::new();
+    while let Some(ev) = p.next_event().await {
+        match ev.unwrap() {
+            ProcessEvent::Stdout(b) => chunks.push(b),
+            ProcessEvent::Exit(s) => assert!(s.success()),
+            ProcessEvent::Stderr(_) => panic!("no stderr expected"),
+        }
+    }
+    assert_eq!(chunks.len(), 3);
+    assert_eq!(&chunks[0][..], &bytes[..2]);
+    let joined: Vec<u8> = chunks.concat();
+    assert_eq!(joined, bytes);
+}
+
+#[tokio::test]
+async fn killed_process_reports_the_signal_and_kill_is_unary() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/SendSignal"))
+        .and(header("content-type", "application/json"))
+        .and(header("x-access-token", TOKEN))
+        .and(body_json(
+            serde_json::json!({"process":{"pid":77},"signal":"SIGNAL_SIGKILL"}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":77}}}"#,
+                r#"{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}"#,
+            ],
+            "{}",
+        )))
+        .mount(&server)
+        .await;
+    let p = sandbox
+        .exec(&Command::new("sleep").arg("30"))
+        .await
+        .unwrap();
+    assert_eq!(p.pid(), "77");
+    sandbox.kill_process("77").await.unwrap();
+    p.kill().await.unwrap();
+    let status = p.wait().await.unwrap();
+    assert_eq!(status.signal, Some(9));
+    assert!(!status.success());
+}
+
+#[tokio::test]
+async fn stdin_is_sent_as_input_then_closed() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .and(|r: &Request| request_envelope_json(r)["stdin"] == serde_json::json!(true))
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":5}}}"#,
+                r#"{"event":{"data":{"stdout":"aGVsbG8="}}}"#,
+                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+            ],
+            "{}",
+        )))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/SendInput"))
+        .and(body_json(
+            serde_json::json!({"process":{"pid":5},"input":{"stdin":"aGVsbG8="}}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/CloseStdin"))
+        .and(body_json(serde_json::json!({"process":{"pid":5}})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut p = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = p.take_stdin().unwrap();
+    use tokio::io::AsyncWriteExt;
+    stdin.write_all(b"hello").await.unwrap();
+    stdin.shutdown().await.unwrap();
+    drop(stdin);
+    // Wait until the pump has sent both calls.
+    for _ in 0..200 {
+        let sent = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.url.path() == "/process.Process/CloseStdin")
+            .count();
+        if sent == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let out = p.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "hello");
+}
+
+#[tokio::test]
+async fn pty_exec_and_resize() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .and(|r: &Request| {
+            request_envelope_json(r)["pty"] == serde_json::json!({"size":{"cols":100,"rows":30}})
+        })
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":6}}}"#,
+                r#"{"event":{"data":{"pty":"MzAgMTAwDQo="}}}"#,
+                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+            ],
+            "{}",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Update"))
+        .and(body_json(
+            serde_json::json!({"process":{"pid":6},"pty":{"size":{"cols":120,"rows":40}}}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = sandbox
+        .exec(&Command::shell("stty size").pty(PtySize {
+            cols: 100,
+            rows: 30,
+        }))
+        .await
+        .unwrap();
+    p.resize(PtySize {
+        cols: 120,
+        rows: 40,
+    })
+    .await
+    .unwrap();
+    let out = p.output().await.unwrap();
+    assert!(out.stdout_lossy().contains("30 100"));
+}
+
+#[tokio::test]
+async fn attach_by_tag_and_list_processes() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/List"))
+        .and(body_json(serde_json::json!({})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "processes": [{"config": {"cmd": "sh", "args": ["-c", "sleep 2"]}, "pid": 12, "tag": "bg"}]
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let list = sandbox.processes().await.unwrap();
+    assert_eq!(list[0].pid, "12");
+    assert_eq!(list[0].argv, ["sh", "-c", "sleep 2"]);
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Connect"))
+        .and(|r: &Request| request_envelope_json(r) == serde_json::json!({"process":{"tag":"bg"}}))
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":12}}}"#,
+                r#"{"event":{"data":{"stdout":"ZG9uZQ=="}}}"#,
+                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+            ],
+            "{}",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let out = sandbox.attach("bg").await.unwrap().output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "done");
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Connect"))
+        .and(|r: &Request| request_envelope_json(r) == serde_json::json!({"process":{"pid":999}}))
+        .respond_with(connect_response(envelope(
+            2,
+            r#"{"error":{"code":"not_found","message":"process with pid 999 not found"}}"#,
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        sandbox.attach("999").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[tokio::test]
+async fn edge_proxy_sandbox_not_found_is_not_running() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(ResponseTemplate::new(502).set_body_raw(
+            format!(r#"{{"sandboxId":"{SB}","message":"The sandbox was not found","code":502}}"#),
+            "application/json; charset=utf-8",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = sandbox.exec(&Command::new("true")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotRunning);
+    assert_eq!(e.status(), Some(502));
+}
+
+#[tokio::test]
+async fn envd_plain_401_on_an_rpc_path_is_unauthorized() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(ResponseTemplate::new(401).set_body_raw(
+            "{\"code\":401,\"message\":\"unauthorized access, please provide a valid access token or method signing if supported\"}\n",
+            "application/json; charset=utf-8",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = sandbox.exec(&Command::new("true")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthorized);
+    assert!(!format!("{e:?}{e}").contains(TOKEN));
+}
+
+#[tokio::test]
+async fn dropping_a_process_closes_its_stream() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(connect_response(stream_body(
+            &[r#"{"event":{"start":{"pid":3}}}"#],
+            "{}",
+        )))
+        .mount(&server)
+        .await;
+    let p = sandbox
+        .exec(&Command::new("sleep").arg("99"))
+        .await
+        .unwrap();
+    let weak = std::sync::Arc::downgrade(&p.control());
+    drop(p);
+    // No reader task holds the process's parts once the handle is gone.
+    assert!(weak.upgrade().is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// files
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn write_file_is_multipart_with_the_full_path_as_filename() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/files"))
+        .and(query_param("path", "/home/user/a.txt"))
+        .and(header("x-access-token", TOKEN))
+        .and(body_string_contains(
+            r#"Content-Disposition: form-data; name="file"; filename="/home/user/a.txt""#,
+        ))
+        .and(body_string_contains("hello"))
+        .and(|r: &Request| {
+            r.headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("multipart/form-data; boundary="))
+        })
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string(r#"[{"name":"a.txt","path":"/home/user/a.txt","type":"file"}]"#),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let t = sandbox
+        .write_file("/home/user/a.txt", Bytes::from_static(b"hello"))
+        .await
+        .unwrap();
+    assert_eq!(t.bytes, 5);
+    assert!(!t.emulated);
+}
+
+#[tokio::test]
+async fn upload_streams_raw_octets_and_download_streams_back() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    let data: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    let expected = data.clone();
+    Mock::given(method("POST"))
+        .and(path("/files"))
+        .and(query_param("path", "big.bin"))
+        .and(header("content-type", "application/octet-stream"))
+        .and(move |r: &Request| r.body == expected)
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string(
+                r#"[{"name":"big.bin","path":"/home/user/big.bin","type":"file"}]"#,
+            ),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let reader: sandbox_sdk_core::UploadBody = Box::pin(std::io::Cursor::new(data.clone()));
+    let t = sandbox.upload("big.bin", reader).await.unwrap();
+    assert_eq!(t.bytes, 100_000);
+    Mock::given(method("GET"))
+        .and(path("/files"))
+        .and(query_param("path", "big.bin"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(data.clone(), "application/octet-stream"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let got = sandbox.read_file("big.bin").await.unwrap();
+    assert_eq!(&got[..], &data[..]);
+}
+
+#[tokio::test]
+async fn missing_files_are_not_found_in_both_dialects() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("GET"))
+        .and(path("/files"))
+        .respond_with(ResponseTemplate::new(404).set_body_raw(
+            "{\"code\":404,\"message\":\"path '/home/user/missing' does not exist\"}\n",
+            "application/json; charset=utf-8",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Stat"))
+        .and(body_json(serde_json::json!({"path":"/home/user/missing"})))
+        .respond_with(ResponseTemplate::new(404).set_body_raw(
+            r#"{"code":"not_found","message":"file not found: stat /home/user/missing: no such file or directory"}"#,
+            "application/json",
+        ))
+        .expect(2)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        sandbox.read_file("missing").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        sandbox.stat("/home/user/missing").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert!(!sandbox.exists("/home/user/missing").await.unwrap());
+}
+
+#[tokio::test]
+async fn list_dir_mkdir_move_remove() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/ListDir"))
+        .and(body_json(serde_json::json!({"path":"/home/user","depth":2})))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            r#"{"entries":[{"name":"a.txt","type":"FILE_TYPE_FILE","path":"/home/user/a.txt","size":"5","mode":420,"permissions":"-rw-r--r--","owner":"user","group":"user","modifiedTime":"2026-01-01T00:00:00.123456789Z"},{"name":"d","type":"FILE_TYPE_DIRECTORY","path":"/home/user/d","size":"4096","mode":2147484141}]}"#,
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let entries = sandbox
+        .list_files("/home/user", ListOptions { depth: 2 })
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0].kind, FileKind::File);
+    assert_eq!(entries[0].size, 5);
+    assert_eq!(entries[0].mode, Some(0o644));
+    assert_eq!(entries[1].kind, FileKind::Dir);
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/MakeDir"))
+        .respond_with(ResponseTemplate::new(409).set_body_raw(
+            r#"{"code":"already_exists","message":"directory already exists"}"#,
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.mkdir("/home/user/d").await.unwrap();
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Move"))
+        .and(body_json(
+            serde_json::json!({"source":"a","destination":"b"}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            serde_json::json!({"entry":{"name":"b","type":"FILE_TYPE_FILE","path":"/home/user/b"}}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.rename("a", "b").await.unwrap();
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Remove"))
+        .and(body_json(serde_json::json!({"path":"b"})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.remove("b").await.unwrap();
+}
+
+#[tokio::test]
+async fn watch_streams_events_after_start() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/WatchDir"))
+        .and(|r: &Request| {
+            request_envelope_json(r) == serde_json::json!({"path":"/home/user","recursive":true})
+        })
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"start":{}}"#,
+                r#"{"filesystem":{"name":"a.txt","type":"EVENT_TYPE_CREATE"}}"#,
+                r#"{"keepalive":{}}"#,
+                r#"{"filesystem":{"name":"a.txt","type":"EVENT_TYPE_WRITE"}}"#,
+            ],
+            "{}",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let events: Vec<_> = sandbox
+        .watch("/home/user", true)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].path, "/home/user/a.txt");
+    assert_eq!(events[0].kind, FileEventKind::Create);
+    assert_eq!(events[1].kind, FileEventKind::Write);
+}
+
+#[tokio::test]
+async fn signed_urls_and_preview_links_use_the_port_host() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    let url = sandbox.download_url("/home/user/a.txt", None).unwrap();
+    assert_eq!(
+        url,
+        format!(
+            "https://49983-{SB}.e2b.app/files?path=%2Fhome%2Fuser%2Fa.txt&signature=v1_zpcfuBvTQ7Iw5iRRDlW6Y7v3hP25%2FWWkbW2cRaNfI4I"
+        )
+    );
+    let link = sandbox.preview_link(8080).await.unwrap();
+    assert_eq!(link.url, format!("https://8080-{SB}.e2b.app"));
+    assert!(link.headers.is_empty());
+}
+
+#[tokio::test]
+async fn private_preview_carries_the_traffic_token() {
+    let server = MockServer::start().await;
+    let mut body = created_body(SB);
+    body["trafficAccessToken"] = "traffic-secret".into();
+    body["domain"] = "example.test".into();
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).connect(SB).await.unwrap();
+    let link = sandbox.preview_link(3000).await.unwrap();
+    assert_eq!(link.url, format!("https://3000-{SB}.example.test"));
+    assert_eq!(link.headers["e2b-traffic-access-token"], "traffic-secret");
+    assert!(!format!("{link:?}{sandbox:?}").contains("traffic-secret"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// templates
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn prepare_builds_once_then_reuses_by_content_hash() {
+    let server = MockServer::start().await;
+    let spec = TemplateSpec::from_image("ubuntu:24.04")
+        .run("apt-get install -y curl")
+        .cpu_count(2)
+        .memory_mb(2048);
+    let name = spec.template_name();
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/aliases/{name}")))
+        .respond_with(
+            ResponseTemplate::new(404)
+                .set_body_string(r#"{"code":404,"message":"template not found"}"#),
+        )
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v3/templates"))
+        .and(body_json(
+            serde_json::json!({"name": name, "cpuCount": 2, "memoryMB": 2048}),
+        ))
+        .respond_with(ResponseTemplate::new(202).set_body_json(serde_json::json!({
+            "templateID": "tpl1", "buildID": "b1", "public": false, "names": [name], "tags": [], "aliases": [name]
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/templates/tpl1/builds/b1"))
+        .and(body_json(serde_json::json!({
+            "fromImage": "ubuntu:24.04",
+            "steps": [{"type": "RUN", "args": ["apt-get install -y curl"]}]
+        })))
+        .respond_with(ResponseTemplate::new(202))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl1/builds/b1/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl1", "buildID": "b1", "status": "building", "logs": [], "logEntries": []
+        })))
+        .up_to_n_times(2)
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl1/builds/b1/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl1", "buildID": "b1", "status": "ready", "logs": [], "logEntries": []
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = fast_polling(&server);
+    assert_eq!(p.prepare_template(&spec).await.unwrap(), "tpl1");
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/aliases/{name}")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"templateID": "tpl1", "public": false})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(p.prepare_template(&spec).await.unwrap(), "tpl1");
+}
+
+#[tokio::test]
+async fn prepare_raises_the_build_failure_reason() {
+    let server = MockServer::start().await;
+    let spec = TemplateSpec::from_image("ubuntu:24.04").run("false");
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/aliases/{}", spec.template_name())))
+        .respond_with(
+            ResponseTemplate::new(404).set_body_string(r#"{"code":404,"message":"nope"}"#),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v3/templates"))
+        .respond_with(ResponseTemplate::new(202).set_body_json(serde_json::json!({
+            "templateID": "tpl2", "buildID": "b2", "public": false, "names": [], "tags": [], "aliases": []
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/templates/tpl2/builds/b2"))
+        .respond_with(ResponseTemplate::new(202))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl2/builds/b2/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl2", "buildID": "b2", "status": "error",
+            "reason": {"message": "step 1 failed: exit code 1"}, "logs": [], "logEntries": []
+        })))
+        .mount(&server)
+        .await;
+    let e = fast_polling(&server)
+        .prepare_template(&spec)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Provider);
+    assert!(e.message().contains("step 1 failed"), "{e}");
+}
+
+#[tokio::test]
+async fn streamed_events_arrive_before_the_stream_ends() {
+    // A process handle is a lazy stream: events are decoded as they are polled.
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(connect_response(stream_body(
+            &[
+                r#"{"event":{"start":{"pid":2}}}"#,
+                r#"{"event":{"data":{"stdout":"b25l"}}}"#,
+                r#"{"event":{"data":{"stdout":"dHdv"}}}"#,
+                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+            ],
+            "{}",
+        )))
+        .mount(&server)
+        .await;
+    let p = sandbox
+        .exec(&Command::shell("printf one; sleep 1; printf two"))
+        .await
+        .unwrap();
+    assert!(!p.is_streaming_emulated());
+    let events: Vec<_> = p.collect().await;
+    assert_eq!(events.len(), 3);
+    assert!(matches!(&events[0], Ok(ProcessEvent::Stdout(b)) if &b[..] == b"one"));
+    assert!(matches!(&events[1], Ok(ProcessEvent::Stdout(b)) if &b[..] == b"two"));
+}
