@@ -66,7 +66,7 @@ mod process;
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Flags, Level, PreviewModel};
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{Command, Process, ProcessInfo, Stdin};
+use crate::exec::{Command, EventStream, Process, ProcessInfo, Stdin};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody, validate_path};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SandboxState, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
@@ -518,7 +518,7 @@ impl Inner {
                 };
                 let (out, err) = state.output.clone().unwrap_or_default();
                 let (out, err) = (open_output(&out).await?, open_output(&err).await?);
-                let events = process::tail_stream(out, err, state);
+                let events = self.in_context(process::tail_stream(out, err, state), "exec");
                 return Ok(
                     Process::new(pid.to_string(), events, stdin, control).with_emulated_streaming()
                 );
@@ -543,8 +543,16 @@ impl Inner {
                 }
             })),
         };
-        let events = process::foreground_stream(child, out, err, guard);
+        let events = self.in_context(process::foreground_stream(child, out, err, guard), "exec");
         Ok(Process::new(pid.to_string(), events, stdin, control))
+    }
+
+    /// Adds provider, operation and sandbox id to the errors of an event stream.
+    fn in_context(&self, events: EventStream, op: &'static str) -> EventStream {
+        let id = self.id.clone();
+        Box::pin(futures::StreamExt::map(events, move |event| {
+            event.map_err(|e| e.or_context(NAME, op, Some(&id)))
+        }))
     }
 
     fn find_process(&self, pid: &str) -> Result<Arc<ProcState>> {
@@ -580,7 +588,7 @@ impl Inner {
             .await
             .map_err(|e| fs::io_error(e, "cannot read output of process", pid))?;
         let control = Arc::new(GroupControl(state.clone()));
-        let events = process::tail_stream(out, err, state);
+        let events = self.in_context(process::tail_stream(out, err, state), "attach");
         Ok(Process::new(pid, events, None, control).with_emulated_streaming())
     }
 }

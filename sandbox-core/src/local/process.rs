@@ -208,6 +208,14 @@ async fn next_chunk<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
+fn pipe_error(e: std::io::Error, pipe: &str) -> Error {
+    Error::new(
+        ErrorKind::Transport,
+        format!("cannot read the child's {pipe}: {e}"),
+    )
+    .with_source(e)
+}
+
 /// The live event stream of a foreground child: reads its pipes only when polled (a slow reader
 /// slows the child through the pipe buffers), then reaps it and emits exactly one `Exit`.
 pub(crate) fn foreground_stream(
@@ -231,11 +239,19 @@ pub(crate) fn foreground_stream(
             tokio::select! {
                 chunk = next_chunk(&mut s.out) => match chunk {
                     Some(Ok(bytes)) => return Some((Ok(ProcessEvent::Stdout(bytes)), s)),
-                    Some(Err(_)) | None => s.out = None,
+                    Some(Err(e)) => {
+                        s.done = true;
+                        return Some((Err(pipe_error(e, "stdout")), s));
+                    }
+                    None => s.out = None,
                 },
                 chunk = next_chunk(&mut s.err) => match chunk {
                     Some(Ok(bytes)) => return Some((Ok(ProcessEvent::Stderr(bytes)), s)),
-                    Some(Err(_)) | None => s.err = None,
+                    Some(Err(e)) => {
+                        s.done = true;
+                        return Some((Err(pipe_error(e, "stderr")), s));
+                    }
+                    None => s.err = None,
                 },
             }
         }
