@@ -503,7 +503,7 @@ impl Inner {
             return Err(self.destroyed_error());
         }
         let watchdog = process::watchdog(&state);
-        let control = Arc::new(GroupControl(state.clone()));
+        let control = Arc::new(GroupControl(state.clone(), self.id.clone()));
         let mut child = match spawned {
             Spawned::Foreground(child) => child,
             Spawned::Background(mut child) => {
@@ -587,7 +587,7 @@ impl Inner {
         err.seek(std::io::SeekFrom::End(0))
             .await
             .map_err(|e| fs::io_error(e, "cannot read output of process", pid))?;
-        let control = Arc::new(GroupControl(state.clone()));
+        let control = Arc::new(GroupControl(state.clone(), self.id.clone()));
         let events = self.in_context(process::tail_stream(out, err, state), "attach");
         Ok(Process::new(pid, events, None, control).with_emulated_streaming())
     }

@@ -152,18 +152,19 @@ pub(crate) fn watchdog(state: &Arc<ProcState>) -> Option<JoinHandle<()>> {
 }
 
 /// [`ProcessControl`] for a local process: kill sends SIGKILL to its whole process group.
-pub(crate) struct GroupControl(pub(crate) Arc<ProcState>);
+/// Holds the process and the id of its sandbox (for error context).
+pub(crate) struct GroupControl(pub(crate) Arc<ProcState>, pub(crate) String);
 
 #[async_trait]
 impl ProcessControl for GroupControl {
     async fn kill(&self) -> Result<()> {
         self.0
             .signal_group(Signal::SIGKILL)
-            .map_err(|e| e.or_context("local", "kill", None))
+            .map_err(|e| e.or_context("local", "kill", Some(&self.1)))
     }
 
     async fn resize(&self, _size: PtySize) -> Result<()> {
-        Err(Error::not_supported("local", "pty"))
+        Err(Error::not_supported("local", "pty").with_sandbox_id(&self.1))
     }
 }
 
