@@ -1199,6 +1199,14 @@ impl tracing::field::Visit for FieldText<'_> {
 }
 
 impl tracing::Subscriber for SpanCapture {
+    // `sometimes` makes tracing ask `enabled` on every call instead of caching an interest that a
+    // test running on another thread without this subscriber may have registered first.
+    fn register_callsite(
+        &self,
+        _metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
     fn enabled(&self, _metadata: &tracing::Metadata<'_>) -> bool {
         true
     }
