@@ -72,6 +72,9 @@ pub struct Command {
     pub pty: Option<PtySize>,
     /// A tag to find the process again by, where the provider supports it.
     pub tag: Option<String>,
+    /// The arguments carry secrets (for example env values folded into a shell script):
+    /// `Debug` and [`Command::describe`] then show only the program.
+    pub secret_args: bool,
 }
 
 impl Command {
@@ -161,6 +164,17 @@ impl Command {
         self
     }
 
+    /// The command line for messages and logs: the argv joined by spaces, or only the program
+    /// and an argument count when [`Command::secret_args`] is set.
+    pub fn describe(&self) -> String {
+        match self.argv.split_first() {
+            Some((program, args)) if self.secret_args => {
+                format!("{program} <{} arguments redacted>", args.len())
+            }
+            _ => self.argv.join(" "),
+        }
+    }
+
     /// Checks what every provider rejects: an empty argv, an empty program, NUL bytes anywhere,
     /// and environment names that are not `[A-Za-z_][A-Za-z0-9_]*`.
     pub fn validate(&self) -> Result<()> {
@@ -221,8 +235,13 @@ pub fn validate_env_name(name: &str) -> Result<()> {
 /// Env values may be secrets, so `Debug` shows only their names.
 impl fmt::Debug for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let argv: &dyn fmt::Debug = if self.secret_args {
+            &"<redacted>"
+        } else {
+            &self.argv
+        };
         f.debug_struct("Command")
-            .field("argv", &self.argv)
+            .field("argv", argv)
             .field("cwd", &self.cwd)
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("user", &self.user)
@@ -670,6 +689,15 @@ mod tests {
     #[test]
     fn debug_hides_env_values() {
         let cmd = Command::new("x").env("API_KEY", "canary-value");
+        assert!(!format!("{cmd:?}").contains("canary-value"));
+    }
+
+    #[test]
+    fn secret_args_are_hidden_from_debug_and_describe() {
+        let mut cmd = Command::shell("export K='canary-value'");
+        assert_eq!(cmd.describe(), "sh -c export K='canary-value'");
+        cmd.secret_args = true;
+        assert_eq!(cmd.describe(), "sh <2 arguments redacted>");
         assert!(!format!("{cmd:?}").contains("canary-value"));
     }
 }

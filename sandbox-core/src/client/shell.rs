@@ -92,6 +92,7 @@ pub fn fold_into_shell(command: &Command) -> Result<Command> {
     let script = shell_script(command)?;
     let mut folded = command.clone();
     folded.argv = vec!["sh".into(), "-c".into(), script];
+    folded.secret_args |= !command.env.is_empty();
     folded.cwd = None;
     folded.env.clear();
     Ok(folded)
