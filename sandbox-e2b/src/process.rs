@@ -106,17 +106,30 @@ async fn read_start(stream: &mut ConnectStream, operation: &str, sandbox_id: &st
 
 /// Turns the rest of the stream into process events, lazily: nothing runs unless the handle is
 /// polled, and dropping the handle drops the connection (no task is left behind).
-fn events(stream: ConnectStream) -> EventStream {
-    futures::stream::unfold(Some(stream), |state| async move {
-        let mut stream = state?;
+fn events(stream: ConnectStream, pump: Option<Pump>) -> EventStream {
+    futures::stream::unfold(Some((stream, pump)), |state| async move {
+        let (mut stream, mut pump) = state?;
         loop {
             match stream.next_json::<EventEnvelope>().await {
-                None => return None,
-                Some(Err(e)) => return Some((Err(e), None)),
+                None => {
+                    if let Some(p) = pump.take() {
+                        p.finish().await;
+                    }
+                    return None;
+                }
+                Some(Err(e)) => {
+                    if let Some(p) = pump.take() {
+                        p.finish().await;
+                    }
+                    return Some((Err(e), None));
+                }
                 Some(Ok(envelope)) => match step(envelope) {
                     Step::Skip => {}
-                    Step::Event(event) => return Some((Ok(event), Some(stream))),
+                    Step::Event(event) => return Some((Ok(event), Some((stream, pump)))),
                     Step::End(status) => {
+                        if let Some(p) = pump.take() {
+                            p.finish().await;
+                        }
                         // The end-stream envelope follows at once; an error there (a deadline
                         // reached) wins over the exit status.
                         return match stream.next_message().await {
@@ -180,60 +193,92 @@ pub(crate) async fn send_signal(
     Ok(())
 }
 
-/// Sends stdin chunks as `SendInput` calls, then `CloseStdin` (or `0x04` on a pty) when the
-/// writer is shut down or dropped. The task ends with the writer.
-fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> Stdin {
+/// The task sending a process's stdin, and how to tell it the process has ended.
+pub(crate) struct Pump {
+    exited: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Pump {
+    /// Tells the pump the process ended and waits until it has sent what was already written
+    /// (and `CloseStdin` when the writer was closed). It never waits for more input.
+    async fn finish(self) {
+        let _ = self.exited.send(());
+        let _ = self.task.await;
+    }
+}
+
+async fn send_input(envd: &Envd, pid: u32, pty: bool, bytes: &[u8]) -> Result<()> {
+    let data = wire::b64(bytes);
+    let input = if pty {
+        ProcessInput::Pty(data)
+    } else {
+        ProcessInput::Stdin(data)
+    };
+    let _: serde_json::Value = envd
+        .unary(
+            "process.Process/SendInput",
+            "stdin",
+            &SendInputRequest {
+                process: Selector::Pid(pid),
+                input,
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Closes stdin: `CloseStdin`, or `0x04` (end of transmission) on a pty.
+async fn close_input(envd: &Envd, pid: u32, pty: bool) -> Result<()> {
+    if pty {
+        return send_input(envd, pid, pty, &[0x04]).await;
+    }
+    let _: serde_json::Value = envd
+        .unary(
+            "process.Process/CloseStdin",
+            "stdin",
+            &SelectorRequest {
+                process: Selector::Pid(pid),
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Sends stdin chunks as `SendInput` calls in order, then closes stdin when the writer is shut
+/// down or dropped. When the process ends (or its handle is dropped) the pump sends what is
+/// already queued and stops, so no task outlives the process.
+fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> (Stdin, Pump) {
+    use tokio::sync::mpsc::error::TryRecvError;
     let (stdin, mut rx) = Stdin::channel(16);
-    tokio::spawn(async move {
-        let input = |bytes: &[u8]| {
-            let data = wire::b64(bytes);
-            if pty {
-                ProcessInput::Pty(data)
-            } else {
-                ProcessInput::Stdin(data)
-            }
-        };
-        while let Some(chunk) = rx.recv().await {
-            let sent: Result<serde_json::Value> = envd
-                .unary(
-                    "process.Process/SendInput",
-                    "stdin",
-                    &SendInputRequest {
-                        process: Selector::Pid(pid),
-                        input: input(&chunk),
+    let (exited, mut exited_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result: Result<()> = async {
+            loop {
+                tokio::select! {
+                    biased;
+                    chunk = rx.recv() => match chunk {
+                        Some(chunk) => send_input(&envd, pid, pty, &chunk).await?,
+                        None => return close_input(&envd, pid, pty).await,
                     },
-                )
-                .await;
-            if let Err(e) = sent {
-                tracing::debug!(error = %e, "stdin write failed; closing stdin");
-                return;
+                    _ = &mut exited_rx => loop {
+                        match rx.try_recv() {
+                            Ok(chunk) => send_input(&envd, pid, pty, &chunk).await?,
+                            Err(TryRecvError::Empty) => return Ok(()),
+                            Err(TryRecvError::Disconnected) => {
+                                return close_input(&envd, pid, pty).await;
+                            }
+                        }
+                    },
+                }
             }
         }
-        let closed: Result<serde_json::Value> = if pty {
-            envd.unary(
-                "process.Process/SendInput",
-                "stdin",
-                &SendInputRequest {
-                    process: Selector::Pid(pid),
-                    input: input(&[0x04]),
-                },
-            )
-            .await
-        } else {
-            envd.unary(
-                "process.Process/CloseStdin",
-                "stdin",
-                &SelectorRequest {
-                    process: Selector::Pid(pid),
-                },
-            )
-            .await
-        };
-        if let Err(e) = closed {
-            tracing::debug!(error = %e, "closing stdin failed");
+        .await;
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "stdin of process {pid} closed after an error");
         }
     });
-    stdin
+    (stdin, Pump { exited, task })
 }
 
 /// The `StartRequest` for a command: argv as given (`cmd` = argv\[0\]), env, cwd, tag, pty, and
@@ -283,14 +328,20 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
     };
     let (stream, pid) = with_request_timeout(command.request_timeout, open, envd).await?;
     let pty = command.pty.is_some();
-    let stdin = command.stdin.then(|| stdin_pump(envd.clone(), pid, pty));
+    let (stdin, pump) = match command.stdin {
+        true => {
+            let (stdin, pump) = stdin_pump(envd.clone(), pid, pty);
+            (Some(stdin), Some(pump))
+        }
+        false => (None, None),
+    };
     let control = Arc::new(Control {
         envd: envd.clone(),
         pid,
     });
     Ok(Process::new(
         pid.to_string(),
-        events(stream),
+        events(stream, pump),
         stdin,
         control,
     ))
@@ -312,7 +363,12 @@ pub(crate) async fn attach(envd: &Envd, selector: Selector) -> Result<Process> {
         envd: envd.clone(),
         pid,
     });
-    Ok(Process::new(pid.to_string(), events(stream), None, control))
+    Ok(Process::new(
+        pid.to_string(),
+        events(stream, None),
+        None,
+        control,
+    ))
 }
 
 async fn with_request_timeout<T>(
