@@ -524,63 +524,97 @@ fn meta_json(cmd: &Command) -> String {
     .to_string()
 }
 
-/// Launches `cmd` detached and returns its first poll.
+/// Launches `cmd` detached under the first free id of `ids` and returns that id and the first
+/// poll. An id whose directory exists is skipped (exit 47), except that a tag (`reuse`) may take
+/// over the directory of a finished process.
+#[allow(clippy::too_many_arguments)]
 async fn launch(
     api: &Api,
     machine: &str,
-    pid: &str,
+    ids: &[String],
     cmd: &Command,
     clean: bool,
     stdin: bool,
-) -> Result<PollAnswer> {
-    let dir = process_dir(pid);
-    let mut args: Vec<String> = vec![
-        dir,
-        POLL_WAIT_TICKS.to_string(),
-        POLL_CHUNK.to_string(),
-        if clean { "1" } else { "0" }.to_owned(),
-        if stdin { "1" } else { "0" }.to_owned(),
-        meta_json(cmd),
-    ];
-    args.extend(wrap_argv(cmd));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let resp = run_script(
-        api,
-        machine,
-        &scripts::run_script(),
-        &args,
-        None,
-        CONTROL_EXEC_SECS,
-    )
-    .await?;
-    poll_result(resp, machine, pid)
+    reuse: bool,
+) -> Result<(String, PollAnswer)> {
+    let mut last = None;
+    for pid in ids {
+        let mut args: Vec<String> = vec![
+            process_dir(pid),
+            POLL_WAIT_TICKS.to_string(),
+            POLL_CHUNK.to_string(),
+            flag(clean),
+            flag(stdin),
+            meta_json(cmd),
+            flag(reuse),
+        ];
+        args.extend(wrap_argv(cmd));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let resp = run_script(
+            api,
+            machine,
+            &scripts::run_script(),
+            &args,
+            None,
+            CONTROL_EXEC_SECS,
+        )
+        .await?;
+        if resp.exit_code == Some(47) {
+            last = Some(script_error(
+                &resp,
+                "exec",
+                machine,
+                &format!("process id {pid}"),
+            ));
+            continue;
+        }
+        return Ok((pid.clone(), poll_result(resp, machine, pid)?));
+    }
+    Err(last.unwrap_or_else(|| {
+        Error::new(ErrorKind::Conflict, "no free process id").with_provider(PROVIDER)
+    }))
 }
 
-fn new_pid(cmd: &Command) -> Result<String> {
+fn flag(on: bool) -> String {
+    if on { "1" } else { "0" }.to_owned()
+}
+
+/// The ids to try for a new process: its tag, or `p{seq}` (this handle's counter, so a
+/// scenario's requests are the same on every run) then two random fallbacks for when another
+/// handle already used that number on the machine.
+fn candidate_ids(cmd: &Command, seq: u64) -> Result<Vec<String>> {
     match &cmd.tag {
         Some(tag) => {
             validate_pid(tag)?;
-            Ok(tag.clone())
+            Ok(vec![tag.clone()])
         }
-        None => Ok(format!("p{}", uuid::Uuid::new_v4().simple())),
+        None => Ok(vec![
+            format!("p{seq}"),
+            format!("p{seq}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+            format!("p{seq}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+        ]),
     }
 }
 
 /// Starts `cmd` with the background-and-poll emulation. Without stdin it is launched now; with
 /// stdin it is launched once the stdin writer is shut down (the input is uploaded to a file in
-/// the machine first, in chunks).
-pub(crate) async fn start_polled(api: &Api, machine: &str, cmd: &Command) -> Result<Process> {
-    let pid = new_pid(cmd)?;
+/// the machine first, in chunks, and the process id is fixed up front: a taken id is `Conflict`).
+pub(crate) async fn start_polled(
+    api: &Api,
+    machine: &str,
+    cmd: &Command,
+    seq: u64,
+) -> Result<Process> {
+    let ids = candidate_ids(cmd, seq)?;
+    let reuse = cmd.tag.is_some();
     let clean = !cmd.background;
-    let control = Arc::new(PolledControl {
-        api: api.clone(),
-        machine: machine.to_owned(),
-        pid: pid.clone(),
-    });
-    let dyn_control: Arc<dyn ProcessControl> = control.clone();
     let deadline = (!cmd.timeout.is_zero()).then(|| (Instant::now() + cmd.timeout, cmd.timeout));
-    let mut poller = Poller {
-        control,
+    let poller = |pid: &str| Poller {
+        control: Arc::new(PolledControl {
+            api: api.clone(),
+            machine: machine.to_owned(),
+            pid: pid.to_owned(),
+        }),
         out: 0,
         err: 0,
         clean,
@@ -592,35 +626,39 @@ pub(crate) async fn start_polled(api: &Api, machine: &str, cmd: &Command) -> Res
         queue: VecDeque::new(),
     };
     if !cmd.stdin {
-        let first = launch(api, machine, &pid, cmd, clean, false).await?;
-        poller.apply(first);
-        return Ok(polled_process(poller, pid, None));
+        let (pid, first) = launch(api, machine, &ids, cmd, clean, false, reuse).await?;
+        let mut p = poller(&pid);
+        p.apply(first);
+        return Ok(polled_process(p, pid, None));
     }
+    let pid = ids[0].clone();
+    let mut p = poller(&pid);
+    let control: Arc<dyn ProcessControl> = p.control.clone();
     let (stdin, rx) = Stdin::channel(16);
     let api = api.clone();
     let machine = machine.to_owned();
     let cmd = cmd.clone();
-    let pid_for_stream = pid.clone();
+    let ids = vec![pid.clone()];
     let launch_then_poll = async move {
         let started = async {
             let input = collect_stdin(rx).await?;
-            let path = format!("{}/in", process_dir(&pid_for_stream));
+            let path = format!("{}.in", process_dir(&ids[0]));
             crate::files::upload_bytes(&api, &machine, &path, input).await?;
-            launch(&api, &machine, &pid_for_stream, &cmd, clean, true).await
+            launch(&api, &machine, &ids, &cmd, clean, true, reuse).await
         }
         .await;
         match started {
-            Ok(first) => {
-                poller.deadline = deadline.map(|(_, limit)| (Instant::now() + limit, limit));
-                poller.last = Some(Instant::now());
-                poller.apply(first);
+            Ok((_, first)) => {
+                p.deadline = deadline.map(|(_, limit)| (Instant::now() + limit, limit));
+                p.last = Some(Instant::now());
+                p.apply(first);
             }
             Err(e) => {
-                poller.done = true;
-                poller.queue.push_back(Err(e));
+                p.done = true;
+                p.queue.push_back(Err(e));
             }
         }
-        poller
+        p
     };
     let events = futures::stream::once(launch_then_poll)
         .flat_map(|poller| {
@@ -630,7 +668,7 @@ pub(crate) async fn start_polled(api: &Api, machine: &str, cmd: &Command) -> Res
             })
         })
         .boxed();
-    Ok(Process::new(pid, events, Some(stdin), dyn_control).with_emulated_streaming())
+    Ok(Process::new(pid, events, Some(stdin), control).with_emulated_streaming())
 }
 
 /// Reattaches to a background process: output from now on, then its exit.

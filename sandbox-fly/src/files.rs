@@ -86,10 +86,9 @@ pub(crate) async fn upload(
     mut body: UploadBody,
 ) -> Result<Transfer> {
     let target = arg_path(path)?;
-    let part = format!(
-        "{target}.sandbox-fly-{}.part",
-        uuid::Uuid::new_v4().simple()
-    );
+    // A fixed name beside the target (same filesystem, so the final rename is atomic); two
+    // concurrent uploads to one path are as racy as two concurrent writes anyway.
+    let part = format!("{target}.sandbox-fly-upload");
     let mut current = read_chunk(&mut body).await?;
     let mut first = true;
     let mut total = 0u64;

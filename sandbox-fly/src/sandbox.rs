@@ -34,6 +34,7 @@ pub struct FlySandbox {
     id: String,
     machine: Arc<Mutex<Machine>>,
     nonce: Arc<Mutex<Option<String>>>,
+    seq: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl fmt::Debug for FlySandbox {
@@ -58,6 +59,7 @@ impl FlySandbox {
             id: machine.id.clone(),
             machine: Arc::new(Mutex::new(machine)),
             nonce: Arc::new(Mutex::new(nonce)),
+            seq: Arc::new(std::sync::atomic::AtomicU64::new(1)),
         }
     }
 
@@ -343,7 +345,8 @@ impl Sandbox for FlySandbox {
             let secs = self.direct_secs(command);
             return exec::start_direct(&self.api, &self.id, command, secs).await;
         }
-        exec::start_polled(&self.api, &self.id, command).await
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        exec::start_polled(&self.api, &self.id, command, seq).await
     }
 
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {

@@ -39,17 +39,24 @@ const POLL_FN: &str = r#"poll() {
 }
 "#;
 
-/// `sh -c RUN sh DIR WAIT N CLEAN STDIN META ARGV…`: starts ARGV detached (in its own session
-/// when `setsid` exists) with stdout and stderr going to files and its exit code recorded, then
-/// answers like a poll from offset 0.
+/// `sh -c RUN sh DIR WAIT N CLEAN STDIN META REUSE ARGV…`: creates DIR (exit 47 when it exists,
+/// unless REUSE=1 and its process has ended), starts ARGV detached (in its own session when
+/// `setsid` exists) with stdout and stderr going to files, stdin from `DIR.in` when STDIN=1, and
+/// its exit code recorded; then answers like a poll from offset 0.
 pub fn run_script() -> String {
     format!(
-        r#"{POLL_FN}d=$1 w=$2 n=$3 c=$4 i=$5 m=$6; shift 6
-if [ -f "$d/pid" ] && [ ! -f "$d/exit" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo "process is still running" >&2; exit 47; fi
-mkdir -p "$d" || exit 1
-rm -f "$d/exit" "$d/exit.t"; : >"$d/out"; : >"$d/err"
+        r#"{POLL_FN}d=$1 w=$2 n=$3 c=$4 i=$5 m=$6 r=$7; shift 7
+mkdir -p "${{d%/*}}" || exit 1
+if ! mkdir "$d" 2>/dev/null; then
+  if [ "$r" = 1 ] && {{ [ -f "$d/exit" ] || ! kill -0 "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; }}; then
+    rm -rf "$d" && mkdir "$d" || exit 1
+  else
+    echo "process id is taken" >&2; exit 47
+  fi
+fi
+: >"$d/out"; : >"$d/err"
 printf '%s' "$m" >"$d/meta.json"
-if [ "$i" = 1 ]; then i="$d/in"; else i=/dev/null; fi
+if [ "$i" = 1 ]; then mv -f "$d.in" "$d/in" || exit 1; i="$d/in"; else i=/dev/null; fi
 s=; command -v setsid >/dev/null 2>&1 && s=setsid
 $s sh -c 'd=$1 i=$2; shift 2; "$@" <"$i" >"$d/out" 2>"$d/err"; echo $? >"$d/exit.t"; mv "$d/exit.t" "$d/exit"' sh "$d" "$i" "$@" </dev/null >/dev/null 2>&1 &
 echo $! >"$d/pid"
@@ -171,6 +178,7 @@ mod tests {
                 "0",
                 "0",
                 "{}",
+                "0",
                 "sh",
                 "-c",
                 "printf hi; printf oops >&2; exit 3",
@@ -194,6 +202,23 @@ mod tests {
             }
         }
         let parsed = crate::exec::parse_poll(&last).unwrap();
+        // The id is taken now: a second run under it is refused with 47, a reuse takes it over.
+        let again = run(
+            &run_script(),
+            &[dir_s, "0", "1", "0", "0", "{}", "0", "true"],
+            b"",
+        );
+        assert_eq!(again.status.code(), Some(47));
+        let reuse = run(
+            &run_script(),
+            &[dir_s, "0", "1", "0", "0", "{}", "1", "true"],
+            b"",
+        );
+        assert!(
+            reuse.status.success(),
+            "{}",
+            String::from_utf8_lossy(&reuse.stderr)
+        );
         assert_eq!(parsed.exit, Some(sandbox_sdk_core::ExitStatus::code(3)));
         assert_eq!(&parsed.stdout[..], b"hi");
         assert_eq!(&parsed.stderr[..], b"oops");
