@@ -353,9 +353,8 @@ impl Follower {
             .await;
         match found {
             Ok(c) => Ok(Some(c)),
-            Err(e) if e.kind() == ErrorKind::NotFound && self.killed.load(Ordering::SeqCst) => {
-                Ok(None)
-            }
+            // The session is gone: it was deleted (killed), by this handle or by `kill_process`.
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -1,0 +1,571 @@
+//! Lifecycle against wiremock on loopback: create-then-wait, failed starts, idempotent create,
+//! list over both shapes, 409 waits, destroy, rate limits, snapshots, limits, SSH tokens.
+
+mod common;
+
+use common::*;
+use futures::TryStreamExt;
+use sandbox_daytona::{DaytonaCreate, SnapshotSize, snapshot_name};
+use sandbox_sdk_core::{CreateSpec, ErrorKind, ListFilter, Provider, ProviderExt, SandboxState};
+use serde_json::json;
+use std::time::Duration;
+use wiremock::matchers::{body_json, header, method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn ok(body: serde_json::Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+#[tokio::test]
+async fn create_sends_the_sdk_headers_then_polls_until_started() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .and(header("authorization", format!("Bearer {KEY}").as_str()))
+        .and(header("x-daytona-source", "sdk-rust"))
+        .and(header("x-daytona-sdk-version", "0.218.0"))
+        .and(header("user-agent", "sdk-rust/0.218.0"))
+        .and(body_json(
+            json!({"snapshot": "snap", "labels": {"suite": "c"}, "target": "eu", "ttlMinutes": 5}),
+        ))
+        .respond_with(ok(sandbox("sb1", "creating")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "pulling_snapshot")))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "started")))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server).target("eu").build().unwrap();
+    let spec = CreateSpec::new()
+        .template("snap")
+        .metadata("suite", "c")
+        .timeout(Duration::from_secs(300));
+    let sandbox = provider.create(&spec).await.unwrap();
+    assert_eq!(sandbox.id(), "sb1");
+    let info = sandbox.info().await.unwrap();
+    assert_eq!(info.state, SandboxState::Running);
+    assert_eq!(info.raw_state.as_deref(), Some("started"));
+    assert_eq!(info.region.as_deref(), Some("us"));
+    assert_eq!(info.metadata["team"], "infra");
+    assert!(info.created_at.is_some());
+}
+
+#[tokio::test]
+async fn a_failed_start_reports_the_servers_reason() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(sandbox("sb1", "pending_build")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(with(
+            sandbox("sb1", "build_failed"),
+            "errorReason",
+            json!("Dockerfile step 3 failed"),
+        )))
+        .mount(&server)
+        .await;
+    let provider = provider(&server);
+    let err = provider
+        .create_sandbox(&DaytonaCreate {
+            image: Some("python:3.12".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider);
+    assert!(err.message().contains("build_failed"), "{err}");
+    assert!(err.message().contains("Dockerfile step 3 failed"), "{err}");
+}
+
+#[tokio::test]
+async fn waiting_for_start_is_bounded() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(sandbox("sb1", "creating")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "creating")))
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .poll_interval(Duration::from_millis(5))
+        .start_timeout(Duration::from_millis(30))
+        .build()
+        .unwrap();
+    let err = provider.create(&CreateSpec::new()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert_eq!(err.sandbox_id(), Some("sb1"));
+}
+
+#[tokio::test]
+async fn an_idempotency_key_finds_the_sandbox_a_first_attempt_made() {
+    let server = MockServer::start().await;
+    let labels = json!({"sandbox-sdk.idempotency-key": "job-7"}).to_string();
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox"))
+        .and(query_param("labels", labels.as_str()))
+        .respond_with(ok(json!({
+            "items": [with(sandbox("sb9", "started"), "labels", json!({"sandbox-sdk.idempotency-key": "job-7"}))],
+            "nextCursor": null
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(sandbox("other", "started")))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server)
+        .create(&CreateSpec::new().idempotency_key("job-7"))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), "sb9");
+}
+
+#[tokio::test]
+async fn list_follows_cursors_and_reads_the_old_bare_array() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox"))
+        .and(query_param("cursor", "c2"))
+        .respond_with(ok(
+            json!({"items": [sandbox("b", "stopped")], "nextCursor": null}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(
+            json!({"items": [sandbox("a", "started")], "nextCursor": "c2"}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let all = provider(&server)
+        .list_all(&ListFilter::new())
+        .await
+        .unwrap();
+    let ids: Vec<_> = all.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(all[1].state, SandboxState::Stopped);
+
+    let old = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(json!([
+            sandbox("a", "started"),
+            sandbox("b", "archived")
+        ])))
+        .expect(1)
+        .mount(&old)
+        .await;
+    let provider = provider(&old);
+    let running: Vec<_> = provider
+        .list(&ListFilter::new().state(SandboxState::Running))
+        .try_collect()
+        .await
+        .unwrap();
+    // The old API ignores the filter; the adapter applies it.
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0].id, "a");
+}
+
+#[tokio::test]
+async fn list_sends_label_and_state_filters() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox"))
+        .and(query_param("labels", r#"{"suite":"conformance"}"#))
+        .and(query_param("states", "started"))
+        .and(query_param("limit", "100"))
+        .respond_with(ok(json!({"items": [], "nextCursor": null})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let found = provider(&server)
+        .list_all(
+            &ListFilter::new()
+                .metadata("suite", "conformance")
+                .state(SandboxState::Running),
+        )
+        .await
+        .unwrap();
+    assert!(found.is_empty());
+}
+
+#[tokio::test]
+async fn stop_waits_out_a_state_change_in_progress() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "started")))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/stop"))
+        .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
+            409,
+            "Conflict",
+            "Sandbox state change in progress",
+        )))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/stop"))
+        .respond_with(ok(with(
+            sandbox("sb1", "stopping"),
+            "desiredState",
+            json!("stopped"),
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(with(
+            sandbox("sb1", "stopped"),
+            "desiredState",
+            json!("stopped"),
+        )))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    use sandbox_sdk_core::Sandbox;
+    sandbox.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_state_change_that_never_ends_fails_as_conflict_within_the_deadline() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "starting")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/pause"))
+        .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
+            409,
+            "Conflict",
+            "Sandbox state change in progress",
+        )))
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .state_change_timeout(Duration::from_millis(40))
+        .poll_interval(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let sandbox = provider.get("sb1").await.unwrap();
+    use sandbox_sdk_core::Sandbox;
+    let err = sandbox.pause().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(err.status(), Some(409));
+}
+
+#[tokio::test]
+async fn destroy_waits_for_404_and_a_second_destroy_is_not_found() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "started")))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(with(
+            with(
+                sandbox("sb1", "destroying"),
+                "desiredState",
+                json!("destroyed"),
+            ),
+            "name",
+            json!("DESTROYED_sb1_1787220000000"),
+        )))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(api_error(
+            404,
+            "Not Found",
+            "Sandbox with ID or name sb1 not found",
+        )))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(api_error(
+            404,
+            "Not Found",
+            "Sandbox with ID or name sb1 not found",
+        )))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    use sandbox_sdk_core::Sandbox;
+    sandbox.destroy().await.unwrap();
+    assert_eq!(
+        sandbox.info().await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        sandbox.destroy().await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[tokio::test]
+async fn a_rate_limited_create_carries_the_named_retry_after() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("X-RateLimit-Limit-sandbox-create", "300")
+                .insert_header("Retry-After-sandbox-create", "12")
+                .set_body_json(json!({"statusCode": 429, "message": "Rate limit exceeded", "error": "Too Many Requests"})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = provider(&server)
+        .create(&CreateSpec::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QuotaExceeded);
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(12)));
+    assert!(!err.to_string().contains(KEY));
+}
+
+#[tokio::test]
+async fn prepare_is_idempotent_by_content_hash() {
+    let server = MockServer::start().await;
+    let size = SnapshotSize {
+        cpu: 2,
+        memory_gb: 4,
+        disk_gb: 10,
+    };
+    let name = snapshot_name("ubuntu:24.04", size, Some("us"), Some("linux-vm"));
+    let snap_path = format!("/api/snapshots/{name}");
+    Mock::given(method("GET"))
+        .and(path(snap_path.as_str()))
+        .respond_with(ResponseTemplate::new(404).set_body_json(api_error(
+            404,
+            "Not Found",
+            "Snapshot not found",
+        )))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/snapshots"))
+        .and(body_json(json!({"name": name, "imageName": "ubuntu:24.04", "cpu": 2, "memory": 4, "disk": 10, "regionId": "us", "sandboxClass": "linux-vm"})))
+        .respond_with(ok(json!({"id": "snap-1", "name": name, "state": "pending"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(snap_path.as_str()))
+        .respond_with(ok(
+            json!({"id": "snap-1", "name": name, "state": "building"}),
+        ))
+        .up_to_n_times(1)
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(snap_path.as_str()))
+        .respond_with(ok(
+            json!({"id": "snap-1", "name": name, "state": "active", "mem": 4}),
+        ))
+        .with_priority(3)
+        .mount(&server)
+        .await;
+    let provider = provider(&server);
+    let got = provider
+        .prepare("ubuntu:24.04", size, Some("us"), Some("linux-vm"))
+        .await
+        .unwrap();
+    assert_eq!(got, name);
+    // A second prepare finds it active and creates nothing (POST expect(1) holds).
+    let again = provider
+        .prepare("ubuntu:24.04", size, Some("us"), Some("linux-vm"))
+        .await
+        .unwrap();
+    assert_eq!(again, name);
+}
+
+#[tokio::test]
+async fn prepare_raises_a_failed_builds_reason() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex_snapshot())
+        .respond_with(ok(
+            json!({"id": "s", "state": "build_failed", "errorReason": "image not found"}),
+        ))
+        .mount(&server)
+        .await;
+    let err = provider(&server)
+        .prepare("nope:1", SnapshotSize::default(), None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider);
+    assert!(err.message().contains("image not found"));
+}
+
+fn path_regex_snapshot() -> wiremock::matchers::PathRegexMatcher {
+    wiremock::matchers::path_regex(r"^/api/snapshots/sdk-[0-9a-f]{16}$")
+}
+
+#[tokio::test]
+async fn limits_come_from_the_usage_endpoint() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/organizations/org-1/usage"))
+        .respond_with(ok(json!({
+            "regionUsage": [{
+                "regionId": "us", "sandboxClass": "container",
+                "totalCpuQuota": 100, "currentCpuUsage": 3,
+                "totalMemoryQuota": 200, "currentMemoryUsage": 6,
+                "totalDiskQuota": 500, "currentDiskUsage": 30,
+                "totalGpuQuota": 0, "currentGpuUsage": 0,
+                "maxCpuPerSandbox": 4, "maxMemoryPerSandbox": 8, "maxDiskPerSandbox": 10,
+                "maxDiskPerNonEphemeralSandbox": null, "maxCpuPerGpu": null, "maxMemoryPerGpu": null, "maxDiskPerGpu": null
+            }],
+            "totalSnapshotQuota": 10, "currentSnapshotUsage": 1, "totalVolumeQuota": 10, "currentVolumeUsage": 0
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .organization_id("org-1")
+        .build()
+        .unwrap();
+    let limits = provider.limits().await.unwrap();
+    assert_eq!(limits.len(), 1);
+    assert_eq!(limits[0].region, "us");
+    assert_eq!(limits[0].max_cpu, Some(4.0));
+    assert_eq!(limits[0].max_memory_gb, Some(8.0));
+    assert_eq!(limits[0].max_disk_gb, Some(10.0));
+    assert_eq!(limits[0].cpu_used, Some(3.0));
+}
+
+#[tokio::test]
+async fn limits_read_the_organization_from_a_sandbox_when_unset() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox"))
+        .and(query_param("limit", "1"))
+        .respond_with(ok(
+            json!({"items": [sandbox("a", "started")], "nextCursor": null}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/organizations/3f1b2c4d-0000-4000-8000-000000000001/usage"))
+        .respond_with(ok(json!({"regionUsage": [], "totalSnapshotQuota": 0, "currentSnapshotUsage": 0, "totalVolumeQuota": 0, "currentVolumeUsage": 0})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert!(provider(&server).limits().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn ssh_tokens_are_shared_and_renewed_before_expiry() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb-ssh"))
+        .respond_with(ok(sandbox("sb-ssh", "started")))
+        .mount(&server)
+        .await;
+    // The first token expires in 30 minutes, the second in years.
+    let soon = std::time::SystemTime::now() + Duration::from_secs(30 * 60);
+    let soon = format_rfc3339(soon);
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb-ssh/ssh-access"))
+        .respond_with(ok(json!({"id": "a1", "sandboxId": "sb-ssh", "token": "tokenAAAA", "expiresAt": soon, "createdAt": soon, "updatedAt": soon, "sshCommand": "ssh -p 2222 tokenAAAA@gw.example"})))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb-ssh/ssh-access"))
+        .respond_with(ok(json!({"id": "a2", "sandboxId": "sb-ssh", "token": "tokenBBBB", "expiresAt": "2099-01-01T00:00:00.000Z", "createdAt": soon, "updatedAt": soon, "sshCommand": "ssh tokenBBBB@gw.example"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    use sandbox_sdk_core::Sandbox;
+    let provider = provider(&server);
+    let a = provider.get("sb-ssh").await.unwrap();
+    let b = provider.get("sb-ssh").await.unwrap();
+    let first = a.ssh_access(Duration::from_secs(600)).await.unwrap();
+    assert_eq!(
+        (first.host.as_str(), first.port, first.user.as_str()),
+        ("gw.example", 2222, "tokenAAAA")
+    );
+    assert!(!format!("{first:?}").contains("tokenAAAA"));
+    // Another handle asking for 10 minutes reuses the token (no second POST yet).
+    let shared = b.ssh_access(Duration::from_secs(600)).await.unwrap();
+    assert_eq!(shared.token.as_deref(), Some("tokenAAAA"));
+    // Asking for an hour renews it: the kept one would expire first.
+    let renewed = b.ssh_access(Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(renewed.token.as_deref(), Some("tokenBBBB"));
+    assert_eq!(renewed.port, 22);
+    let kept = a.ssh_access(Duration::from_secs(600)).await.unwrap();
+    assert_eq!(kept.token.as_deref(), Some("tokenBBBB"));
+}
+
+fn format_rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.000Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

@@ -1,0 +1,686 @@
+//! Commands and files through the toolbox: session exec followed over a real WebSocket on
+//! loopback (frames with split markers), poll mode, kill, background + attach, errors of the
+//! upgrade and of the proxy, files and previews.
+
+mod common;
+
+use common::ws::{self, Script};
+use common::*;
+use sandbox_daytona::{DaytonaBuilder, DaytonaSandbox};
+use sandbox_sdk_core::{Command, ErrorKind, ListOptions, ProcessEvent, Sandbox, SandboxExt};
+use serde_json::json;
+use std::time::Duration;
+use wiremock::matchers::{body_json, header, method, path, path_regex, query_param};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const SID_RE: &str = r"sdk-exec-[0-9a-f]{32}";
+
+/// The raw body contains these bytes (multipart bodies with binary parts are not UTF-8).
+struct BodyContains(&'static [u8]);
+
+impl wiremock::Match for BodyContains {
+    fn matches(&self, request: &Request) -> bool {
+        request.body.windows(self.0.len()).any(|w| w == self.0)
+    }
+}
+
+fn ok(body: serde_json::Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+async fn mount_sandbox(server: &MockServer, state: &str) {
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", state)))
+        .mount(server)
+        .await;
+}
+
+/// Session create + async exec answering `cmd-1`; returns nothing, asserts via expect().
+async fn mount_session_exec(server: &MockServer, expected_command: &str) {
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(header("x-daytona-sdk-version", "0.218.0"))
+        .respond_with(ResponseTemplate::new(201))
+        .expect(1)
+        .mount(server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}/exec$"
+        )))
+        .and(body_json(
+            json!({"command": expected_command, "runAsync": true}),
+        ))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "cmd-1"})))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+async fn sandbox_on(builder: DaytonaBuilder) -> DaytonaSandbox {
+    builder.build().unwrap().get("sb1").await.unwrap()
+}
+
+fn session_of(requests: &[Request]) -> String {
+    let req = requests
+        .iter()
+        .find(|r| r.url.path() == "/toolbox/sb1/process/session" && r.method.as_str() == "POST")
+        .expect("a session was created");
+    let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+    body["sessionId"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'sh' '-c' 'make test'").await;
+    Mock::given(method("GET"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$"
+        )))
+        .respond_with(ok(
+            json!({"id": "cmd-1", "command": "make test", "exitCode": 3}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // The upgrade path has a random session id; script every path the same way via a prefix
+    // match done below once the session is known. Frames: a marker split 2+1 across frames, a
+    // frame that is exactly a marker, and both streams in one frame.
+    let frames = vec![
+        b"\x01\x01\x01one\n\x02\x02".to_vec(),
+        b"\x02warn\n\x01".to_vec(),
+        b"\x01\x01two\n".to_vec(),
+        b"\x02\x02\x02".to_vec(),
+        b"err2\n\x01\x01\x01three\n".to_vec(),
+    ];
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let mut process = sandbox.exec(&Command::shell("make test")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Frames(frames, 1000),
+    );
+    assert!(!process.is_streaming_emulated());
+    assert_eq!(process.pid(), format!("{sid}/cmd-1"));
+    let mut events = Vec::new();
+    while let Some(event) = process.next_event().await {
+        events.push(event.unwrap());
+    }
+    let stdout: Vec<u8> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProcessEvent::Stdout(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let stderr: Vec<u8> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProcessEvent::Stderr(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(String::from_utf8(stdout).unwrap(), "one\ntwo\nthree\n");
+    assert_eq!(String::from_utf8(stderr).unwrap(), "warn\nerr2\n");
+    assert!(
+        matches!(events.last(), Some(ProcessEvent::Exit(s)) if s.code == Some(3) && !s.emulated)
+    );
+    // Output arrived as it was written: several events before the exit.
+    assert!(events.len() >= 5);
+    let upgrades = front.upgrades();
+    assert_eq!(upgrades.len(), 1);
+    let (url, headers) = &upgrades[0];
+    assert!(url.ends_with("?follow=true"), "{url}");
+    assert_eq!(headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(headers["x-daytona-sdk-version"], "0.218.0");
+    assert_eq!(headers["x-daytona-source"], "sdk-rust");
+}
+
+#[tokio::test]
+async fn a_refused_upgrade_goes_through_the_error_mapping() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&server)
+        .await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Refuse(401, r#"{"statusCode":401,"message":"authentication failed: Bearer token is invalid","code":"UNAUTHORIZED"}"#.into()),
+    );
+    let err = process.output().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized);
+    assert_eq!(err.status(), Some(401));
+    assert!(!format!("{err} {err:?}").contains(KEY));
+}
+
+#[tokio::test]
+async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'sh' '-c' 'printf one; sleep 1; printf two >&2'").await;
+    let cmd_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$");
+    let logs_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1/logs$");
+    Mock::given(method("GET"))
+        .and(path_regex(cmd_path.as_str()))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "x"})))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(cmd_path.as_str()))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "x", "exitCode": 0})))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(logs_path.as_str()))
+        .respond_with(ok(
+            json!({"output": "\u{1}\u{1}\u{1}one\n", "stdout": "one", "stderr": ""}),
+        ))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET")).and(path_regex(logs_path.as_str()))
+        .respond_with(ok(json!({"output": "\u{1}\u{1}\u{1}one\n\u{2}\u{2}\u{2}two\n", "stdout": "one", "stderr": "two"})))
+        .with_priority(2).mount(&server).await;
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider(&server).get("sb1").await.unwrap();
+    let mut process = sandbox
+        .exec(&Command::shell("printf one; sleep 1; printf two >&2"))
+        .await
+        .unwrap();
+    assert!(process.is_streaming_emulated());
+    let mut events = Vec::new();
+    while let Some(e) = process.next_event().await {
+        events.push(e.unwrap());
+    }
+    assert_eq!(events[0], ProcessEvent::Stdout("one".into()));
+    assert_eq!(events[1], ProcessEvent::Stderr("two".into()));
+    assert!(matches!(events[2], ProcessEvent::Exit(s) if s.code == Some(0)));
+}
+
+#[tokio::test]
+async fn kill_deletes_the_session_and_the_process_ends_by_signal() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'sleep' '30'").await;
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider(&server).get("sb1").await.unwrap();
+    let process = sandbox
+        .exec(&Command::new("sleep").arg("30"))
+        .await
+        .unwrap();
+    sandbox.kill_process(process.pid()).await.unwrap();
+    let status = process.wait().await.unwrap();
+    assert!(!status.success());
+    // A killed handle must not delete the session a second time (expect(1) above), nor
+    // should the process control's kill.
+}
+
+#[tokio::test]
+async fn dropping_a_foreground_handle_deletes_its_session() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'sleep' '30'").await;
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider(&server).get("sb1").await.unwrap();
+    drop(
+        sandbox
+            .exec(&Command::new("sleep").arg("30"))
+            .await
+            .unwrap(),
+    );
+    for _ in 0..200 {
+        let deleted = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.method.as_str() == "DELETE");
+        if deleted {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the session was not deleted");
+}
+
+#[tokio::test]
+async fn background_commands_are_listed_and_reattached() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .respond_with(ResponseTemplate::new(201))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path_regex(
+            r"^/toolbox/sb1/process/session/sdk-bg-[0-9a-f]{32}/exec$",
+        ))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "c9"})))
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider(&server).get("sb1").await.unwrap();
+    let process = sandbox
+        .exec(&Command::shell("sleep 2; printf done").background())
+        .await
+        .unwrap();
+    let pid = process.pid().to_owned();
+    drop(process);
+    let (sid, cid) = pid.split_once('/').unwrap();
+    assert_eq!(cid, "c9");
+    Mock::given(method("GET")).and(path("/toolbox/sb1/process/session"))
+        .respond_with(ok(json!([{"sessionId": sid, "commands": [{"id": "c9", "command": "sleep 2; printf done"}]}])))
+        .mount(&server).await;
+    let cmd = format!("/toolbox/sb1/process/session/{sid}/command/c9");
+    Mock::given(method("GET"))
+        .and(path(cmd.as_str()))
+        .respond_with(ok(json!({"id": "c9", "command": "x"})))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(cmd.as_str()))
+        .respond_with(ok(json!({"id": "c9", "command": "x", "exitCode": 0})))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(format!("{cmd}/logs").as_str()))
+        .respond_with(ok(json!({"output": "", "stdout": "done", "stderr": ""})))
+        .mount(&server)
+        .await;
+    let listed = sandbox.processes().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].pid, pid);
+    assert!(listed[0].running);
+    let output = sandbox.attach(&pid).await.unwrap().output().await.unwrap();
+    assert_eq!(output.stdout_lossy(), "done");
+    assert_eq!(output.status.code, Some(0));
+    // Background sessions are never deleted by the SDK.
+    let deletes = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.method.as_str() == "DELETE")
+        .count();
+    assert_eq!(deletes, 0);
+}
+
+#[tokio::test]
+async fn stdin_and_pty_are_refused_before_anything_is_sent() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let before = server.received_requests().await.unwrap().len();
+    let err = sandbox
+        .exec(&Command::new("cat").stdin())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotSupported);
+    let err = sandbox
+        .exec(&Command::new("sh").pty(Default::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotSupported);
+    assert_eq!(server.received_requests().await.unwrap().len(), before);
+}
+
+#[tokio::test]
+async fn one_shot_execute_sends_envs_cwd_and_timeout() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/execute"))
+        .and(body_json(json!({"command": "echo hello; ls /nope", "cwd": "/home/daytona", "envs": {"FOO": "bar"}, "timeout": 30})))
+        .respond_with(ok(json!({"exitCode": 2, "result": "hello\nls: cannot access '/nope': No such file or directory\n"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/execute"))
+        .and(body_json(json!({"command": "sleep 60", "timeout": 1})))
+        .respond_with(ResponseTemplate::new(408).set_body_json(json!({"statusCode":408,"message":"command execution timeout","code":"REQUEST_TIMEOUT","timestamp":"2026-08-20T10:00:31.02Z","path":"/process/execute","method":"POST"})))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let env = [("FOO".to_owned(), "bar".to_owned())].into_iter().collect();
+    let out = sandbox
+        .execute(
+            "echo hello; ls /nope",
+            Some("/home/daytona"),
+            &env,
+            Some(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 2);
+    assert!(out.result.starts_with("hello\n"));
+    let err = sandbox
+        .execute(
+            "sleep 60",
+            None,
+            &Default::default(),
+            Some(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn an_empty_502_from_the_proxy_is_not_running_when_the_sandbox_stopped() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "started")))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(with(
+            sandbox("sb1", "stopped"),
+            "desiredState",
+            json!("stopped"),
+        )))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/files/info"))
+        .respond_with(ResponseTemplate::new(502))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let err = sandbox.stat("a.txt").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotRunning);
+    assert_eq!(err.status(), Some(502));
+}
+
+#[tokio::test]
+async fn an_empty_502_on_a_running_sandbox_stays_a_retryable_transport_error() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/files/info"))
+        .respond_with(ResponseTemplate::new(502))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let err = sandbox.stat("a.txt").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport);
+    assert!(err.is_retryable());
+}
+
+#[tokio::test]
+async fn files_upload_as_the_daemon_expects_and_stream_back() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/files/bulk-upload"))
+        .and(BodyContains(
+            b"name=\"files[0].path\"\r\n\r\nconformance/bin/data.bin\r\n",
+        ))
+        .and(BodyContains(
+            b"name=\"files[0].file\"; filename=\"data.bin\"",
+        ))
+        .respond_with(ok(
+            json!({"files": [{"path": "conformance/bin/data.bin", "bytes": 256}]}),
+        ))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let data: Vec<u8> = (0..=255u8).collect();
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/files/download"))
+        .and(query_param("path", "conformance/bin/data.bin"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(data.clone(), "application/octet-stream"),
+        )
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let t = sandbox
+        .write_file("conformance/bin/data.bin", data.clone().into())
+        .await
+        .unwrap();
+    assert_eq!(t.bytes, 256);
+    let reader: sandbox_sdk_core::UploadBody = Box::pin(std::io::Cursor::new(data.clone()));
+    let t = sandbox
+        .upload("conformance/bin/data.bin", reader)
+        .await
+        .unwrap();
+    assert_eq!(t.bytes, 256);
+    assert_eq!(
+        sandbox
+            .read_file("conformance/bin/data.bin")
+            .await
+            .unwrap()
+            .to_vec(),
+        data
+    );
+    // The path part comes before the file part.
+    let req = server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.url.path().ends_with("bulk-upload"))
+        .unwrap();
+    let body = String::from_utf8_lossy(&req.body);
+    assert!(body.find("files[0].path").unwrap() < body.find("files[0].file").unwrap());
+}
+
+#[tokio::test]
+async fn files_list_stat_mkdir_move_remove_and_extras() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("GET")).and(path("/toolbox/sb1/files")).and(query_param("path", "dir"))
+        .respond_with(ok(json!([
+            {"name": "a.txt", "isDir": false, "size": 1, "mode": "-rw-r--r--", "permissions": "0644", "owner": "daytona", "group": "daytona", "modTime": "x", "modifiedAt": "2026-08-20T10:00:00Z"},
+            {"name": "sub", "isDir": true, "size": 4096, "mode": "drwxr-xr-x", "permissions": "0755", "owner": "daytona", "group": "daytona", "modTime": "x", "modifiedAt": "2026-08-20T10:00:00Z"}
+        ]))).mount(&server).await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/files/info"))
+        .and(query_param("path", "missing"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(
+            json!({"statusCode": 404, "message": "file not found", "code": "FILE_NOT_FOUND"}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/files/folder"))
+        .and(query_param("path", "dir/sub"))
+        .and(query_param("mode", "755"))
+        .respond_with(ResponseTemplate::new(201))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/files/move"))
+        .and(query_param("source", "a"))
+        .and(query_param("destination", "b"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/toolbox/sb1/files"))
+        .and(query_param("path", "b"))
+        .and(query_param("recursive", "true"))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/files/permissions"))
+        .and(query_param("path", "b"))
+        .and(query_param("mode", "700"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/files/find"))
+        .and(query_param("pattern", "TODO"))
+        .respond_with(ok(
+            json!([{"file": "dir/a.txt", "line": 3, "content": "TODO: x"}]),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/files/search"))
+        .and(query_param("pattern", "*.txt"))
+        .respond_with(ok(json!({"files": ["dir/a.txt"]})))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let entries = sandbox
+        .list_files("dir", ListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(
+        (
+            entries[0].name.as_str(),
+            entries[0].path.as_str(),
+            entries[0].size,
+            entries[0].mode
+        ),
+        ("a.txt", "dir/a.txt", 1, Some(0o644))
+    );
+    assert_eq!(entries[1].kind, sandbox_sdk_core::FileKind::Dir);
+    assert!(entries[0].modified.is_some());
+    assert_eq!(
+        sandbox.stat("missing").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert!(!sandbox.exists("missing").await.unwrap());
+    sandbox.mkdir("dir/sub").await.unwrap();
+    sandbox.rename("a", "b").await.unwrap();
+    sandbox
+        .set_permissions("b", None, None, Some("700"))
+        .await
+        .unwrap();
+    assert!(
+        sandbox
+            .set_permissions("b", None, None, Some("9x"))
+            .await
+            .is_err()
+    );
+    sandbox.remove("b").await.unwrap();
+    let found = sandbox.find("dir", "TODO").await.unwrap();
+    assert_eq!(found[0].line, 3);
+    assert_eq!(sandbox.search("dir", "*.txt").await.unwrap(), ["dir/a.txt"]);
+}
+
+#[tokio::test]
+async fn previews_carry_the_token_header_and_signed_urls_expire() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("GET")).and(path("/api/sandbox/sb1/ports/3000/preview-url"))
+        .respond_with(ok(json!({"sandboxId": "sb1", "url": format!("{}/preview", server.uri()), "token": "ptok-123"})))
+        .mount(&server).await;
+    Mock::given(method("GET")).and(path("/api/sandbox/sb1/ports/3000/signed-preview-url")).and(query_param("expiresInSeconds", "120"))
+        .respond_with(ok(json!({"sandboxId": "sb1", "port": 3000, "token": "stok", "url": "https://3000-stok.proxy.daytona.works"})))
+        .mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(
+            "/api/sandbox/sb1/ports/3000/signed-preview-url/stok/expire",
+        ))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/preview/health"))
+        .and(header("x-daytona-preview-token", "ptok-123"))
+        .and(header("x-daytona-skip-preview-warning", "true"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("ok"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/preview/health"))
+        .respond_with(ResponseTemplate::new(307).insert_header(
+            "location",
+            "https://login.daytona.example/authorize?state=x",
+        ))
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let link = sandbox.preview_link(3000).await.unwrap();
+    assert_eq!(link.port, 3000);
+    assert_eq!(link.token.as_deref(), Some("ptok-123"));
+    assert_eq!(link.headers["x-daytona-preview-token"], "ptok-123");
+    assert!(!format!("{link:?}").contains("ptok-123"));
+    let response = sandbox.fetch_preview(&link, "/health").await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut bad = link.clone();
+    bad.headers.remove("x-daytona-preview-token");
+    let err = sandbox.fetch_preview(&bad, "/health").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized);
+    assert_eq!(err.status(), Some(307));
+    let signed = sandbox
+        .signed_preview_link(3000, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(signed.url, "https://3000-stok.proxy.daytona.works");
+    assert!(signed.expires_at.is_some());
+    assert!(!signed.headers.contains_key("x-daytona-preview-token"));
+    sandbox
+        .expire_signed_preview_link(3000, "stok")
+        .await
+        .unwrap();
+}
