@@ -403,8 +403,11 @@ impl Placeholders {
     /// Replaces placeholder values in `text` by their `{{name}}` (longest values first), the
     /// inverse of [`Placeholders::substitute`]; used to normalise request logs for snapshots.
     pub fn normalise(&self, text: &str) -> String {
-        let mut pairs: Vec<(&String, &String)> =
-            self.values.iter().filter(|(k, v)| v.len() >= 4 && k.as_str() != "port").collect();
+        let mut pairs: Vec<(&String, &String)> = self
+            .values
+            .iter()
+            .filter(|(k, v)| v.len() >= 4 && k.as_str() != "port")
+            .collect();
         pairs.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
         let mut out = text.to_owned();
         for (name, value) in pairs {
@@ -563,19 +566,18 @@ impl Body {
             return None;
         }
         let ct = content_type.unwrap_or("").to_ascii_lowercase();
-        if (ct.contains("json") && !ct.contains("connect+json"))
-            || (ct.is_empty() && matches!(bytes.first(), Some(b'{' | b'[')))
+        if ((ct.contains("json") && !ct.contains("connect+json"))
+            || (ct.is_empty() && matches!(bytes.first(), Some(b'{' | b'['))))
+            && let Ok(v) = serde_json::from_slice::<Value>(bytes)
         {
-            if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-                return Some(Body::Json(v));
-            }
+            return Some(Body::Json(v));
         }
-        if ct.contains("connect+json") {
-            if let Some(frames) = decode_connect(bytes) {
-                if frames.len() == 1 && frames[0].0 == 0 {
-                    return Some(Body::Connect(frames[0].1.clone()));
-                }
-            }
+        if ct.contains("connect+json")
+            && let Some(frames) = decode_connect(bytes)
+            && frames.len() == 1
+            && frames[0].0 == 0
+        {
+            return Some(Body::Connect(frames[0].1.clone()));
         }
         match std::str::from_utf8(bytes) {
             Ok(text) => Some(Body::Text(text.to_owned())),
@@ -696,10 +698,10 @@ fn json_diff(expected: &Value, actual: &Value, mode: JsonMatch, at: String) -> R
                     None => return Err(format!("{at}/{k}: missing")),
                 }
             }
-            if mode == JsonMatch::Exact {
-                if let Some(extra) = a.keys().find(|k| !e.contains_key(*k)) {
-                    return Err(format!("{at}/{extra}: not in the cassette"));
-                }
+            if mode == JsonMatch::Exact
+                && let Some(extra) = a.keys().find(|k| !e.contains_key(*k))
+            {
+                return Err(format!("{at}/{extra}: not in the cassette"));
             }
             Ok(())
         }
@@ -721,6 +723,37 @@ fn json_diff(expected: &Value, actual: &Value, mode: JsonMatch, at: String) -> R
         (e, a) if e == a => Ok(()),
         (e, a) => Err(format!("{}: expected {e}, got {a}", where_())),
     }
+}
+
+/// Decodes `%XX` escapes (and, with `plus_is_space`, `+` as a space); invalid escapes are kept.
+pub(crate) fn percent_decode(text: &str, plus_is_space: bool) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(h * 16 + l);
+            i += 3;
+            continue;
+        }
+        out.push(if plus_is_space && b == b'+' { b' ' } else { b });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -820,6 +853,13 @@ mod tests {
             Frame::from_chunks(&chunks, Some("application/connect+json")),
             frames.to_vec()
         );
+    }
+
+    #[test]
+    fn percent_decode_keeps_bad_escapes_and_never_splits_characters() {
+        assert_eq!(percent_decode("a%2Fb+c", true), "a/b c");
+        assert_eq!(percent_decode("a%2Fb+c", false), "a/b+c");
+        assert_eq!(percent_decode("%é%zz%4", false), "%é%zz%4");
     }
 
     #[test]

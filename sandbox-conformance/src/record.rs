@@ -204,10 +204,10 @@ pub(crate) async fn run_record(
         None => Err(format!("scenario {} has no body", info.name)),
     };
     drop(ctx);
-    if let Some(id) = &sandbox_id {
-        if let Ok(sb) = target.direct.connect(id).await {
-            let _ = sb.destroy().await;
-        }
+    if let Some(id) = &sandbox_id
+        && let Ok(sb) = target.direct.connect(id).await
+    {
+        let _ = sb.destroy().await;
     }
     drop(proxy);
     if let Err(e) = result {
@@ -232,7 +232,7 @@ pub(crate) async fn run_record(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let scrub = Scrubber::new(target, sandbox_id.as_deref(), &upstreams);
+    let scrub = Scrubber::new(target, sandbox_id.as_deref(), &upstreams, &exchanges);
     let cassette = build_cassette(
         &report.provider,
         info.name,
@@ -273,14 +273,39 @@ impl std::fmt::Debug for Scrubber {
 const SIGNED_PARAMS: &str = r"(?i)([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|signature|sig|token|access_token|auth)=)[^&\s\x22]+";
 
 impl Scrubber {
-    fn new(target: &RecordTarget, sandbox_id: Option<&str>, upstreams: &[String]) -> Scrubber {
+    fn new(
+        target: &RecordTarget,
+        sandbox_id: Option<&str>,
+        upstreams: &[String],
+        exchanges: &[Exchange],
+    ) -> Scrubber {
         let mut pairs = Vec::new();
         for s in &target.secrets {
             pairs.push((s.clone(), "{{token}}".to_owned()));
         }
-        if let Some(id) = sandbox_id {
-            pairs.push((id.to_owned(), "{{sandbox_id}}".to_owned()));
+        // Sandbox ids: the one the scenario connected to, then ids the service handed out
+        // (an `id`-like field of a JSON answer) that later requests use in their path.
+        let mut ids: Vec<String> = sandbox_id.map(|id| vec![id.to_owned()]).unwrap_or_default();
+        for (i, ex) in exchanges.iter().enumerate() {
+            let Ok(body) = serde_json::from_slice::<Value>(&ex.chunks.concat()) else {
+                continue;
+            };
+            for id in id_fields(&body) {
+                let used_later = exchanges[i + 1..]
+                    .iter()
+                    .any(|later| later.request.path.contains(id.as_str()));
+                if used_later && id.len() >= 4 && !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
         }
+        for (id, name) in ids.into_iter().zip(["{{sandbox_id}}", "{{sandbox_id_2}}"]) {
+            pairs.push((id, name.to_owned()));
+        }
+        pairs.push((
+            crate::cassette::MISSING_ID.to_owned(),
+            "{{missing_id}}".to_owned(),
+        ));
         for u in upstreams {
             pairs.push((
                 u.trim_end_matches('/').to_owned(),
@@ -326,6 +351,32 @@ impl Scrubber {
             _ => {}
         }
     }
+}
+
+/// String values of id-like fields (`id`, `sandboxID`, `sandbox_id`, `machine_id`, ...) at the
+/// top level of a JSON answer or of its top-level objects.
+fn id_fields(body: &Value) -> Vec<String> {
+    let is_id = |k: &str| {
+        let k = k.to_ascii_lowercase().replace('_', "");
+        k == "id" || k == "sandboxid" || k == "machineid"
+    };
+    let mut out = Vec::new();
+    let mut visit = |map: &serde_json::Map<String, Value>| {
+        for (k, v) in map {
+            if let (true, Some(s)) = (is_id(k), v.as_str()) {
+                out.push(s.to_owned());
+            }
+        }
+    };
+    if let Some(map) = body.as_object() {
+        visit(map);
+        for v in map.values() {
+            if let Some(inner) = v.as_object() {
+                visit(inner);
+            }
+        }
+    }
+    out
 }
 
 const KEEP_REQUEST_HEADERS: &[&str] = &[
@@ -429,22 +480,7 @@ fn build_cassette(
 }
 
 fn decode_component(text: &str) -> String {
-    let text = text.replace('+', " ");
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::cassette::percent_decode(text, true)
 }
 
 /// Today's date as `YYYY-MM-DD` (UTC).

@@ -52,15 +52,15 @@ impl State {
                 self.used[index], times
             ));
         }
-        if self.order == Order::Strict {
-            if let Some(prev) = (0..index).find(|j| self.used[*j] < self.interactions[*j].times) {
-                return Err(format!(
-                    "strict order expects #{prev} {} first (used {} of {})",
-                    describe(&self.interactions[prev].request),
-                    self.used[prev],
-                    self.interactions[prev].times
-                ));
-            }
+        if self.order == Order::Strict
+            && let Some(prev) = (0..index).find(|j| self.used[*j] < self.interactions[*j].times)
+        {
+            return Err(format!(
+                "strict order expects #{prev} {} first (used {} of {})",
+                describe(&self.interactions[prev].request),
+                self.used[prev],
+                self.interactions[prev].times
+            ));
         }
         Ok(())
     }
@@ -448,10 +448,10 @@ pub(crate) fn mismatch(spec: &RequestSpec, request: &Request) -> Option<String> 
             return Some(format!("header {name}: expected {want:?}, got {shown}"));
         }
     }
-    if let Some(body) = &spec.body {
-        if let Err(reason) = body_matches(body, spec.json_match, &request.body) {
-            return Some(format!("body: {reason}"));
-        }
+    if let Some(body) = &spec.body
+        && let Err(reason) = body_matches(body, spec.json_match, &request.body)
+    {
+        return Some(format!("body: {reason}"));
     }
     None
 }
@@ -460,31 +460,13 @@ fn path_matches(want: &str, got: &str) -> bool {
     if want == got {
         return true;
     }
-    let decoded = percent_decode(got);
+    let decoded = crate::cassette::percent_decode(got, false);
     if want == decoded {
         return true;
     }
     let w: Vec<&str> = want.split('/').collect();
     let g: Vec<&str> = decoded.split('/').collect();
     w.len() == g.len() && w.iter().zip(&g).all(|(w, g)| w == g || *w == ANY)
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn query_mismatch(spec: &RequestSpec, request: &Request) -> Option<String> {

@@ -477,11 +477,11 @@ async fn run_replay(
     let client = client_of(&raw, false);
     let caps = client.capabilities();
     let missing_cap = unsupported(info, &caps);
-    if let Some(cap) = missing_cap {
-        if !info.probe {
-            report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
-            return report;
-        }
+    if let Some(cap) = missing_cap
+        && !info.probe
+    {
+        report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
+        return report;
     }
     let cassette = if missing_cap.is_some() && info.name.starts_with("list") {
         Ok(Cassette {
@@ -604,11 +604,11 @@ async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> Scenar
     let client = client_of(&raw, false);
     let caps = client.capabilities();
     let missing_cap = unsupported(info, &caps);
-    if let Some(cap) = missing_cap {
-        if !info.probe {
-            report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
-            return report;
-        }
+    if let Some(cap) = missing_cap
+        && !info.probe
+    {
+        report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
+        return report;
     }
     let setup = info.needs_sandbox && !(missing_cap.is_some() && info.name.starts_with("list"));
     let sandbox_id = if setup {
@@ -637,10 +637,8 @@ async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> Scenar
             None => Err(format!("scenario {} has no body", info.name)),
         },
     };
-    if setup {
-        if let Ok(sb) = raw.connect(&sandbox_id).await {
-            let _ = sb.destroy().await;
-        }
+    if setup && let Ok(sb) = raw.connect(&sandbox_id).await {
+        let _ = sb.destroy().await;
     }
     report.outcome = match result {
         Ok(()) if missing_cap.is_some() => Outcome::NotSupported,

@@ -1,0 +1,229 @@
+//! The kit proving a small fake HTTP adapter (`tests/fake`), as a third-party author would, and
+//! showing what the suite catches: the catch-all's explanation, the count check, the "no
+//! duplicate create" scenario against an adapter that retries creates blindly, and the recorder
+//! round trip (record from a live service, replay, pass).
+
+mod fake;
+
+use fake::{Bugs, FakeProvider};
+use sandbox_conformance::cassette::{Cassette, ProvenanceKind, TOKEN};
+use sandbox_conformance::{Outcome, RecordTarget, Suite, conformance_tests};
+use sandbox_sdk_core::Provider;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The credential of the live fake service used for recording (scrubbed from cassettes).
+const LIVE_TOKEN: &str = "fake-live-token-0123456789abcdef";
+
+fn cassettes() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cassettes/fake")
+}
+
+fn factory(
+    bugs: Bugs,
+) -> impl Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static {
+    move |base| Ok(Arc::new(FakeProvider::new(base, TOKEN).with_bugs(bugs)) as Arc<dyn Provider>)
+}
+
+fn record_target(out: &Path) -> RecordTarget {
+    let base = fake::spawn_service(LIVE_TOKEN);
+    let direct: Arc<dyn Provider> = Arc::new(FakeProvider::new(&base, LIVE_TOKEN));
+    RecordTarget::new(
+        |proxy| Ok(Arc::new(FakeProvider::new(proxy, LIVE_TOKEN)) as Arc<dyn Provider>),
+        direct,
+        move |_request| Some(base.clone()),
+        out,
+    )
+    .secret(LIVE_TOKEN)
+    .source("the fake service of sandbox-conformance/tests/fake, on loopback")
+}
+
+fn suite() -> Suite {
+    if sandbox_conformance::recording() {
+        return Suite::record(record_target(&cassettes()));
+    }
+    Suite::replay(factory(Bugs::default()), cassettes())
+}
+
+mod replay {
+    use super::*;
+    conformance_tests!(suite());
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn failure(outcome: &Outcome) -> &str {
+    match outcome {
+        Outcome::Failed(m) => m,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_catch_all_names_the_request_and_the_nearest_interaction() {
+    let suite = Suite::replay(
+        factory(Bugs {
+            wrong_exec_path: true,
+            ..Bugs::default()
+        }),
+        cassettes(),
+    );
+    let report = runtime().block_on(suite.run("exec_exit_codes"));
+    let message = failure(&report.outcome);
+    assert!(
+        message.contains("request: POST /v1/sandboxes/cfsbx0001/run"),
+        "{message}"
+    );
+    assert!(
+        message.contains("next expected (strict order): #1 POST /v1/sandboxes/cfsbx0001/exec"),
+        "{message}"
+    );
+    assert!(
+        message.contains("nearest: #1 POST /v1/sandboxes/cfsbx0001/exec: path: expected /v1/sandboxes/cfsbx0001/exec, got /v1/sandboxes/cfsbx0001/run"),
+        "{message}"
+    );
+    // The adapter itself saw the explanation too (as the 418 answer's message).
+    assert!(
+        message.contains("no cassette interaction matched") || message.contains("HTTP 418"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_count_check_catches_a_repeated_request() {
+    let suite = Suite::replay(
+        factory(Bugs {
+            double_info: true,
+            ..Bugs::default()
+        }),
+        cassettes(),
+    );
+    let report = runtime().block_on(suite.run("connect"));
+    let message = failure(&report.outcome);
+    assert!(message.contains("unmatched request"), "{message}");
+    assert!(
+        message.contains("it matches, but it was already used 1 of 1 time(s)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_count_check_catches_a_missing_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cassette = Cassette::load(&cassettes().join("connect.json")).expect("connect.json");
+    let last = cassette.interactions.len() - 1;
+    cassette.interactions[last].times = 2;
+    std::fs::write(dir.path().join("connect.json"), cassette.to_json_pretty()).expect("write");
+    let suite = Suite::replay(factory(Bugs::default()), dir.path());
+    let report = runtime().block_on(suite.run("connect"));
+    let message = failure(&report.outcome);
+    assert!(
+        message.contains("was used 1 time(s), the cassette expects exactly 2"),
+        "{message}"
+    );
+}
+
+#[test]
+fn no_duplicate_create_catches_an_adapter_that_retries_creates_blindly() {
+    let suite = Suite::replay(
+        factory(Bugs {
+            retry_create_blindly: true,
+            ..Bugs::default()
+        }),
+        cassettes(),
+    );
+    let report = runtime().block_on(suite.run("no_duplicate_create"));
+    let message = failure(&report.outcome);
+    assert!(message.contains("POST /v1/sandboxes"), "{message}");
+    assert!(message.contains("already used 1 of 1"), "{message}");
+    // The same scenario passes for the adapter without the bug.
+    let good = Suite::replay(factory(Bugs::default()), cassettes());
+    let report = runtime().block_on(good.run("no_duplicate_create"));
+    assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+}
+
+#[test]
+fn recorded_cassettes_replay_and_pass() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    for scenario in ["exec_env_cwd", "files_roundtrip"] {
+        let recorded = rt.block_on(Suite::record(record_target(dir.path())).run(scenario));
+        assert_eq!(recorded.outcome, Outcome::Passed, "{}", recorded.message());
+        let path = dir.path().join(format!("{scenario}.json"));
+        let text = std::fs::read_to_string(&path).expect("cassette written");
+        assert!(
+            !text.contains(LIVE_TOKEN),
+            "the live token leaked into {text}"
+        );
+        assert!(
+            !text.contains("127.0.0.1"),
+            "the service address leaked into {text}"
+        );
+        assert!(text.contains("{{sandbox_id}}"), "{text}");
+        let cassette = Cassette::load(&path).expect("valid cassette");
+        assert_eq!(cassette.provenance.kind, ProvenanceKind::Recorded);
+        assert!(!cassette.interactions.is_empty());
+        // connect.json is needed by nothing here: these scenarios connect inside their own cassette.
+        let replayed =
+            rt.block_on(Suite::replay(factory(Bugs::default()), dir.path()).run(scenario));
+        assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
+    }
+}
+
+#[test]
+fn run_all_counts_every_scenario_and_draws_the_coverage_table() {
+    let suite = Suite::replay(factory(Bugs::default()), cassettes());
+    let report = runtime().block_on(suite.run_all());
+    let failures: Vec<String> = report
+        .scenarios
+        .iter()
+        .filter(|r| r.is_failure())
+        .map(|r| r.message())
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    let (passed, failed, skipped) = report.counts();
+    assert_eq!(
+        (passed + failed + skipped),
+        sandbox_conformance::SCENARIOS.len() + 1
+    );
+    assert_eq!(failed, 0);
+    assert_eq!(
+        skipped, 1,
+        "only exec_streaming is skipped (streaming unsupported)"
+    );
+    assert_eq!(
+        report.summary_line(),
+        format!("conformance: {passed} passed, 0 failed, 1 skipped")
+    );
+    let table = report.coverage.markdown(&Default::default());
+    assert!(
+        table.contains("| files_upload | native | files_roundtrip, files_streaming"),
+        "{table}"
+    );
+    assert!(table.contains("| fork | unsupported | fork |"), "{table}");
+}
+
+#[test]
+fn a_declared_capability_that_no_scenario_exercises_fails_coverage() {
+    let mut caps = fake::capabilities();
+    caps.gpu = sandbox_sdk_core::Level::Native;
+    let coverage = sandbox_conformance::Coverage::compute("fake", &caps, &Default::default());
+    let err = coverage.check().unwrap_err();
+    assert!(err.contains("gpu"), "{err}");
+    let mut elsewhere = std::collections::BTreeMap::new();
+    elsewhere.insert(
+        sandbox_sdk_core::Capability::Gpu,
+        "create::requests_gpus".to_owned(),
+    );
+    assert!(
+        sandbox_conformance::Coverage::compute("fake", &caps, &elsewhere)
+            .check()
+            .is_ok()
+    );
+}
