@@ -18,7 +18,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     code_interpreter: Level::Unsupported,
     stateful_kernel: Level::Unsupported,
     expose_port: Level::Native,
-    private_preview: Level::Unsupported,
+    private_preview: Level::Native,
     egress_control: Level::Unsupported,
     ssh: Level::Unsupported,
     proxied_fetch: Level::Unsupported,
