@@ -60,6 +60,8 @@ pub struct FlyBuilder {
     pub(crate) direct_exec_limit: Duration,
     pub(crate) prefer_direct_exec: bool,
     pub(crate) poll_interval: Duration,
+    pub(crate) upload_chunk: usize,
+    pub(crate) download_chunk: u64,
 }
 
 impl Default for FlyBuilder {
@@ -82,6 +84,8 @@ impl Default for FlyBuilder {
             direct_exec_limit: EXEC_DEADLINE,
             prefer_direct_exec: false,
             poll_interval: Duration::from_secs(1),
+            upload_chunk: crate::files::UPLOAD_CHUNK,
+            download_chunk: crate::files::DOWNLOAD_CHUNK,
         }
     }
 }
@@ -229,6 +233,16 @@ impl FlyBuilder {
         self
     }
 
+    /// Sets the raw bytes moved per file call (default and maximum [`crate::UPLOAD_CHUNK`] for
+    /// uploads and [`crate::DOWNLOAD_CHUNK`] for downloads; at least 3). Lower it if a proxy in
+    /// front of the API limits request or response sizes further.
+    pub fn file_chunk(mut self, bytes: usize) -> Self {
+        let bytes = bytes.max(3);
+        self.upload_chunk = bytes.min(crate::files::UPLOAD_CHUNK);
+        self.download_chunk = (bytes as u64).min(crate::files::DOWNLOAD_CHUNK);
+        self
+    }
+
     /// The Machines API root the requests go to (`…/v1`).
     pub(crate) fn api_root(&self) -> Result<String> {
         let raw = self.base_url.trim().trim_end_matches('/');
@@ -317,6 +331,8 @@ impl fmt::Debug for FlyBuilder {
             .field("direct_exec_limit", &self.direct_exec_limit)
             .field("prefer_direct_exec", &self.prefer_direct_exec)
             .field("poll_interval", &self.poll_interval)
+            .field("upload_chunk", &self.upload_chunk)
+            .field("download_chunk", &self.download_chunk)
             .finish()
     }
 }

@@ -13,7 +13,7 @@ use crate::exec::{run_script, script_error};
 use crate::scripts;
 use crate::wire::ExecResponse;
 use base64::Engine;
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
 use sandbox_sdk_core::{
     Download, Error, ErrorKind, FileInfo, FileKind, ListOptions, Result, Transfer, UploadBody,
@@ -61,12 +61,14 @@ fn check(resp: ExecResponse, op: &str, machine: &str, what: &str) -> Result<Exec
     }
 }
 
-/// Reads up to `UPLOAD_CHUNK` bytes (fewer only at the end of the body).
-async fn read_chunk(body: &mut UploadBody) -> Result<Bytes> {
-    let mut buf = BytesMut::with_capacity(UPLOAD_CHUNK);
-    while buf.len() < UPLOAD_CHUNK {
+/// Reads up to `size` bytes (fewer only at the end of the body).
+async fn read_chunk(body: &mut UploadBody, size: usize) -> Result<Bytes> {
+    let mut buf = BytesMut::with_capacity(size);
+    while buf.len() < size {
+        let left = size - buf.len();
+        let mut room = (&mut buf).limit(left);
         let n = body
-            .read_buf(&mut buf)
+            .read_buf(&mut room)
             .await
             .map_err(|e| Error::from(e).or_context(PROVIDER, "upload", None))?;
         if n == 0 {
@@ -89,14 +91,15 @@ pub(crate) async fn upload(
     // A fixed name beside the target (same filesystem, so the final rename is atomic); two
     // concurrent uploads to one path are as racy as two concurrent writes anyway.
     let part = format!("{target}.sandbox-fly-upload");
-    let mut current = read_chunk(&mut body).await?;
+    let chunk = api.settings.upload_chunk;
+    let mut current = read_chunk(&mut body, chunk).await?;
     let mut first = true;
     let mut total = 0u64;
     loop {
-        let next = if current.len() < UPLOAD_CHUNK {
+        let next = if current.len() < chunk {
             Bytes::new()
         } else {
-            read_chunk(&mut body).await?
+            read_chunk(&mut body, chunk).await?
         };
         let last = next.is_empty();
         let sent = run_script(
@@ -252,20 +255,21 @@ pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Dow
     }
     let p = arg_path(path)?;
     let size = info.size;
+    let block = api.settings.download_chunk;
     let api = api.clone();
     let machine = machine.to_owned();
     let path = path.to_owned();
     let stream = futures::stream::try_unfold((0u64, false), move |(index, done)| {
         let (api, machine, p, path) = (api.clone(), machine.clone(), p.clone(), path.clone());
         async move {
-            if done || index * DOWNLOAD_CHUNK >= size.max(1) && index > 0 {
+            if done || index * block >= size.max(1) && index > 0 {
                 return Ok(None);
             }
             let resp = run_script(
                 &api,
                 &machine,
                 scripts::DOWNLOAD,
-                &[&p, &DOWNLOAD_CHUNK.to_string(), &index.to_string()],
+                &[&p, &block.to_string(), &index.to_string()],
                 None,
                 FILE_EXEC_SECS,
             )
@@ -286,7 +290,7 @@ pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Dow
                 .with_operation("download")
                 .with_sandbox_id(&machine)
             })?;
-            let short = (chunk.len() as u64) < DOWNLOAD_CHUNK;
+            let short = (chunk.len() as u64) < block;
             if chunk.is_empty() {
                 return Ok(None);
             }
