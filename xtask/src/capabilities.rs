@@ -6,7 +6,10 @@ use sandbox_sdk_core::{Capabilities, matrix_json, matrix_markdown};
 
 /// Every provider the workspace ships, in table order. Adapter crates add one line each.
 pub fn providers() -> Vec<(&'static str, Capabilities)> {
-    vec![("local", sandbox_sdk_core::local::CAPABILITIES)]
+    vec![
+        ("local", sandbox_sdk_core::local::CAPABILITIES),
+        ("fly", sandbox_fly::CAPABILITIES),
+    ]
 }
 
 /// The matrix as a Markdown table, as written into README.md.
