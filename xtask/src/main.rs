@@ -7,6 +7,7 @@
 //! xtask keeps few dependencies: arguments are parsed by the small [`args::Args`] helper, not clap.
 
 mod args;
+mod bench;
 mod capabilities;
 mod ci;
 mod readme;
@@ -45,6 +46,12 @@ const TASKS: &[Task] = &[
         usage: "readme [--check]",
         about: "regenerate the capability table in README.md (--check: fail if it is stale)",
         run: readme::run,
+    },
+    Task {
+        name: "bench",
+        usage: "bench [--quick]",
+        about: "speed and memory against raw baselines, in release mode, into BENCHMARKS.md",
+        run: bench::run,
     },
 ];
 

@@ -1,0 +1,296 @@
+//! The loop harness: warm-up, interleaved iterations, medians, one JSON line per measurement,
+//! and peak-memory probes run in a fresh child process.
+
+use std::time::Instant;
+
+/// A boxed error, enough for a benchmark that stops at the first failure.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// What every benchmark step returns.
+pub type Result<T = ()> = std::result::Result<T, BoxError>;
+
+/// How much work each measurement does.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Untimed runs of each path before measuring.
+    pub warmup: usize,
+    /// Timed runs of each path (the median is reported).
+    pub iterations: usize,
+    /// Body and output size of the throughput benchmarks.
+    pub big: u64,
+    /// The larger body of the memory probe, to show growth does not follow body size.
+    pub bigger: u64,
+    /// Requests per latency round.
+    pub requests: usize,
+    /// Processes per spawn round.
+    pub spawns: usize,
+}
+
+impl Config {
+    /// The sizes used for `BENCHMARKS.md`, or small ones for a quick look.
+    pub fn new(quick: bool) -> Config {
+        if quick {
+            Config {
+                warmup: 1,
+                iterations: 3,
+                big: 8 << 20,
+                bigger: 32 << 20,
+                requests: 200,
+                spawns: 20,
+            }
+        } else {
+            Config {
+                warmup: 2,
+                iterations: 9,
+                big: 64 << 20,
+                bigger: 256 << 20,
+                requests: 2000,
+                spawns: 200,
+            }
+        }
+    }
+}
+
+/// `n` bytes as a short label: `64 MiB`.
+pub fn size_label(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// The timings of both paths of one measurement, in seconds per run.
+#[derive(Debug, Default)]
+pub struct Timings {
+    /// The SDK path.
+    pub sdk: Vec<f64>,
+    /// The raw baseline.
+    pub baseline: Vec<f64>,
+}
+
+/// Runs both paths `config.warmup` times untimed, then `config.iterations` times each, alternating
+/// which goes first so slow drift on a shared machine hits both alike.
+pub async fn interleaved(
+    config: &Config,
+    mut sdk: impl AsyncFnMut() -> Result,
+    mut baseline: impl AsyncFnMut() -> Result,
+) -> Result<Timings> {
+    for _ in 0..config.warmup {
+        sdk().await?;
+        baseline().await?;
+    }
+    let mut timings = Timings::default();
+    for i in 0..config.iterations {
+        if i % 2 == 0 {
+            timings.sdk.push(timed(&mut sdk).await?);
+            timings.baseline.push(timed(&mut baseline).await?);
+        } else {
+            timings.baseline.push(timed(&mut baseline).await?);
+            timings.sdk.push(timed(&mut sdk).await?);
+        }
+    }
+    Ok(timings)
+}
+
+async fn timed(f: &mut impl AsyncFnMut() -> Result) -> Result<f64> {
+    let started = Instant::now();
+    f().await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The median of `values` (the mean of the middle two for an even count); 0 when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The spread of `values` around their median, as `max(|x - median|) / median` in percent.
+pub fn spread_percent(values: &[f64]) -> f64 {
+    let m = median(values);
+    if m == 0.0 {
+        return 0.0;
+    }
+    values
+        .iter()
+        .map(|v| (v - m).abs() / m * 100.0)
+        .fold(0.0, f64::max)
+}
+
+/// One row of `BENCHMARKS.md`, printed on stdout as one JSON line.
+pub struct Record<'a> {
+    /// The table section: `HTTP`, `local exec`, `local files`.
+    pub group: &'a str,
+    /// What was measured.
+    pub name: String,
+    /// What the baseline is.
+    pub baseline_name: &'a str,
+    /// The unit of `sdk` and `baseline`.
+    pub unit: &'a str,
+    /// Whether a bigger number is better (throughput) or worse (time, memory).
+    pub higher_is_better: bool,
+    /// The SDK's number.
+    pub sdk: f64,
+    /// The baseline's number.
+    pub baseline: f64,
+    /// How many timed runs each number is the median of (1 for a one-shot probe).
+    pub iterations: usize,
+    /// Largest deviation of any SDK or baseline run from its median, in percent.
+    pub spread_percent: f64,
+    /// What to know to read the row.
+    pub notes: String,
+}
+
+impl Record<'_> {
+    /// The SDK's cost relative to the baseline's: time for time, 1/throughput for throughput,
+    /// bytes for memory. 1.0 is "as fast as raw"; above 1.0 the SDK is slower or bigger.
+    pub fn ratio(&self) -> f64 {
+        let (sdk, baseline) = if self.higher_is_better {
+            (self.baseline, self.sdk)
+        } else {
+            (self.sdk, self.baseline)
+        };
+        if baseline == 0.0 { 0.0 } else { sdk / baseline }
+    }
+
+    /// Prints the record as one JSON line on stdout (for `cargo xtask bench`) and a readable
+    /// line on stderr.
+    pub fn emit(&self) {
+        let ratio = self.ratio();
+        eprintln!(
+            "  {:<11} {:<52} sdk {:>10.2} {:<6} baseline {:>10.2} {:<6} ratio {:.2}x",
+            self.group, self.name, self.sdk, self.unit, self.baseline, self.unit, ratio
+        );
+        let line = serde_json::json!({
+            "group": self.group,
+            "name": self.name,
+            "baseline_name": self.baseline_name,
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "sdk": self.sdk,
+            "baseline": self.baseline,
+            "ratio": ratio,
+            "iterations": self.iterations,
+            "spread_percent": self.spread_percent,
+            "notes": self.notes,
+        });
+        println!("{line}");
+    }
+}
+
+/// Throughput in MiB/s of moving `bytes` in `seconds`.
+pub fn mib_per_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds == 0.0 {
+        0.0
+    } else {
+        bytes as f64 / (1 << 20) as f64 / seconds
+    }
+}
+
+/// A throughput record from timings of moving `bytes` per run.
+pub fn throughput_record<'a>(
+    group: &'a str,
+    name: String,
+    baseline_name: &'a str,
+    bytes: u64,
+    timings: &Timings,
+    notes: String,
+) -> Record<'a> {
+    let rates = |t: &[f64]| t.iter().map(|s| mib_per_s(bytes, *s)).collect::<Vec<_>>();
+    let (sdk, baseline) = (rates(&timings.sdk), rates(&timings.baseline));
+    Record {
+        group,
+        name,
+        baseline_name,
+        unit: "MiB/s",
+        higher_is_better: true,
+        sdk: median(&sdk),
+        baseline: median(&baseline),
+        iterations: timings.sdk.len(),
+        spread_percent: spread_percent(&sdk).max(spread_percent(&baseline)),
+        notes,
+    }
+}
+
+/// A per-operation latency record (µs) from timings of rounds of `ops` operations each.
+pub fn latency_record<'a>(
+    group: &'a str,
+    name: String,
+    baseline_name: &'a str,
+    ops: usize,
+    timings: &Timings,
+    notes: String,
+) -> Record<'a> {
+    let per_op = |t: &[f64]| t.iter().map(|s| s / ops as f64 * 1e6).collect::<Vec<_>>();
+    let (sdk, baseline) = (per_op(&timings.sdk), per_op(&timings.baseline));
+    Record {
+        group,
+        name,
+        baseline_name,
+        unit: "µs/op",
+        higher_is_better: false,
+        sdk: median(&sdk),
+        baseline: median(&baseline),
+        iterations: timings.sdk.len(),
+        spread_percent: spread_percent(&sdk).max(spread_percent(&baseline)),
+        notes,
+    }
+}
+
+/// Reads a `kB` field (`VmRSS`, `VmHWM`) of `/proc/self/status`, in bytes.
+fn status_field(name: &str) -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(':'))
+        .ok_or_else(|| format!("no {name} in /proc/self/status"))?;
+    let kb: u64 = line[name.len() + 1..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kb * 1024)
+}
+
+/// Runs `work` and returns by how much the process's peak resident set grew over its resident
+/// set just before: the peak (`VmHWM`) is reset to the current RSS first by writing `5` to
+/// `/proc/self/clear_refs`. Meant for a fresh probe process, where freed memory of earlier work
+/// cannot hide growth.
+pub async fn peak_growth(work: impl AsyncFnOnce() -> Result) -> Result<u64> {
+    let before = status_field("VmRSS")?;
+    std::fs::write("/proc/self/clear_refs", "5")
+        .map_err(|e| format!("cannot reset the peak RSS (/proc/self/clear_refs): {e}"))?;
+    work().await?;
+    let peak = status_field("VmHWM")?;
+    Ok(peak.saturating_sub(before))
+}
+
+/// The marker that makes the bench binary run one memory probe and print its result.
+pub const PROBE_FLAG: &str = "--probe";
+
+/// Runs `--probe CASE BYTES` in a fresh copy of this binary and returns the peak growth it
+/// printed, in bytes.
+pub fn probe_in_child(case: &str, bytes: u64) -> Result<u64> {
+    let exe = std::env::current_exe()?;
+    let output = std::process::Command::new(exe)
+        .args([PROBE_FLAG, case, &bytes.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        return Err(format!("memory probe {case} failed: {}", output.status).into());
+    }
+    let text = String::from_utf8(output.stdout)?;
+    Ok(text
+        .trim()
+        .parse()
+        .map_err(|e| format!("memory probe {case} printed {text:?}: {e}"))?)
+}
+
+/// Bytes as MiB.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
