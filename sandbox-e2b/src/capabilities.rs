@@ -1,4 +1,8 @@
-//! What E2B can do, as one literal. Every `Native` entry is exercised by the conformance suite.
+//! What E2B can do, as one literal. Every `Native` entry is exercised by the conformance suite,
+//! except `egress_control` and `volumes`, which no core trait operation reaches: they are E2B
+//! inherent methods ([`crate::CreateOptions`], [`crate::E2bSandbox::update_network`],
+//! [`crate::E2bProvider::create_volume`]) proven by `tests/adapter.rs` and marked
+//! `covered_elsewhere` in `tests/conformance.rs`.
 
 use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 
@@ -19,12 +23,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     stateful_kernel: Level::Unsupported,
     expose_port: Level::Native,
     private_preview: Level::Native,
-    egress_control: Level::Unsupported,
+    egress_control: Level::Native,
     ssh: Level::Unsupported,
     proxied_fetch: Level::Unsupported,
     snapshot: Level::Native,
     fork: Level::Native,
-    volumes: Level::Unsupported,
+    volumes: Level::Native,
     gpu: Level::Unsupported,
     region: Level::Unsupported,
     secrets_vault: Level::Unsupported,

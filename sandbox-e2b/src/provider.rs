@@ -5,8 +5,8 @@ use crate::PROVIDER;
 use crate::capabilities::CAPABILITIES;
 use crate::sandbox::E2bSandbox;
 use crate::wire::{
-    AutoResume, ConnectBody, NetworkConfig, NewSandbox, SandboxCreated, SandboxDetail,
-    SnapshotWire, VolumeMount,
+    AutoResume, ConnectBody, NetworkConfig, NewSandbox, NewVolume, SandboxCreated, SandboxDetail,
+    SnapshotWire, Volume, VolumeMount,
 };
 use futures::{StreamExt, TryStreamExt};
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
@@ -366,6 +366,51 @@ impl E2bProvider {
         })
         .try_flatten()
         .boxed()
+    }
+
+    /// Creates a team volume (`POST /volumes`), to mount with [`CreateOptions::volume_mounts`].
+    pub async fn create_volume(&self, name: &str) -> Result<Volume> {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(Error::validation(format!(
+                "invalid volume name {name:?}: use letters, digits, _ and -"
+            ))
+            .with_provider(PROVIDER)
+            .with_operation("create_volume"));
+        }
+        self.shared
+            .api
+            .request(Method::Post, "/volumes")
+            .json(&NewVolume { name: name.into() })
+            .operation("create_volume")
+            .send_json()
+            .await
+    }
+
+    /// Lists the team's volumes (`GET /volumes`).
+    pub async fn list_volumes(&self) -> Result<Vec<Volume>> {
+        self.shared
+            .api
+            .request(Method::Get, "/volumes")
+            .operation("list_volumes")
+            .send_json()
+            .await
+    }
+
+    /// Deletes a team volume (`DELETE /volumes/{volumeID}`).
+    pub async fn delete_volume(&self, volume_id: &str) -> Result<()> {
+        self.shared
+            .api
+            .request(
+                Method::Delete,
+                &format!("/volumes/{}", encode_path_segment(volume_id)),
+            )
+            .operation("delete_volume")
+            .send_empty()
+            .await
     }
 
     /// Deletes a snapshot (`DELETE /templates/{snapshotID}`).

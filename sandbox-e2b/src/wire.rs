@@ -238,6 +238,23 @@ pub struct ForkResult {
     pub error: Option<RestError>,
 }
 
+/// A team volume (`Volume`; the content token of `VolumeAndToken` is not kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    /// The volume's id.
+    #[serde(rename = "volumeID")]
+    pub volume_id: String,
+    /// Its name (usable in [`VolumeMount::name`]).
+    pub name: String,
+}
+
+/// `NewVolume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewVolume {
+    /// Name, `^[a-zA-Z0-9_-]+$`.
+    pub name: String,
+}
+
 /// `POST /sandboxes/{id}/snapshots` body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SnapshotBody {

@@ -128,6 +128,81 @@ async fn create_sends_only_what_was_asked_and_keeps_the_returned_id() {
     assert_eq!(sandbox.provider(), "e2b");
 }
 
+/// Proves `egress_control` and `volumes` (marked `covered_elsewhere` in conformance.rs).
+#[tokio::test]
+async fn create_options_send_egress_rules_and_volumes() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/volumes"))
+        .and(body_json(serde_json::json!({"name": "data-vol"})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(
+            serde_json::json!({"volumeID": "vol1", "name": "data-vol", "token": "volume-content-token"}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/volumes"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!([{"volumeID": "vol1", "name": "data-vol"}])),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/volumes/vol1"))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/sandboxes"))
+        .and(body_json(serde_json::json!({
+            "templateID": "base",
+            "autoPause": true,
+            "autoResume": {"enabled": true},
+            "allow_internet_access": false,
+            "network": {"allowPublicTraffic": false, "allowOut": ["api.example.com"], "denyOut": ["0.0.0.0/0"]},
+            "volumeMounts": [{"name": "data-vol", "path": "/data"}]
+        })))
+        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = provider(&server);
+    let volume = p.create_volume("data-vol").await.unwrap();
+    assert_eq!(volume.volume_id, "vol1");
+    assert!(!format!("{volume:?}").contains("volume-content-token"));
+    assert_eq!(p.list_volumes().await.unwrap(), std::slice::from_ref(&volume));
+    assert_eq!(
+        p.create_volume("bad name").await.unwrap_err().kind(),
+        ErrorKind::Validation
+    );
+    let options = sandbox_e2b::CreateOptions {
+        auto_pause: Some(true),
+        auto_resume: Some(true),
+        allow_internet_access: Some(false),
+        network: Some(sandbox_e2b::wire::NetworkConfig {
+            allow_public_traffic: Some(false),
+            allow_out: vec!["api.example.com".into()],
+            deny_out: vec!["0.0.0.0/0".into()],
+            ..Default::default()
+        }),
+        volume_mounts: vec![sandbox_e2b::wire::VolumeMount {
+            name: volume.name.clone(),
+            path: "/data".into(),
+        }],
+        ..Default::default()
+    };
+    let sandbox = p
+        .create_sandbox(&CreateSpec::new(), &options)
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), SB);
+    p.delete_volume("vol1").await.unwrap();
+}
+
 #[tokio::test]
 async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
     let server = MockServer::start().await;

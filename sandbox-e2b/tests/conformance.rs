@@ -4,7 +4,7 @@
 
 use sandbox_conformance::{Suite, cassette, conformance_tests};
 use sandbox_e2b::E2bBuilder;
-use sandbox_sdk_core::Provider;
+use sandbox_sdk_core::{Capability, Provider};
 use std::sync::Arc;
 
 fn suite() -> Suite {
@@ -18,6 +18,15 @@ fn suite() -> Suite {
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
+    )
+    // No core trait operation reaches these; E2B's inherent methods are proven in adapter.rs.
+    .covered_elsewhere(
+        Capability::EgressControl,
+        "adapter::create_options_send_egress_rules_and_volumes",
+    )
+    .covered_elsewhere(
+        Capability::Volumes,
+        "adapter::create_options_send_egress_rules_and_volumes",
     )
 }
 

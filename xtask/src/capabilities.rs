@@ -8,6 +8,7 @@ use sandbox_sdk_core::{Capabilities, matrix_json, matrix_markdown};
 pub fn providers() -> Vec<(&'static str, Capabilities)> {
     vec![
         ("local", sandbox_sdk_core::local::CAPABILITIES),
+        ("e2b", sandbox_e2b::CAPABILITIES),
         ("fly", sandbox_fly::CAPABILITIES),
     ]
 }
@@ -45,11 +46,10 @@ mod tests {
         let providers = providers();
         assert!(!providers.is_empty());
         let mut names: Vec<_> = providers.iter().map(|(name, _)| *name).collect();
-        assert!(
-            names
-                .iter()
-                .all(|n| n.chars().all(|c| c.is_ascii_lowercase()))
-        );
+        assert!(names.iter().all(|n| {
+            n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        }));
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), providers.len());
