@@ -2,15 +2,19 @@
 
 use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 
-/// Daytona's capability map (with the default WebSocket log follower). Only what this crate
-/// implements and its tests prove is `Native`.
+/// Daytona's capability map. Only what this crate implements and its tests prove is `Native`.
+///
+/// `streaming` is `Unsupported` although output is followed live over the log WebSocket:
+/// Daytona's session wrapper reads each stream line by line, so a partial line reaches the
+/// client only when its newline (or the end) arrives — live per line, not per byte as the
+/// capability means. `stdin` and `pty` are `Unsupported`: session input cannot send an end of
+/// file, and the PTY WebSocket API is not implemented.
 pub const CAPABILITIES: Capabilities = Capabilities {
     list: Level::Native,
     stop: Level::Native,
     pause: Level::Native,
     set_timeout: Level::Native,
     background: Level::Native,
-    streaming: Level::Native,
     kill_process: Level::Native,
     files_upload: Level::Native,
     expose_port: Level::Native,

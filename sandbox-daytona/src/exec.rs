@@ -43,18 +43,61 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// The shell line a [`Command`] becomes: `sh -c` over the core's script (cwd and env applied
 /// with safe quoting), wrapped in coreutils `timeout` when the command has a process timeout.
+///
+/// The daemon's session wrapper reads each stream line by line and ends every line with `\n`,
+/// so a last line without one would gain a newline. To give back the exact bytes, the line ends
+/// by printing [`END_MARK`] and a newline on both streams (after the command, keeping its exit
+/// status); the follower strips exactly that suffix. Output that lacks it (a killed command, a
+/// command started elsewhere) is passed on unchanged.
 pub(crate) fn command_line(command: &Command) -> Result<String> {
     command.validate()?;
-    let inner = if command.cwd.is_none() && command.env.is_empty() {
+    let mut inner = if command.cwd.is_none() && command.env.is_empty() {
         quote_argv(&command.argv)?
     } else {
         format!("sh -c {}", shell_quote(&shell_script(command)?)?)
     };
-    if command.timeout.is_zero() {
-        return Ok(inner);
+    if !command.timeout.is_zero() {
+        let secs = command.timeout.as_millis().div_ceil(1000).max(1);
+        inner = format!("timeout -k 5 {secs} {inner}");
     }
-    let secs = command.timeout.as_millis().div_ceil(1000).max(1);
-    Ok(format!("timeout -k 5 {secs} {inner}"))
+    let script =
+        format!("{inner}; s=$?; printf '%s\\n' {END_MARK}; printf '%s\\n' {END_MARK} >&2; exit $s");
+    Ok(format!("sh -c {}", shell_quote(&script)?))
+}
+
+/// The line printed on stdout and stderr after the command (see [`command_line`]).
+pub(crate) const END_MARK: &str = "__sandbox_sdk_end_of_output__";
+
+/// Holds back the end of one stream while it could still be the start of the end mark, so
+/// output is passed on as soon as it cannot be part of it.
+#[derive(Default)]
+struct Trailer {
+    held: Vec<u8>,
+}
+
+impl Trailer {
+    fn mark() -> Vec<u8> {
+        format!("{END_MARK}\n").into_bytes()
+    }
+
+    /// Appends `data`; returns what can be passed on now: everything but the longest tail
+    /// that is a beginning of the end mark.
+    fn push(&mut self, data: &[u8]) -> Option<Bytes> {
+        self.held.extend_from_slice(data);
+        let mark = Self::mark();
+        let longest = (1..=mark.len().min(self.held.len()))
+            .rev()
+            .find(|k| self.held[self.held.len() - k..] == mark[..*k])
+            .unwrap_or(0);
+        let ready = self.held.len() - longest;
+        (ready > 0).then(|| Bytes::from(self.held.drain(..ready).collect::<Vec<u8>>()))
+    }
+
+    /// The rest of the stream: nothing when it is exactly the end mark.
+    fn finish(&mut self) -> Option<Bytes> {
+        let held = std::mem::take(&mut self.held);
+        (!held.is_empty() && held != Self::mark()).then(|| Bytes::from(held))
+    }
 }
 
 pub(crate) fn session_path(sid: &str) -> String {
@@ -64,6 +107,26 @@ pub(crate) fn session_path(sid: &str) -> String {
 fn command_path(sid: &str, cid: &str) -> String {
     format!("{}/command/{}", session_path(sid), encode_path_segment(cid))
 }
+
+/// The session a tagged command runs in: `sdk-tag-{tag}`. A tag still in use (its session not
+/// deleted) makes the daemon answer 409, reported as `Conflict`.
+pub(crate) fn tag_session(tag: &str) -> Result<String> {
+    let valid = !tag.is_empty()
+        && tag.len() <= 64
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !valid {
+        return Err(Error::validation(format!(
+            "tag {tag:?} must be 1-64 letters, digits, '-', '_' or '.'"
+        ))
+        .with_provider(PROVIDER));
+    }
+    Ok(format!("{TAG_PREFIX}{tag}"))
+}
+
+/// Prefix of the sessions of tagged commands.
+pub(crate) const TAG_PREFIX: &str = "sdk-tag-";
 
 /// Splits a pid `{sessionId}/{commandId}`.
 pub(crate) fn split_pid(pid: &str) -> Result<(&str, &str)> {
@@ -88,8 +151,13 @@ pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process
         return Err(Error::not_supported(PROVIDER, "exec as another user"));
     }
     let line = command_line(command)?;
-    let kind = if command.background { "bg" } else { "exec" };
-    let sid = format!("sdk-{kind}-{}", uuid::Uuid::new_v4().simple());
+    let sid = match &command.tag {
+        Some(tag) => tag_session(tag)?,
+        None => {
+            let kind = if command.background { "bg" } else { "exec" };
+            format!("sdk-{kind}-{}", uuid::Uuid::new_v4().simple())
+        }
+    };
     tb.http
         .request(Method::Post, "/process/session")
         .json(&CreateSessionBody {
@@ -154,6 +222,8 @@ pub(crate) fn process(tb: Arc<Toolbox>, sid: String, cid: String, owned: bool) -
         demux: LogDemux::new(),
         seen_stdout: 0,
         seen_stderr: 0,
+        out_tail: Trailer::default(),
+        err_tail: Trailer::default(),
         ws: None,
         exit_deadline: None,
     };
@@ -237,6 +307,8 @@ struct Follower {
     demux: LogDemux,
     seen_stdout: usize,
     seen_stderr: usize,
+    out_tail: Trailer,
+    err_tail: Trailer,
     ws: Option<Ws>,
     exit_deadline: Option<Instant>,
     guard: SessionGuard,
@@ -270,10 +342,27 @@ impl Follower {
 
     fn push_pieces(&mut self, pieces: Vec<(LogStream, Bytes)>) {
         for (stream, bytes) in pieces {
-            self.pending.push_back(Ok(match stream {
-                LogStream::Stdout => ProcessEvent::Stdout(bytes),
-                LogStream::Stderr => ProcessEvent::Stderr(bytes),
-            }));
+            self.push_output(stream, &bytes);
+        }
+    }
+
+    fn push_output(&mut self, stream: LogStream, bytes: &[u8]) {
+        let ready = match stream {
+            LogStream::Stdout => self.out_tail.push(bytes).map(ProcessEvent::Stdout),
+            LogStream::Stderr => self.err_tail.push(bytes).map(ProcessEvent::Stderr),
+        };
+        if let Some(event) = ready {
+            self.pending.push_back(Ok(event));
+        }
+    }
+
+    /// Passes on the held-back ends of both streams, before the exit event.
+    fn flush_tails(&mut self) {
+        if let Some(rest) = self.out_tail.finish() {
+            self.pending.push_back(Ok(ProcessEvent::Stdout(rest)));
+        }
+        if let Some(rest) = self.err_tail.finish() {
+            self.pending.push_back(Ok(ProcessEvent::Stderr(rest)));
         }
     }
 
@@ -360,6 +449,7 @@ impl Follower {
     }
 
     fn finish_killed(&mut self) {
+        self.flush_tails();
         self.guard.armed = false;
         self.pending
             .push_back(Ok(ProcessEvent::Exit(ExitStatus::signal(SIGKILL))));
@@ -450,14 +540,14 @@ impl Follower {
             crate::demux::split_log(&body)
         };
         if stdout.len() > self.seen_stdout {
-            let new = Bytes::copy_from_slice(&stdout[self.seen_stdout..]);
+            let start = self.seen_stdout;
             self.seen_stdout = stdout.len();
-            self.pending.push_back(Ok(ProcessEvent::Stdout(new)));
+            self.push_output(LogStream::Stdout, &stdout[start..]);
         }
         if stderr.len() > self.seen_stderr {
-            let new = Bytes::copy_from_slice(&stderr[self.seen_stderr..]);
+            let start = self.seen_stderr;
             self.seen_stderr = stderr.len();
-            self.pending.push_back(Ok(ProcessEvent::Stderr(new)));
+            self.push_output(LogStream::Stderr, &stderr[start..]);
         }
         match command.exit_code {
             Some(code) => self.finish_exit(code).await,
@@ -559,20 +649,56 @@ mod tests {
     fn command_lines_quote_and_fold_cwd_env_and_timeout() {
         assert_eq!(
             command_line(&Command::shell("exit 3")).unwrap(),
-            "'sh' '-c' 'exit 3'"
-        );
-        let line = command_line(
-            &Command::shell("echo \"$V\"")
-                .cwd("dir x")
-                .env("V", "it's")
-                .timeout(Duration::from_millis(1500)),
-        )
-        .unwrap();
-        assert_eq!(
-            line,
-            r#"timeout -k 5 2 sh -c 'cd -- '\''./dir x'\'' && export V='\''it'\''\'\'''\''s'\'' && exec '\''sh'\'' '\''-c'\'' '\''echo "$V"'\'''"#
+            format!(
+                "sh -c ''\\''sh'\\'' '\\''-c'\\'' '\\''exit 3'\\''; s=$?; printf '\\''%s\\n'\\'' {END_MARK}; printf '\\''%s\\n'\\'' {END_MARK} >&2; exit $s'"
+            )
         );
         assert!(command_line(&Command::new("x").arg("a\0")).is_err());
+    }
+
+    fn run_line(line: &str, dir: &std::path::Path) -> std::process::Output {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .current_dir(dir)
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_end_mark_restores_exact_output_and_keeps_the_exit_code() {
+        let dir = std::env::temp_dir();
+        for (script, out, err, code) in [
+            ("printf out; printf err >&2; exit 3", "out", "err", 3),
+            ("echo out; echo err >&2", "out\n", "err\n", 0),
+            ("exit 0", "", "", 0),
+        ] {
+            let result = run_line(&command_line(&Command::shell(script)).unwrap(), &dir);
+            assert_eq!(result.status.code(), Some(code), "{script}");
+            for (stream, want) in [(&result.stdout, out), (&result.stderr, err)] {
+                // What the daemon's line wrapper would log, then what the follower gives back.
+                let mut trailer = Trailer::default();
+                let mut got = Vec::new();
+                for chunk in stream.chunks(3) {
+                    got.extend(trailer.push(chunk).unwrap_or_default());
+                }
+                got.extend(trailer.finish().unwrap_or_default());
+                assert_eq!(String::from_utf8(got).unwrap(), want, "{script}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_without_the_end_mark_is_passed_on_whole() {
+        let mut trailer = Trailer::default();
+        let mut got = Vec::new();
+        got.extend(
+            trailer
+                .push(b"partial output of a killed command")
+                .unwrap_or_default(),
+        );
+        got.extend(trailer.finish().unwrap_or_default());
+        assert_eq!(got, b"partial output of a killed command");
     }
 
     #[test]
@@ -585,16 +711,11 @@ mod tests {
             .env("CONFORMANCE_VAR", "it's a $HOME \"test\"")
             .timeout(Duration::from_secs(5));
         let line = command_line(&cmd).unwrap();
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&line)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
+        let out = run_line(&line, &dir);
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            "it's a $HOME \"test\"|conformance-cwd"
+            format!("it's a $HOME \"test\"|conformance-cwd{END_MARK}\n")
         );
         assert!(out.status.success());
     }
@@ -622,5 +743,15 @@ mod tests {
             "ws://127.0.0.1:9/t/sb/x?follow=true"
         );
         assert!(ws_url("ftp://x", "/x").is_err());
+    }
+
+    #[test]
+    fn tags_name_their_session() {
+        assert_eq!(
+            tag_session("conformance-bg").unwrap(),
+            "sdk-tag-conformance-bg"
+        );
+        assert!(tag_session("a/b").is_err());
+        assert!(tag_session("").is_err());
     }
 }

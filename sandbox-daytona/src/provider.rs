@@ -1,6 +1,6 @@
 //! [`DaytonaProvider`]: create, connect, list, snapshots (`prepare`) and usage limits.
 
-use crate::builder::{DaytonaBuilder, LogFollow};
+use crate::builder::DaytonaBuilder;
 use crate::capabilities::CAPABILITIES;
 use crate::error::{PROVIDER, is_state_change_in_progress};
 use crate::sandbox::DaytonaSandbox;
@@ -633,7 +633,7 @@ impl Provider for DaytonaProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        capabilities_for(&self.inner.config)
+        CAPABILITIES
     }
 
     async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
@@ -711,16 +711,6 @@ impl Provider for DaytonaProvider {
 }
 
 use futures::TryStreamExt;
-
-/// The capability map for a configuration: [`CAPABILITIES`], with streaming `Emulated` when
-/// output is followed by polling.
-pub(crate) fn capabilities_for(config: &DaytonaBuilder) -> Capabilities {
-    let mut caps = CAPABILITIES;
-    if config.log_follow == LogFollow::Poll {
-        caps.streaming = sandbox_sdk_core::Level::Emulated;
-    }
-    caps
-}
 
 #[cfg(test)]
 mod tests {

@@ -872,7 +872,7 @@ impl Sandbox for DaytonaSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        crate::provider::capabilities_for(&self.inner.config)
+        crate::capabilities::CAPABILITIES
     }
 
     async fn info(&self) -> Result<SandboxInfo> {
@@ -889,9 +889,10 @@ impl Sandbox for DaytonaSandbox {
             .into_iter()
             .flat_map(|s| {
                 let sid = s.id;
+                let tag = sid.strip_prefix(exec::TAG_PREFIX).map(str::to_owned);
                 s.commands.into_iter().map(move |c| ProcessInfo {
                     pid: format!("{sid}/{}", c.id),
-                    tag: None,
+                    tag: tag.clone(),
                     argv: vec![c.command],
                     cwd: None,
                     running: c.exit_code.is_none(),
@@ -900,21 +901,43 @@ impl Sandbox for DaytonaSandbox {
             .collect())
     }
 
+    /// Reattaches by pid (`{session}/{command}`) or by tag (the last command of the tag's
+    /// session). The log is followed from its start.
     async fn attach(&self, pid: &str) -> Result<Process> {
-        let (sid, cid) = exec::split_pid(pid)?;
-        // Fail early, with NotFound, for a pid that does not exist.
-        self.session_command(sid, cid).await?;
-        Ok(exec::process(
-            self.toolbox.clone(),
-            sid.to_owned(),
-            cid.to_owned(),
-            false,
-        ))
+        let (sid, cid) = if pid.contains('/') {
+            let (sid, cid) = exec::split_pid(pid)?;
+            // Fail early, with NotFound, for a pid that does not exist.
+            self.session_command(sid, cid).await?;
+            (sid.to_owned(), cid.to_owned())
+        } else {
+            let sid = exec::tag_session(pid)?;
+            let request = self
+                .toolbox
+                .http
+                .request(Method::Get, &exec::session_path(&sid))
+                .operation("attach")
+                .sandbox_id(&self.id);
+            let session: SessionDto = self.toolbox_send(request).await?.json().await?;
+            let last = session.commands.unwrap_or_default().pop().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!("no command runs under tag {pid}"),
+                )
+                .or_context(PROVIDER, "attach", Some(&self.id))
+            })?;
+            (sid, last.id)
+        };
+        Ok(exec::process(self.toolbox.clone(), sid, cid, false))
     }
 
+    /// Kills by pid or tag: deletes the command's session (the daemon kills its shell).
     async fn kill_process(&self, pid: &str) -> Result<()> {
-        let (sid, _) = exec::split_pid(pid)?;
-        exec::delete_session(&self.toolbox, sid).await
+        let sid = if pid.contains('/') {
+            exec::split_pid(pid)?.0.to_owned()
+        } else {
+            exec::tag_session(pid)?
+        };
+        exec::delete_session(&self.toolbox, &sid).await
     }
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {

@@ -36,8 +36,19 @@ async fn mount_sandbox(server: &MockServer, state: &str) {
         .await;
 }
 
+const END_MARK: &str = "__sandbox_sdk_end_of_output__";
+
+/// The session command the adapter sends for `inner` (the quoted argv): wrapped so both
+/// streams end with the end mark and the exit status is kept.
+fn wrapped(inner: &str) -> String {
+    let script =
+        format!("{inner}; s=$?; printf '%s\\n' {END_MARK}; printf '%s\\n' {END_MARK} >&2; exit $s");
+    format!("sh -c '{}'", script.replace('\'', "'\\''"))
+}
+
 /// Session create + async exec answering `cmd-1`; returns nothing, asserts via expect().
-async fn mount_session_exec(server: &MockServer, expected_command: &str) {
+async fn mount_session_exec(server: &MockServer, inner: &str) {
+    let expected_command = wrapped(inner);
     Mock::given(method("POST"))
         .and(path("/toolbox/sb1/process/session"))
         .and(header("x-daytona-sdk-version", "0.218.0"))
@@ -103,7 +114,8 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
         b"\x02warn\n\x01".to_vec(),
         b"\x01\x01two\n".to_vec(),
         b"\x02\x02\x02".to_vec(),
-        b"err2\n\x01\x01\x01three\n".to_vec(),
+        b"err2\n\x01\x01\x01three\n\x01\x01\x01__sandbox_sdk_end".to_vec(),
+        b"_of_output__\n\x02\x02\x02__sandbox_sdk_end_of_output__\n".to_vec(),
     ];
     let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
     let sandbox = sandbox_on(builder).await;
@@ -200,15 +212,13 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
         .await;
     Mock::given(method("GET"))
         .and(path_regex(logs_path.as_str()))
-        .respond_with(ok(
-            json!({"output": "\u{1}\u{1}\u{1}one\n", "stdout": "one", "stderr": ""}),
-        ))
+        .respond_with(ok(json!({"output": "", "stdout": "one\n", "stderr": ""})))
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&server)
         .await;
     Mock::given(method("GET")).and(path_regex(logs_path.as_str()))
-        .respond_with(ok(json!({"output": "\u{1}\u{1}\u{1}one\n\u{2}\u{2}\u{2}two\n", "stdout": "one", "stderr": "two"})))
+        .respond_with(ok(json!({"output": "", "stdout": format!("one\ntwo{END_MARK}\n"), "stderr": format!("warn\n{END_MARK}\n")})))
         .with_priority(2).mount(&server).await;
     Mock::given(method("DELETE"))
         .and(path_regex(format!(
@@ -228,9 +238,11 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     while let Some(e) = process.next_event().await {
         events.push(e.unwrap());
     }
-    assert_eq!(events[0], ProcessEvent::Stdout("one".into()));
-    assert_eq!(events[1], ProcessEvent::Stderr("two".into()));
-    assert!(matches!(events[2], ProcessEvent::Exit(s) if s.code == Some(0)));
+    assert_eq!(events[0], ProcessEvent::Stdout("one\n".into()));
+    assert_eq!(events[1], ProcessEvent::Stdout("two".into()));
+    assert_eq!(events[2], ProcessEvent::Stderr("warn\n".into()));
+    assert!(matches!(events[3], ProcessEvent::Exit(s) if s.code == Some(0)));
+    assert_eq!(events.len(), 4);
 }
 
 #[tokio::test]
