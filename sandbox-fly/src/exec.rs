@@ -380,11 +380,13 @@ struct Poller {
     last: Option<Instant>,
     vanished: u8,
     done: bool,
+    launched: bool,
     queue: VecDeque<Result<ProcessEvent>>,
 }
 
 impl Poller {
     fn apply(&mut self, answer: PollAnswer) {
+        self.launched = true;
         self.out += answer.stdout.len() as u64;
         self.err += answer.stderr.len() as u64;
         if !answer.stdout.is_empty() {
@@ -465,6 +467,13 @@ impl Poller {
             if self.done {
                 return None;
             }
+            if let Some(last) = self.last {
+                let mut wake = last + self.interval;
+                if let Some((at, _)) = self.deadline {
+                    wake = wake.min(at);
+                }
+                tokio::time::sleep_until(wake).await;
+            }
             if let Some((at, limit)) = self.deadline
                 && Instant::now() >= at
             {
@@ -486,9 +495,6 @@ impl Poller {
                 }
                 return Some(Err(error));
             }
-            if let Some(last) = self.last {
-                tokio::time::sleep_until(last + self.interval).await;
-            }
             self.last = Some(Instant::now());
             match self.poll().await {
                 Ok(answer) => self.apply(answer),
@@ -497,6 +503,25 @@ impl Poller {
                     return Some(Err(e));
                 }
             }
+        }
+    }
+}
+
+/// A foreground process whose handle is dropped before it ended is killed (in the background, on
+/// the current runtime), as the core's `Process` docs allow; a background one keeps running.
+/// Only a process that was launched is killed (`launched`), never one still waiting for stdin.
+impl Drop for Poller {
+    fn drop(&mut self) {
+        if self.done || !self.clean || !self.launched {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let control = self.control.clone();
+            handle.spawn(async move {
+                if let Err(e) = control.kill_now().await {
+                    tracing::debug!(pid = %control.pid, error = %e, "fly: could not kill a dropped process");
+                }
+            });
         }
     }
 }
@@ -623,6 +648,7 @@ pub(crate) async fn start_polled(
         last: Some(Instant::now()),
         vanished: 0,
         done: false,
+        launched: false,
         queue: VecDeque::new(),
     };
     if !cmd.stdin {
@@ -700,6 +726,7 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
         last: Some(Instant::now()),
         vanished: 0,
         done: false,
+        launched: false,
         queue: VecDeque::new(),
     };
     poller.apply(first);

@@ -292,3 +292,41 @@ async fn unsupported_operations_fail_fast_without_a_request() {
     );
     r.verify().await;
 }
+
+#[tokio::test]
+async fn dropped_and_overdue_foreground_processes_are_killed() {
+    let r = Replay::start("fly_process_kills").await;
+    let fly = r
+        .builder()
+        .direct_exec_limit(Duration::from_millis(1))
+        .poll_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let sandbox = fly.connect_machine(ID).await.unwrap();
+    let process = sandbox
+        .exec(&Command::new("sleep").arg("30"))
+        .await
+        .unwrap();
+    assert_eq!(process.pid(), "p1");
+    drop(process);
+    // The kill runs on a spawned task: give it a moment to reach the server.
+    for _ in 0..200 {
+        if r.server.request_count() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(r.server.request_count(), 3, "the drop sent a kill");
+    // Longer than the direct limit, so polled; past its timeout it is killed and fails.
+    let err = sandbox
+        .run(
+            &Command::new("sleep")
+                .arg("30")
+                .timeout(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert!(err.message().contains("p2"), "{err}");
+    r.verify().await;
+}
