@@ -174,7 +174,10 @@ async fn create_options_send_egress_rules_and_volumes() {
     let volume = p.create_volume("data-vol").await.unwrap();
     assert_eq!(volume.volume_id, "vol1");
     assert!(!format!("{volume:?}").contains("volume-content-token"));
-    assert_eq!(p.list_volumes().await.unwrap(), std::slice::from_ref(&volume));
+    assert_eq!(
+        p.list_volumes().await.unwrap(),
+        std::slice::from_ref(&volume)
+    );
     assert_eq!(
         p.create_volume("bad name").await.unwrap_err().kind(),
         ErrorKind::Validation
