@@ -330,3 +330,18 @@ async fn dropped_and_overdue_foreground_processes_are_killed() {
     assert!(err.message().contains("p2"), "{err}");
     r.verify().await;
 }
+
+#[tokio::test]
+async fn create_mounts_the_volume() {
+    let r = Replay::start("fly_volume_create").await;
+    let fly = r
+        .builder()
+        .mount("vol_1234567890abcdef", "/data")
+        .build()
+        .unwrap();
+    let spec = CreateSpec::new()
+        .metadata("suite", "conformance")
+        .timeout(Duration::from_secs(300));
+    fly.create(&spec).await.unwrap();
+    r.verify().await;
+}

@@ -20,6 +20,7 @@ fn suite() -> Suite {
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
     )
     .covered_elsewhere(Capability::Region, "adapter::create_sends_the_region")
+    .covered_elsewhere(Capability::Volumes, "adapter::create_mounts_the_volume")
 }
 
 conformance_tests!(suite());
