@@ -424,6 +424,137 @@ mod tests {
         );
     }
 
+    mod streams {
+        use super::super::events;
+        use crate::connect::{FLAG_END_STREAM, encode_envelope};
+        use crate::envd::ConnectStream;
+        use bytes::Bytes;
+        use futures::StreamExt;
+        use proptest::prelude::*;
+        use sandbox_sdk_core::{ExitStatus, ProcessEvent};
+
+        fn body(chunks: &[(bool, Vec<u8>)], exit: i32, spaced: bool) -> Vec<u8> {
+            let sep = if spaced { ", " } else { "," };
+            let mut out = encode_envelope(br#"{"event":{"start":{"pid":1}}}"#).to_vec();
+            for (stderr, data) in chunks {
+                let key = if *stderr { "stderr" } else { "stdout" };
+                let json = format!(
+                    r#"{{"event":{{"data":{{"{key}":"{}"}}}}}}"#,
+                    crate::wire::b64(data)
+                );
+                out.extend_from_slice(&encode_envelope(json.as_bytes()));
+            }
+            let end = if exit == 0 {
+                format!(r#"{{"event":{{"end":{{"exited":true{sep}"status":"exit status 0"}}}}}}"#)
+            } else {
+                format!(
+                    r#"{{"event":{{"end":{{"exitCode":{exit}{sep}"exited":true{sep}"status":"exit status {exit}"}}}}}}"#
+                )
+            };
+            out.extend_from_slice(&encode_envelope(end.as_bytes()));
+            out.extend_from_slice(&[FLAG_END_STREAM, 0, 0, 0, 2, b'{', b'}']);
+            out
+        }
+
+        type Collected = (Vec<u8>, Vec<u8>, Option<ExitStatus>, bool);
+
+        fn collect(body: Vec<u8>, cuts: &[usize]) -> Collected {
+            let mut pieces = Vec::new();
+            let mut last = 0;
+            for &c in cuts {
+                pieces.push(Ok(Bytes::copy_from_slice(&body[last..c])));
+                last = c;
+            }
+            pieces.push(Ok(Bytes::copy_from_slice(&body[last..])));
+            let stream = ConnectStream::new(futures::stream::iter(pieces).boxed(), "exec", "isb");
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let mut events = events(stream, None);
+                let (mut out, mut err, mut exit, mut failed) =
+                    (Vec::new(), Vec::new(), None, false);
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(ProcessEvent::Stdout(b)) => out.extend_from_slice(&b),
+                        Ok(ProcessEvent::Stderr(b)) => err.extend_from_slice(&b),
+                        Ok(ProcessEvent::Exit(s)) => exit = Some(s),
+                        Err(_) => failed = true,
+                    }
+                }
+                (out, err, exit, failed)
+            })
+        }
+
+        proptest! {
+            /// Any output (so any UTF-8 split), any chunking of the body, compact or spaced
+            /// JSON: stdout and stderr come out byte for byte, apart, with the exit code.
+            #[test]
+            fn output_survives_any_chunking(
+                chunks in proptest::collection::vec((any::<bool>(), proptest::collection::vec(any::<u8>(), 1..40)), 0..6),
+                exit in -1i32..4,
+                spaced in any::<bool>(),
+                cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
+            ) {
+                let body = body(&chunks, exit, spaced);
+                let mut cuts: Vec<usize> = cuts.iter().map(|c| c.index(body.len() + 1)).collect();
+                cuts.sort_unstable();
+                let (out, err, status, failed) = collect(body, &cuts);
+                let want_out: Vec<u8> = chunks.iter().filter(|c| !c.0).flat_map(|c| c.1.clone()).collect();
+                let want_err: Vec<u8> = chunks.iter().filter(|c| c.0).flat_map(|c| c.1.clone()).collect();
+                prop_assert!(!failed);
+                prop_assert_eq!(out, want_out);
+                prop_assert_eq!(err, want_err);
+                prop_assert_eq!(status, Some(ExitStatus::code(exit)));
+            }
+
+            /// Garbage after a valid start: never a panic, and whenever the bytes are not a
+            /// well-framed envelope stream the reader reports an error (no silent success).
+            #[test]
+            fn garbage_is_an_error_not_a_panic(
+                garbage in proptest::collection::vec(any::<u8>(), 0..200),
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let mut body = encode_envelope(br#"{"event":{"start":{"pid":1}}}"#).to_vec();
+                body.extend_from_slice(&garbage);
+                let at = cut.index(body.len() + 1);
+                let (_, _, _, failed) = collect(body, &[at]);
+                let mut decoder = crate::connect::FrameDecoder::new();
+                decoder.push(&garbage);
+                let mut well_framed = true;
+                loop {
+                    match decoder.next_frame() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(_) => { well_framed = false; break; }
+                    }
+                }
+                well_framed = well_framed && decoder.finish().is_ok();
+                if !well_framed {
+                    prop_assert!(failed, "a malformed stream must end in an error");
+                }
+            }
+        }
+
+        #[test]
+        fn every_single_cut_of_example_b_gives_the_same_output() {
+            let body = body(
+                &[
+                    (true, b"oops\n".to_vec()),
+                    (false, "é→".as_bytes().to_vec()),
+                ],
+                3,
+                true,
+            );
+            let whole = collect(body.clone(), &[]);
+            assert_eq!(whole.1, b"oops\n");
+            assert_eq!(whole.2, Some(ExitStatus::code(3)));
+            for i in 0..=body.len() {
+                assert_eq!(collect(body.clone(), &[i]), whole, "cut at {i}");
+            }
+        }
+    }
+
     #[test]
     fn start_request_keeps_argv_and_options() {
         let cmd = Command::new("python3")
