@@ -132,13 +132,18 @@ pub enum StreamBody {
     Reader(UploadBody),
 }
 
+/// How much of an [`UploadBody`] reader is read per body chunk. `ReaderStream`'s default of 4 KiB
+/// made a file upload one blocking-pool read per 4 KiB, about 12x slower than 256 KiB reads
+/// (`cargo xtask bench`, `BENCHMARKS.md`); memory stays constant either way.
+const READER_CHUNK: usize = 256 * 1024;
+
 impl StreamBody {
     fn into_reqwest(self) -> reqwest::Body {
         match self {
             StreamBody::Stream(stream) => reqwest::Body::wrap_stream(stream),
-            StreamBody::Reader(reader) => {
-                reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(reader))
-            }
+            StreamBody::Reader(reader) => reqwest::Body::wrap_stream(
+                tokio_util::io::ReaderStream::with_capacity(reader, READER_CHUNK),
+            ),
         }
     }
 }
