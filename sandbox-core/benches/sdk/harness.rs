@@ -39,8 +39,8 @@ impl Config {
             }
         } else {
             Config {
-                warmup: 2,
-                iterations: 9,
+                warmup: 3,
+                iterations: 15,
                 big: 64 << 20,
                 bigger: 256 << 20,
                 requests: 2000,
@@ -288,6 +288,41 @@ pub fn probe_in_child(case: &str, bytes: u64) -> Result<u64> {
         .trim()
         .parse()
         .map_err(|e| format!("memory probe {case} printed {text:?}: {e}"))?)
+}
+
+/// Runs the probe `case` in `runs` fresh processes; returns every growth in MiB.
+pub fn probe_runs(case: &str, bytes: u64, runs: usize) -> Result<Vec<f64>> {
+    (0..runs)
+        .map(|_| probe_in_child(case, bytes).map(mib))
+        .collect()
+}
+
+/// How many fresh processes each memory row is the median of.
+pub fn memory_runs(config: &Config) -> usize {
+    config.iterations.min(5)
+}
+
+/// A peak-memory record (MiB) from probe runs of both paths.
+pub fn memory_record<'a>(
+    group: &'a str,
+    name: String,
+    baseline_name: &'a str,
+    sdk: &[f64],
+    baseline: &[f64],
+    notes: String,
+) -> Record<'a> {
+    Record {
+        group,
+        name,
+        baseline_name,
+        unit: "MiB",
+        higher_is_better: false,
+        sdk: median(sdk),
+        baseline: median(baseline),
+        iterations: sdk.len(),
+        spread_percent: spread_percent(sdk).max(spread_percent(baseline)),
+        notes,
+    }
 }
 
 /// Bytes as MiB.

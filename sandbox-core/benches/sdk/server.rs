@@ -1,6 +1,7 @@
 //! A minimal loopback HTTP/1.1 server with keep-alive: `GET /bytes/N` streams `N` zero bytes
 //! from one static buffer (so the server itself holds no body in memory), `GET /json` answers a
-//! small JSON document. Anything else is a 404.
+//! small JSON document, `PUT /upload` reads and drops a body of `Content-Length` bytes. Anything
+//! else is a 404.
 
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,6 +33,16 @@ fn header_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
+/// The `Content-Length` of a request head, when it has one.
+fn content_length(head: &str) -> Option<u64> {
+    head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    })
+}
+
 /// Serves requests on one connection until the client closes it.
 async fn connection(mut socket: TcpStream) -> std::io::Result<()> {
     socket.set_nodelay(true)?;
@@ -48,7 +59,34 @@ async fn connection(mut socket: TcpStream) -> std::io::Result<()> {
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
         buf.drain(..end);
         let path = head.split_whitespace().nth(1).unwrap_or("");
-        if path == "/json" {
+        if path == "/upload" {
+            let Some(length) = content_length(&head) else {
+                socket
+                    .write_all(b"HTTP/1.1 411 Length Required\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await?;
+                return Ok(());
+            };
+            // Read and drop the body: what is already buffered first, then the socket.
+            let mut left = length;
+            let buffered = (buf.len() as u64).min(left) as usize;
+            buf.drain(..buffered);
+            left -= buffered as u64;
+            let mut sink = vec![0u8; 256 * 1024];
+            while left > 0 {
+                let want = left.min(sink.len() as u64) as usize;
+                let n = socket.read(&mut sink[..want]).await?;
+                if n == 0 {
+                    return Ok(());
+                }
+                left -= n as u64;
+            }
+            let body = format!("{{\"received\":{length}}}");
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(response.as_bytes()).await?;
+        } else if path == "/json" {
             let response = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{JSON_BODY}",
                 JSON_BODY.len()
