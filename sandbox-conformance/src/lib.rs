@@ -122,10 +122,11 @@ macro_rules! __conformance_tests {
         $(
             #[test]
             fn $name() {
-                let report = $crate::__private::run_test(|| $suite, stringify!($name));
-                if let Some(requests) = report.requests.as_deref() {
+                let report = $crate::__private::run_scenario(|| $suite, stringify!($name));
+                if let (true, Some(requests)) = (report.is_pass(), report.requests.as_deref()) {
                     $crate::insta::assert_snapshot!(stringify!($name), requests);
                 }
+                $crate::__private::finish(report);
             }
         )*
 

@@ -602,7 +602,13 @@ pub fn normalise_requests(
             }
             out.push_str(&format!("  {k}: {v}\n"));
         }
-        let body = render_body(&request.body);
+        // A multipart boundary is random: replace it in the raw bytes too, so a binary part
+        // (not valid UTF-8, rendered as a base64 prefix) still snapshots deterministically.
+        let raw_body = match &boundary {
+            Some(b) if !b.is_empty() => replace_bytes(&request.body, b.as_bytes(), b"{{boundary}}"),
+            _ => request.body.to_vec(),
+        };
+        let body = render_body(&raw_body);
         if !body.is_empty() {
             let body = match &boundary {
                 Some(b) => body.replace(b.as_str(), "{{boundary}}"),
@@ -614,6 +620,22 @@ pub fn normalise_requests(
         }
     }
     placeholders.normalise(&out)
+}
+
+/// Every occurrence of `from` in `haystack` replaced by `to`.
+fn replace_bytes(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 fn render_body(body: &[u8]) -> String {

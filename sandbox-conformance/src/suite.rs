@@ -96,6 +96,11 @@ pub struct ScenarioReport {
 }
 
 impl ScenarioReport {
+    /// Whether the scenario ran and passed (not a skip or a not-supported check).
+    pub fn is_pass(&self) -> bool {
+        self.outcome == Outcome::Passed
+    }
+
     /// Whether the scenario failed.
     pub fn is_failure(&self) -> bool {
         matches!(self.outcome, Outcome::Failed(_))
@@ -300,6 +305,7 @@ impl Coverage {
     pub fn to_json(&self) -> serde_json::Value {
         json!({
             "provider": self.provider,
+            "scenarios": SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>(),
             "uncovered": self.uncovered().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
             "rows": self.rows.iter().map(|r| json!({
                 "capability": r.capability.as_str(),
@@ -681,11 +687,15 @@ pub mod __private {
             .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"))
     }
 
-    /// Runs one scenario for a generated test: writes the report file, panics on failure,
-    /// prints the reason of a skip, and returns the report (for the snapshot).
-    pub fn run_test(suite: impl FnOnce() -> Suite, scenario: &str) -> ScenarioReport {
+    /// Runs one scenario for a generated test and returns its report (nothing written yet).
+    pub fn run_scenario(suite: impl FnOnce() -> Suite, scenario: &str) -> ScenarioReport {
         let suite = suite();
-        let report = runtime().block_on(suite.run(scenario));
+        runtime().block_on(suite.run(scenario))
+    }
+
+    /// Ends a generated test (after its snapshot was checked): writes the report file, prints
+    /// the reason of a skip, and panics with the explanation of a failure.
+    pub fn finish(report: ScenarioReport) {
         write_report_file(
             &format!("{}.{}", report.provider, report.scenario),
             &report.to_json(),
@@ -695,7 +705,6 @@ pub mod __private {
             Outcome::Skipped(_) | Outcome::NotSupported => println!("{}", report.message()),
             Outcome::Passed => {}
         }
-        report
     }
 
     /// The generated `capability_coverage` test.

@@ -1,54 +1,15 @@
-//! The kit proving a small fake HTTP adapter (`tests/fake`), as a third-party author would, and
-//! showing what the suite catches: the catch-all's explanation, the count check, the "no
+//! What the suite catches, shown on the small fake HTTP adapter of `tests/fake` (whose full
+//! suite runs in `tests/conformance.rs`): the catch-all's explanation, the count check, the "no
 //! duplicate create" scenario against an adapter that retries creates blindly, and the recorder
 //! round trip (record from a live service, replay, pass).
 
 mod fake;
 
-use fake::{Bugs, FakeProvider};
-use sandbox_conformance::cassette::{Cassette, ProvenanceKind, TOKEN};
-use sandbox_conformance::{Outcome, RecordTarget, Suite, conformance_tests};
-use sandbox_sdk_core::Provider;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use fake::Bugs;
+use sandbox_conformance::cassette::{Cassette, ProvenanceKind};
+use sandbox_conformance::{Outcome, Suite};
 
-/// The credential of the live fake service used for recording (scrubbed from cassettes).
-const LIVE_TOKEN: &str = "fake-live-token-0123456789abcdef";
-
-fn cassettes() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cassettes/fake")
-}
-
-fn factory(
-    bugs: Bugs,
-) -> impl Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static {
-    move |base| Ok(Arc::new(FakeProvider::new(base, TOKEN).with_bugs(bugs)) as Arc<dyn Provider>)
-}
-
-fn record_target(out: &Path) -> RecordTarget {
-    let base = fake::spawn_service(LIVE_TOKEN);
-    let direct: Arc<dyn Provider> = Arc::new(FakeProvider::new(&base, LIVE_TOKEN));
-    RecordTarget::new(
-        |proxy| Ok(Arc::new(FakeProvider::new(proxy, LIVE_TOKEN)) as Arc<dyn Provider>),
-        direct,
-        move |_request| Some(base.clone()),
-        out,
-    )
-    .secret(LIVE_TOKEN)
-    .source("the fake service of sandbox-conformance/tests/fake, on loopback")
-}
-
-fn suite() -> Suite {
-    if sandbox_conformance::recording() {
-        return Suite::record(record_target(&cassettes()));
-    }
-    Suite::replay(factory(Bugs::default()), cassettes())
-}
-
-mod replay {
-    use super::*;
-    conformance_tests!(suite());
-}
+use fake::{LIVE_TOKEN, cassettes, factory, record_target};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

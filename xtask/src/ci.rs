@@ -5,7 +5,7 @@
 //! crate in `target/`. To add a step, add one line to [`steps`].
 
 use crate::args::Args;
-use crate::{Result, readme, shell};
+use crate::{Result, conformance, fixtures, readme, shell};
 use std::time::{Duration, Instant};
 
 /// What a step does.
@@ -78,8 +78,8 @@ fn steps(nextest: bool) -> Vec<Step> {
             &["build", "--workspace", "--examples", "--all-features"],
         ),
         Step::task("readme", "cargo xtask readme --check", readme::check).fix(readme::FIX),
-        // Conformance and fixture checks are added here as they land, one line each, e.g.
-        // Step::task("conformance", "cargo xtask conformance", conformance::check),
+        Step::task("conformance", "cargo xtask conformance", conformance::check),
+        Step::task("fixtures", "cargo xtask fixtures", fixtures::check),
     ]
 }
 

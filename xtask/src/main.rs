@@ -10,7 +10,10 @@ mod args;
 mod bench;
 mod capabilities;
 mod ci;
+mod conformance;
+mod fixtures;
 mod readme;
+mod record;
 mod shell;
 
 use args::Args;
@@ -40,6 +43,24 @@ const TASKS: &[Task] = &[
         usage: "capabilities [--json]",
         about: "print every provider's capability map (Markdown table, or JSON)",
         run: capabilities::run,
+    },
+    Task {
+        name: "conformance",
+        usage: "conformance [--provider NAME]",
+        about: "run the conformance suite; ends with `conformance: N passed, N failed, N skipped`",
+        run: conformance::run,
+    },
+    Task {
+        name: "fixtures",
+        usage: "fixtures",
+        about: "check cassettes for secrets, provenance and (with ../shared/specs) OpenAPI bodies",
+        run: fixtures::run,
+    },
+    Task {
+        name: "record",
+        usage: "record --provider NAME [--scenario S]",
+        about: "record cassettes from the live service through a scrubbing proxy",
+        run: record::run,
     },
     Task {
         name: "readme",

@@ -11,6 +11,8 @@ use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use sandbox_conformance::cassette::TOKEN;
+use sandbox_conformance::{RecordTarget, Suite};
 use sandbox_sdk_core::local::LocalProvider;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{
@@ -20,8 +22,46 @@ use sandbox_sdk_core::{
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The credential of the live fake service used for recording (scrubbed from cassettes).
+pub const LIVE_TOKEN: &str = "fake-live-token-0123456789abcdef";
+
+/// The fake adapter's cassettes.
+pub fn cassettes() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cassettes/fake")
+}
+
+/// Builds the adapter (with `bugs`) against a base URL, authenticating with the replay token.
+pub fn factory(
+    bugs: Bugs,
+) -> impl Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static {
+    move |base| Ok(Arc::new(FakeProvider::new(base, TOKEN).with_bugs(bugs)) as Arc<dyn Provider>)
+}
+
+/// Records from a freshly started fake service into `out`.
+pub fn record_target(out: &Path) -> RecordTarget {
+    let base = spawn_service(LIVE_TOKEN);
+    let direct: Arc<dyn Provider> = Arc::new(FakeProvider::new(&base, LIVE_TOKEN));
+    RecordTarget::new(
+        |proxy| Ok(Arc::new(FakeProvider::new(proxy, LIVE_TOKEN)) as Arc<dyn Provider>),
+        direct,
+        move |_request| Some(base.clone()),
+        out,
+    )
+    .secret(LIVE_TOKEN)
+    .source("the fake service of sandbox-conformance/tests/fake, on loopback")
+}
+
+/// The fake adapter's suite: replay, or recording when `SANDBOX_CONFORMANCE_RECORD` is set.
+pub fn suite() -> Suite {
+    if sandbox_conformance::recording() {
+        return Suite::record(record_target(&cassettes()));
+    }
+    Suite::replay(factory(Bugs::default()), cassettes())
+}
 
 /// The name the fake provider goes by.
 pub const NAME: &str = "fake";

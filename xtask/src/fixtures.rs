@@ -1,0 +1,712 @@
+//! `cargo xtask fixtures`: checks every cassette in the workspace (`<crate>/tests/cassettes/**.json`).
+//!
+//! It fails on:
+//! - anything that looks like a secret: provider API keys (`e2b_…`, `dtn_…`, Fly's `FlyV1 …` and
+//!   `fm2_…`), `Bearer` tokens of 24+ characters, JWTs, AWS access key ids and signed-URL
+//!   parameters, private keys, GitHub and Stripe-style tokens (the message names the file, line
+//!   and kind of secret, never the secret);
+//! - a cassette that is not valid JSON or has no provenance (`kind` spec or recorded, a `date`,
+//!   and for `spec` a `source`);
+//! - when `../shared/specs` (beside the repository) exists: a JSON request or response body that
+//!   does not validate against the provider's OpenAPI schema for that path, method and status
+//!   (the message names the interaction and the field). The validator is pragmatic: it resolves
+//!   local `$ref`s and checks `type` (with `nullable` and 3.1 type lists), `required` (skipped for
+//!   requests matched as a subset), `properties`, `additionalProperties`, `items`, `enum`,
+//!   `allOf`, `oneOf`/`anyOf` (any branch), and skips `{{any}}` wildcards. Paths the spec does not
+//!   describe (Connect RPCs, toolbox paths missing from the file) are not checked.
+
+use crate::args::Args;
+use crate::{Result, shell};
+use regex::Regex;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Runs the check over the workspace.
+pub fn run(args: Args) -> Result {
+    args.finish()?;
+    check()
+}
+
+/// The CI step.
+pub fn check() -> Result {
+    let root = shell::workspace_root();
+    let specs = root.join("../shared/specs");
+    let specs = specs.is_dir().then_some(specs);
+    let files = cassette_files(&root);
+    let problems = check_files(&files, &root, specs.as_deref());
+    println!(
+        "fixtures: {} cassette(s) checked{}",
+        files.len(),
+        if specs.is_some() {
+            ", bodies validated against ../shared/specs"
+        } else {
+            " (../shared/specs absent: schemas not checked)"
+        }
+    );
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        for p in &problems {
+            eprintln!("  {p}");
+        }
+        Err(format!("{} problem(s) in cassettes", problems.len()))
+    }
+}
+
+/// Every `*.json` under a `tests/cassettes` directory of a workspace crate.
+fn cassette_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return out;
+    };
+    let mut crates: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    crates.sort();
+    for krate in crates {
+        walk(&krate.join("tests/cassettes"), &mut out);
+    }
+    out
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            walk(&path, out);
+        } else if path.extension().is_some_and(|e| e == "json") {
+            out.push(path);
+        }
+    }
+}
+
+/// Checks `files`; `root` only shortens the names shown.
+fn check_files(files: &[PathBuf], root: &Path, specs: Option<&Path>) -> Vec<String> {
+    let patterns = secret_patterns();
+    let mut specs_cache: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(format!("{shown}: cannot read: {e}"));
+                continue;
+            }
+        };
+        for (line_no, line) in text.lines().enumerate() {
+            for (name, re) in &patterns {
+                if re.is_match(line) {
+                    problems.push(format!(
+                        "{shown}:{}: looks like a secret ({name}); scrub it to a placeholder such as {{{{token}}}}",
+                        line_no + 1
+                    ));
+                }
+            }
+        }
+        let cassette: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(format!("{shown}: not valid JSON: {e}"));
+                continue;
+            }
+        };
+        if let Err(why) = check_provenance(&cassette) {
+            problems.push(format!("{shown}: {why}"));
+        }
+        let (Some(specs), Some(provider)) = (specs, cassette["provider"].as_str()) else {
+            continue;
+        };
+        let docs = match specs_cache.iter().find(|(p, _)| p == provider) {
+            Some((_, docs)) => docs,
+            None => {
+                let docs = load_specs(&specs.join(provider));
+                specs_cache.push((provider.to_owned(), docs));
+                &specs_cache[specs_cache.len() - 1].1
+            }
+        };
+        if docs.is_empty() {
+            continue;
+        }
+        for problem in validate_cassette(&cassette, docs) {
+            problems.push(format!("{shown}: {problem}"));
+        }
+    }
+    problems
+}
+
+fn secret_patterns() -> Vec<(&'static str, Regex)> {
+    [
+        ("E2B API key", r"e2b_[0-9a-f]{20,}"),
+        ("E2B access token", r"sk_e2b_[0-9A-Za-z]{20,}"),
+        ("Daytona API key", r"dtn_[A-Za-z0-9]{20,}"),
+        ("Fly token", r"FlyV1 |fm[12]_[A-Za-z0-9+/=_-]{20,}"),
+        ("bearer token", r"(?i)bearer [A-Za-z0-9._~+/=-]{24,}"),
+        ("JWT", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+        (
+            "signed URL parameter",
+            r"(?i)[?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)=[^{&\s]",
+        ),
+        (
+            "signed URL parameter",
+            r#"(?i)"(?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)"\s*:\s*"[^{"]"#,
+        ),
+        ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+        ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+        ("secret key", r"\bsk_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ]
+    .into_iter()
+    .filter_map(|(name, re)| Regex::new(re).ok().map(|re| (name, re)))
+    .collect()
+}
+
+fn check_provenance(cassette: &Value) -> std::result::Result<(), String> {
+    let p = &cassette["provenance"];
+    if !p.is_object() {
+        return Err("no provenance (\"provenance\": {\"kind\": \"spec\"|\"recorded\", \"date\", \"source\"})".into());
+    }
+    let kind = p["kind"].as_str().unwrap_or_default();
+    if kind != "spec" && kind != "recorded" {
+        return Err(format!(
+            "provenance.kind is {:?}, expected \"spec\" or \"recorded\"",
+            p["kind"]
+        ));
+    }
+    if p["date"].as_str().is_none_or(|d| d.trim().is_empty()) {
+        return Err("provenance.date is missing".into());
+    }
+    if kind == "spec" && p["source"].as_str().is_none_or(|s| s.trim().is_empty()) {
+        return Err("a spec cassette must name its source (provenance.source)".into());
+    }
+    Ok(())
+}
+
+/// Every OpenAPI document (`.json`, `.yml`, `.yaml` with a `paths` object) in `dir`.
+fn load_specs(dir: &Path) -> Vec<Value> {
+    let mut files = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        files = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    }
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let doc: Value = match path.extension()?.to_str()? {
+                "json" => serde_json::from_str(&text).ok()?,
+                "yml" | "yaml" => serde_norway::from_str(&text).ok()?,
+                _ => return None,
+            };
+            doc["paths"].is_object().then_some(doc)
+        })
+        .collect()
+}
+
+/// Fields where the live service knowingly differs from its published OpenAPI file, as
+/// `specs/<provider>/PROTOCOL.md` records: `(provider, field pointer with indices as *, why)`.
+/// A problem on such a field is not reported.
+const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[(
+    "fly",
+    "/config/services/*/autostop",
+    "the API answers with booleans for \"off\"/\"stop\" (PROTOCOL.md; the schema's own description says so)",
+)];
+
+fn is_known_deviation(provider: &str, problem: &str) -> bool {
+    let pointer = problem.split(':').next().unwrap_or_default();
+    let normalised: String = pointer
+        .split('/')
+        .map(|seg| {
+            if !seg.is_empty() && seg.chars().all(|c| c.is_ascii_digit()) {
+                "*"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/");
+    KNOWN_DEVIATIONS
+        .iter()
+        .any(|(p, field, _)| *p == provider && normalised.ends_with(field))
+}
+
+/// Schema problems of every JSON body of a cassette against the provider's OpenAPI documents.
+fn validate_cassette(cassette: &Value, docs: &[Value]) -> Vec<String> {
+    let provider = cassette["provider"].as_str().unwrap_or_default();
+    let mut problems = Vec::new();
+    let Some(interactions) = cassette["interactions"].as_array() else {
+        return problems;
+    };
+    for (i, interaction) in interactions.iter().enumerate() {
+        let req = &interaction["request"];
+        let method = req["method"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let path = req["path"].as_str().unwrap_or_default();
+        let Some((doc, op)) = find_operation(docs, &method, path) else {
+            continue;
+        };
+        let at = format!("interaction #{i} {} {path}", method.to_ascii_uppercase());
+        if let Some(body) = req["body"].get("json")
+            && let Some(schema) = json_schema(doc, &op["requestBody"])
+        {
+            let partial = req["match"].as_str() == Some("subset");
+            let mut errs = Vec::new();
+            validate(doc, schema, body, "", partial, &mut errs, 0);
+            errs.retain(|e| !is_known_deviation(provider, e));
+            problems.extend(errs.into_iter().map(|e| format!("{at}: request body {e}")));
+        }
+        let resp = &interaction["response"];
+        if let Some(body) = resp["body"].get("json") {
+            let status = resp["status"].as_u64().unwrap_or(200).to_string();
+            let responses = &op["responses"];
+            let wildcard = format!("{}XX", &status[..1]);
+            let response = [status.as_str(), wildcard.as_str(), "default"]
+                .iter()
+                .map(|k| &responses[*k])
+                .find(|r| !r.is_null());
+            if let Some(schema) = response.and_then(|r| json_schema(doc, r)) {
+                let mut errs = Vec::new();
+                validate(doc, schema, body, "", false, &mut errs, 0);
+                errs.retain(|e| !is_known_deviation(provider, e));
+                problems.extend(
+                    errs.into_iter()
+                        .map(|e| format!("{at}: response {status} body {e}")),
+                );
+            }
+        }
+    }
+    problems
+}
+
+/// The operation for `method` on the path template matching `path` (segments in braces match
+/// any one segment; the servers' base path may be left out).
+fn find_operation<'a>(
+    docs: &'a [Value],
+    method: &str,
+    path: &str,
+) -> Option<(&'a Value, &'a Value)> {
+    for doc in docs {
+        let Some(paths) = doc["paths"].as_object() else {
+            continue;
+        };
+        let prefixes = server_prefixes(doc);
+        for (template, item) in paths {
+            let op = &item[method];
+            if op.is_null() {
+                continue;
+            }
+            let matches = prefixes.iter().any(|prefix| {
+                let full = format!("{prefix}{template}");
+                template_matches(&full, path)
+            });
+            if matches {
+                return Some((doc, op));
+            }
+        }
+    }
+    None
+}
+
+fn server_prefixes(doc: &Value) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for server in doc["servers"].as_array().into_iter().flatten() {
+        if let Some(url) = server["url"].as_str() {
+            let after_scheme = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+            let path = after_scheme
+                .find('/')
+                .map(|i| &after_scheme[i..])
+                .unwrap_or("");
+            let path = path.trim_end_matches('/');
+            if !path.is_empty() && !path.contains('{') && !out.iter().any(|p| p == path) {
+                out.push(path.to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn template_matches(template: &str, path: &str) -> bool {
+    let t: Vec<&str> = template.trim_end_matches('/').split('/').collect();
+    let p: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    t.len() == p.len()
+        && t.iter()
+            .zip(&p)
+            .all(|(t, p)| t == p || (t.starts_with('{') && t.ends_with('}') && !p.is_empty()))
+}
+
+/// The JSON schema of a request body or response object (resolving a `$ref` to either).
+fn json_schema<'a>(doc: &'a Value, holder: &'a Value) -> Option<&'a Value> {
+    let holder = resolve(doc, holder)?;
+    let content = holder["content"].as_object()?;
+    let media = content
+        .iter()
+        .find(|(k, _)| k.starts_with("application/json"))
+        .or_else(|| content.iter().find(|(k, _)| k.contains("json")))?;
+    let schema = &media.1["schema"];
+    (!schema.is_null()).then_some(schema)
+}
+
+/// Follows local `$ref`s (`#/components/...`).
+fn resolve<'a>(doc: &'a Value, mut value: &'a Value) -> Option<&'a Value> {
+    for _ in 0..32 {
+        let Some(reference) = value.get("$ref").and_then(Value::as_str) else {
+            return Some(value);
+        };
+        let pointer = reference.strip_prefix('#')?;
+        value = doc.pointer(pointer)?;
+    }
+    None
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_ok(want: &str, v: &Value) -> bool {
+    match (want, type_name(v)) {
+        (w, g) if w == g => true,
+        ("number", "integer") => true,
+        ("integer", "number") => v.as_f64().is_some_and(|f| f.fract() == 0.0),
+        _ => false,
+    }
+}
+
+/// Validates `value` against `schema`, pushing `"<pointer>: <problem>"` messages.
+fn validate(
+    doc: &Value,
+    schema: &Value,
+    value: &Value,
+    at: &str,
+    partial: bool,
+    errs: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > 64 || value.as_str() == Some("{{any}}") {
+        return;
+    }
+    let Some(schema) = resolve(doc, schema) else {
+        return;
+    };
+    let here = || {
+        if at.is_empty() {
+            "/".to_owned()
+        } else {
+            at.to_owned()
+        }
+    };
+    if let Some(all) = schema["allOf"].as_array() {
+        for s in all {
+            validate(doc, s, value, at, partial, errs, depth + 1);
+        }
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(branches) = schema[key].as_array() {
+            let ok = branches.iter().any(|s| {
+                let mut e = Vec::new();
+                validate(doc, s, value, at, partial, &mut e, depth + 1);
+                e.is_empty()
+            });
+            if !ok {
+                errs.push(format!("{}: matches none of the {key} schemas", here()));
+                return;
+            }
+        }
+    }
+    if value.is_null() && schema["nullable"].as_bool() == Some(true) {
+        return;
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| type_ok(t, value)) {
+        errs.push(format!(
+            "{}: expected {}, got {} {}",
+            here(),
+            types.join(" or "),
+            type_name(value),
+            short(value)
+        ));
+        return;
+    }
+    if let Some(options) = schema["enum"].as_array()
+        && !options.contains(value)
+    {
+        let shown: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        errs.push(format!(
+            "{}: {} is not one of [{}]",
+            here(),
+            short(value),
+            shown.join(", ")
+        ));
+    }
+    match value {
+        Value::Object(map) => {
+            let props = schema["properties"].as_object();
+            if !partial {
+                for name in schema["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    if !map.contains_key(name) {
+                        errs.push(format!("{at}/{name}: required field missing"));
+                    }
+                }
+            }
+            for (k, v) in map {
+                let child = format!("{at}/{k}");
+                match props.and_then(|p| p.get(k)) {
+                    Some(s) => validate(doc, s, v, &child, partial, errs, depth + 1),
+                    None => match &schema["additionalProperties"] {
+                        Value::Bool(false) => {
+                            errs.push(format!("{child}: field not in the schema"))
+                        }
+                        extra @ Value::Object(_) => {
+                            validate(doc, extra, v, &child, partial, errs, depth + 1)
+                        }
+                        _ => {}
+                    },
+                }
+            }
+        }
+        Value::Array(items) if schema["items"].is_object() => {
+            for (i, v) in items.iter().enumerate() {
+                validate(
+                    doc,
+                    &schema["items"],
+                    v,
+                    &format!("{at}/{i}"),
+                    partial,
+                    errs,
+                    depth + 1,
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn short(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(60).collect::<String>())
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cassette(provider: &str, request_body: Value, response_body: Value) -> Value {
+        json!({
+            "provider": provider,
+            "scenario": "lifecycle",
+            "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test spec"},
+            "interactions": [{
+                "request": {"method": "POST", "path": "/sandboxes", "body": {"json": request_body}},
+                "response": {"status": 201, "body": {"json": response_body}}
+            }]
+        })
+    }
+
+    const SPEC: &str = r##"
+openapi: 3.0.0
+servers:
+  - url: https://api.example.test
+paths:
+  /sandboxes:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/NewSandbox" }
+      responses:
+        "201":
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Sandbox" }
+components:
+  schemas:
+    NewSandbox:
+      type: object
+      required: [templateID]
+      properties:
+        templateID: { type: string }
+        timeout: { type: integer }
+    Sandbox:
+      type: object
+      required: [sandboxID, state]
+      properties:
+        sandboxID: { type: string }
+        state: { type: string, enum: [running, paused] }
+        metadata: { type: object, additionalProperties: { type: string }, nullable: true }
+"##;
+
+    fn setup(files: &[(&str, Value)]) -> (tempfile::TempDir, Vec<PathBuf>, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let specs = dir.path().join("specs/demo");
+        std::fs::create_dir_all(&specs).expect("mkdir");
+        std::fs::write(specs.join("openapi.yml"), SPEC).expect("write spec");
+        let cassettes = dir.path().join("demo/tests/cassettes");
+        std::fs::create_dir_all(&cassettes).expect("mkdir");
+        std::fs::write(dir.path().join("demo/Cargo.toml"), "").expect("write");
+        for (name, value) in files {
+            std::fs::write(
+                cassettes.join(name),
+                serde_json::to_string_pretty(value).expect("json"),
+            )
+            .expect("write cassette");
+        }
+        let found = cassette_files(dir.path());
+        let specs_root = dir.path().join("specs");
+        (dir, found, specs_root)
+    }
+
+    fn good() -> Value {
+        cassette(
+            "demo",
+            json!({"templateID": "base", "timeout": 300}),
+            json!({"sandboxID": "{{sandbox_id}}", "state": "running", "metadata": {"suite": "conformance"}}),
+        )
+    }
+
+    #[test]
+    fn a_clean_cassette_passes() {
+        let (dir, files, specs) = setup(&[("lifecycle.json", good())]);
+        assert_eq!(files.len(), 1);
+        let problems = check_files(&files, dir.path(), Some(&specs));
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn a_planted_token_is_caught_without_being_shown() {
+        let token = format!("e2b_{}", "0123456789abcdef".repeat(2));
+        let mut planted = good();
+        planted["interactions"][0]["request"]["headers"] = json!({"x-api-key": token});
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        planted["interactions"][0]["response"]["headers"] =
+            json!({"authorization": format!("Bearer {jwt}")});
+        let (dir, files, specs) = setup(&[("lifecycle.json", planted)]);
+        let problems = check_files(&files, dir.path(), Some(&specs));
+        let text = problems.join("\n");
+        assert!(text.contains("lifecycle.json:"), "{text}");
+        assert!(text.contains("E2B API key"), "{text}");
+        assert!(text.contains("JWT"), "{text}");
+        assert!(text.contains("bearer token"), "{text}");
+        assert!(
+            !text.contains(&token) && !text.contains(jwt),
+            "the secret is shown: {text}"
+        );
+    }
+
+    #[test]
+    fn placeholders_and_short_values_are_not_secrets() {
+        let mut c = good();
+        c["interactions"][0]["request"]["headers"] = json!({"authorization": "Bearer {{token}}"});
+        c["interactions"][0]["request"]["query"] = json!({"X-Amz-Signature": "{{signature}}"});
+        let (dir, files, specs) = setup(&[("lifecycle.json", c)]);
+        assert!(check_files(&files, dir.path(), Some(&specs)).is_empty());
+    }
+
+    #[test]
+    fn a_planted_schema_violation_names_the_field() {
+        let bad_response = cassette(
+            "demo",
+            json!({"templateID": "base"}),
+            json!({"sandboxID": "x", "state": "runing", "metadata": {"suite": 3}}),
+        );
+        let bad_request = cassette(
+            "demo",
+            json!({"timeout": "300"}),
+            json!({"sandboxID": "x", "state": "paused"}),
+        );
+        let (dir, files, specs) = setup(&[("a.json", bad_response), ("b.json", bad_request)]);
+        let text = check_files(&files, dir.path(), Some(&specs)).join("\n");
+        assert!(text.contains("a.json: interaction #0 POST /sandboxes: response 201 body /state: \"runing\" is not one of"), "{text}");
+        assert!(
+            text.contains("/metadata/suite: expected string, got integer 3"),
+            "{text}"
+        );
+        assert!(text.contains("b.json: interaction #0 POST /sandboxes: request body /templateID: required field missing"), "{text}");
+        assert!(
+            text.contains("request body /timeout: expected integer, got string \"300\""),
+            "{text}"
+        );
+        // Without specs the same cassettes pass the schema part.
+        assert!(check_files(&files, dir.path(), None).is_empty());
+    }
+
+    #[test]
+    fn a_cassette_without_provenance_fails() {
+        let mut c = good();
+        c.as_object_mut().expect("object").remove("provenance");
+        let mut no_source = good();
+        no_source["provenance"] = json!({"kind": "spec", "date": "2026-12-01"});
+        let (dir, files, _) = setup(&[("a.json", c), ("b.json", no_source)]);
+        let text = check_files(&files, dir.path(), None).join("\n");
+        assert!(text.contains("a.json: no provenance"), "{text}");
+        assert!(
+            text.contains("b.json: a spec cassette must name its source"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn known_deviations_are_matched_by_provider_and_field() {
+        assert!(is_known_deviation(
+            "fly",
+            "/config/services/0/autostop: expected string, got boolean false"
+        ));
+        assert!(is_known_deviation(
+            "fly",
+            "/3/config/services/12/autostop: expected string"
+        ));
+        assert!(!is_known_deviation(
+            "e2b",
+            "/config/services/0/autostop: expected string"
+        ));
+        assert!(!is_known_deviation(
+            "fly",
+            "/config/services/0/autostart: expected boolean"
+        ));
+    }
+
+    #[test]
+    fn templates_match_segments_and_server_prefixes() {
+        assert!(template_matches(
+            "/sandboxes/{id}/pause",
+            "/sandboxes/{{sandbox_id}}/pause"
+        ));
+        assert!(!template_matches("/sandboxes/{id}", "/sandboxes"));
+        let doc = json!({"servers": [{"url": "https://h.test/api/"}], "paths": {}});
+        assert_eq!(
+            server_prefixes(&doc),
+            vec!["".to_owned(), "/api".to_owned()]
+        );
+    }
+}
