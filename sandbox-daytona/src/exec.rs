@@ -51,15 +51,23 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// command started elsewhere) is passed on unchanged.
 pub(crate) fn command_line(command: &Command) -> Result<String> {
     command.validate()?;
-    let mut inner = if command.cwd.is_none() && command.env.is_empty() {
-        quote_argv(&command.argv)?
+    let direct = command.cwd.is_none() && command.env.is_empty();
+    let inner = if command.timeout.is_zero() {
+        if direct {
+            quote_argv(&command.argv)?
+        } else {
+            // A subshell, so the script's `exec` replaces it and not the shell printing the mark.
+            format!("({})", shell_script(command)?)
+        }
     } else {
-        format!("sh -c {}", shell_quote(&shell_script(command)?)?)
-    };
-    if !command.timeout.is_zero() {
         let secs = command.timeout.as_millis().div_ceil(1000).max(1);
-        inner = format!("timeout -k 5 {secs} {inner}");
-    }
+        let program = if direct {
+            quote_argv(&command.argv)?
+        } else {
+            format!("sh -c {}", shell_quote(&shell_script(command)?)?)
+        };
+        format!("timeout -k 5 {secs} {program}")
+    };
     let script =
         format!("{inner}; s=$?; printf '%s\\n' {END_MARK}; printf '%s\\n' {END_MARK} >&2; exit $s");
     Ok(format!("sh -c {}", shell_quote(&script)?))
@@ -139,6 +147,21 @@ pub(crate) fn split_pid(pid: &str) -> Result<(&str, &str)> {
     }
 }
 
+/// How many taken session names `start` steps over before giving up.
+const MAX_NAME_TRIES: u32 = 64;
+
+async fn create_session(tb: &Toolbox, sid: &str) -> Result<()> {
+    tb.http
+        .request(Method::Post, "/process/session")
+        .json(&CreateSessionBody {
+            session_id: sid.to_owned(),
+        })
+        .operation("exec")
+        .sandbox_id(&tb.sandbox_id)
+        .send_empty()
+        .await
+}
+
 /// Starts `command` in a new session and returns its handle.
 pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process> {
     if command.stdin {
@@ -152,21 +175,29 @@ pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process
     }
     let line = command_line(command)?;
     let sid = match &command.tag {
-        Some(tag) => tag_session(tag)?,
+        Some(tag) => {
+            let sid = tag_session(tag)?;
+            create_session(&tb, &sid).await?;
+            sid
+        }
         None => {
+            // Names are numbered per handle (so replays are deterministic); a name another
+            // handle holds right now answers 409, and the next number is tried.
             let kind = if command.background { "bg" } else { "exec" };
-            format!("sdk-{kind}-{}", uuid::Uuid::new_v4().simple())
+            let mut tries = 0;
+            loop {
+                let n = tb.next_session.fetch_add(1, Ordering::Relaxed);
+                let sid = format!("sdk-{kind}-{n}");
+                match create_session(&tb, &sid).await {
+                    Ok(()) => break sid,
+                    Err(e) if e.kind() == ErrorKind::Conflict && tries < MAX_NAME_TRIES => {
+                        tries += 1
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         }
     };
-    tb.http
-        .request(Method::Post, "/process/session")
-        .json(&CreateSessionBody {
-            session_id: sid.clone(),
-        })
-        .operation("exec")
-        .sandbox_id(&tb.sandbox_id)
-        .send_empty()
-        .await?;
     let answer = tb
         .http
         .request(Method::Post, &format!("{}/exec", session_path(&sid)))
@@ -706,18 +737,20 @@ mod tests {
         // The daemon hands the line to the session's shell; `sh` here proves the quoting.
         let dir = std::env::temp_dir().join(format!("sandbox-daytona-line-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("conformance-cwd")).unwrap();
-        let cmd = Command::shell("printf '%s|%s' \"$CONFORMANCE_VAR\" \"${PWD##*/}\"")
-            .cwd("conformance-cwd")
-            .env("CONFORMANCE_VAR", "it's a $HOME \"test\"")
-            .timeout(Duration::from_secs(5));
-        let line = command_line(&cmd).unwrap();
-        let out = run_line(&line, &dir);
+        for timeout in [Duration::ZERO, Duration::from_secs(5)] {
+            let cmd = Command::shell("printf '%s|%s' \"$CONFORMANCE_VAR\" \"${PWD##*/}\"")
+                .cwd("conformance-cwd")
+                .env("CONFORMANCE_VAR", "it's a $HOME \"test\"")
+                .timeout(timeout);
+            let out = run_line(&command_line(&cmd).unwrap(), &dir);
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("it's a $HOME \"test\"|conformance-cwd{END_MARK}\n"),
+                "timeout {timeout:?}"
+            );
+            assert!(out.status.success());
+        }
         std::fs::remove_dir_all(&dir).ok();
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            format!("it's a $HOME \"test\"|conformance-cwd{END_MARK}\n")
-        );
-        assert!(out.status.success());
     }
 
     #[test]

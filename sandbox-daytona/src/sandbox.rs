@@ -35,6 +35,8 @@ pub(crate) struct Toolbox {
     pub sandbox_id: String,
     pub http: HttpClient,
     pub base: String,
+    /// The number of the next session this handle names (`sdk-exec-N`, `sdk-bg-N`).
+    pub next_session: std::sync::atomic::AtomicU64,
 }
 
 /// One Daytona sandbox. Cheap to clone.
@@ -155,6 +157,7 @@ impl DaytonaSandbox {
                 sandbox_id: id.clone(),
                 http,
                 base,
+                next_session: std::sync::atomic::AtomicU64::new(1),
             }),
             inner,
             id,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use wiremock::matchers::{body_json, header, method, path, path_regex, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
-const SID_RE: &str = r"sdk-exec-[0-9a-f]{32}";
+const SID_RE: &str = r"sdk-exec-[0-9]+";
 
 /// The raw body contains these bytes (multipart bodies with binary parts are not UTF-8).
 struct BodyContains(&'static [u8]);
@@ -316,7 +316,7 @@ async fn background_commands_are_listed_and_reattached() {
         .await;
     Mock::given(method("POST"))
         .and(path_regex(
-            r"^/toolbox/sb1/process/session/sdk-bg-[0-9a-f]{32}/exec$",
+            r"^/toolbox/sb1/process/session/sdk-bg-[0-9]+/exec$",
         ))
         .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "c9"})))
         .mount(&server)
@@ -695,4 +695,50 @@ async fn previews_carry_the_token_header_and_signed_urls_expire() {
         .expire_signed_preview_link(3000, "stok")
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_session_name_in_use_steps_to_the_next_number() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(body_json(json!({"sessionId": "sdk-exec-1"})))
+        .respond_with(ResponseTemplate::new(409).set_body_json(
+            json!({"statusCode": 409, "message": "session already exists", "code": "CONFLICT"}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(body_json(json!({"sessionId": "sdk-exec-2"})))
+        .respond_with(ResponseTemplate::new(201))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-2/exec"))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "c1"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider(&server).get("sb1").await.unwrap();
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    assert_eq!(process.pid(), "sdk-exec-2/c1");
+    // A tag in use is the caller's conflict, not stepped over.
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(body_json(json!({"sessionId": "sdk-tag-web"})))
+        .respond_with(ResponseTemplate::new(409).set_body_json(
+            json!({"statusCode": 409, "message": "session already exists", "code": "CONFLICT"}),
+        ))
+        .mount(&server)
+        .await;
+    let err = sandbox
+        .exec(&Command::new("true").background().tag("web"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    std::mem::forget(process);
 }
