@@ -9,6 +9,7 @@ pub fn providers() -> Vec<(&'static str, Capabilities)> {
     vec![
         ("local", sandbox_sdk_core::local::CAPABILITIES),
         ("e2b", sandbox_e2b::CAPABILITIES),
+        ("daytona", sandbox_daytona::CAPABILITIES),
         ("fly", sandbox_fly::CAPABILITIES),
     ]
 }
