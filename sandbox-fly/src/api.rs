@@ -283,13 +283,32 @@ impl Api {
         self.lease_call(req, "get_lease", id).await
     }
 
+    /// Releases a lease. The answer's envelope is checked when there is one; an empty body
+    /// (not documented, but harmless) is accepted.
     pub async fn release_lease(&self, id: &str, nonce: &str) -> Result<()> {
         let path = format!("{}/lease", self.machine(id));
-        let req = self
+        let body = self
             .req(Method::Delete, path, "release_lease", Some(id))
-            .sensitive_header(LEASE_NONCE_HEADER, nonce);
-        let _: serde_json::Value = self.lease_call(req, "release_lease", id).await?;
-        Ok(())
+            .sensitive_header(LEASE_NONCE_HEADER, nonce)
+            .send()
+            .await?
+            .bytes()
+            .await?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        match serde_json::from_slice::<LeaseEnvelope<serde_json::Value>>(&body) {
+            Ok(envelope) if envelope.status.as_deref() == Some("error") => Err(Error::new(
+                ErrorKind::Provider,
+                envelope
+                    .message
+                    .unwrap_or_else(|| "lease release answered with status error".to_owned()),
+            )
+            .with_provider(PROVIDER)
+            .with_operation("release_lease")
+            .with_sandbox_id(id)),
+            _ => Ok(()),
+        }
     }
 }
 

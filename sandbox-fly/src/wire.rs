@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// A Fly Machine as returned by get, list, create and update.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     /// Machine id (usually 14 hex characters; do not validate the length).
     #[serde(default)]
@@ -56,6 +56,56 @@ pub struct Machine {
     /// Fields this SDK does not model.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// The lease nonce is a credential: `Debug` hides it (and the config hides env values).
+impl std::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Machine")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("state", &self.state)
+            .field("region", &self.region)
+            .field("instance_id", &self.instance_id)
+            .field("config", &self.config)
+            .field("created_at", &self.created_at)
+            .field("nonce", &self.nonce.as_ref().map(|_| "<redacted>"))
+            .field("lease", &self.lease)
+            .field("host_status", &self.host_status)
+            .field("extra", &self.extra.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Env values and unmodelled keys (`files` may carry file contents) can be secrets, so `Debug`
+/// shows their names only.
+impl std::fmt::Debug for MachineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MachineConfig")
+            .field("image", &self.image)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("guest", &self.guest)
+            .field("auto_destroy", &self.auto_destroy)
+            .field("restart", &self.restart)
+            .field("init", &self.init)
+            .field("services", &self.services)
+            .field("mounts", &self.mounts)
+            .field("metadata", &self.metadata)
+            .field("stop_config", &self.stop_config)
+            .field("extra", &self.extra.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Stdin may carry secrets (a file being uploaded), so `Debug` shows its length only.
+impl std::fmt::Debug for ExecRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecRequest")
+            .field("command", &self.command)
+            .field("timeout", &self.timeout)
+            .field("stdin_len", &self.stdin.as_ref().map(String::len))
+            .finish()
+    }
 }
 
 impl Machine {
@@ -127,7 +177,7 @@ pub struct MachineEvent {
 
 /// A machine config. Known keys are typed; every other key is kept in `extra`, because an update
 /// must send the entire config back (Fly has no partial updates).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineConfig {
     /// Image to run (required on create).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,7 +421,7 @@ pub struct WaitResponse {
 }
 
 /// `POST …/exec` body.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ExecRequest {
     /// Argument vector.
     pub command: Vec<String>,
@@ -547,6 +597,24 @@ mod tests {
         assert_eq!(lease.nonce.as_deref(), Some("5c35f65c9f95"));
         assert_eq!(lease.expires_at, Some(1_708_569_778));
         assert!(!format!("{lease:?}").contains("5c35f65c9f95"));
+    }
+
+    #[test]
+    fn debug_hides_env_values_nonces_and_stdin() {
+        let mut m: Machine = serde_json::from_str(CREATE_RESPONSE).unwrap();
+        m.nonce = Some("canary-nonce".into());
+        if let Some(c) = m.config.as_mut() {
+            c.env.insert("API_KEY".into(), "canary-env".into());
+        }
+        let text = format!("{m:?}");
+        assert!(text.contains("API_KEY"));
+        assert!(!text.contains("canary"), "{text}");
+        let req = ExecRequest {
+            command: vec!["cat".into()],
+            timeout: None,
+            stdin: Some("canary-stdin".into()),
+        };
+        assert!(!format!("{req:?}").contains("canary"));
     }
 
     #[test]
