@@ -82,13 +82,12 @@ impl fmt::Debug for E2bProvider {
     }
 }
 
-/// Maps E2B's state names onto the common model.
+/// Maps E2B's state names (`running`, `paused`) onto the common model.
 pub fn map_state(state: &str) -> SandboxState {
     match state {
         "running" => SandboxState::Running,
         "paused" => SandboxState::Paused,
-        "pausing" | "snapshotting" => SandboxState::Running,
-        "killed" | "killing" => SandboxState::Destroyed,
+        // The API documents only these two; anything new keeps its raw name in `raw_state`.
         _ => SandboxState::Unknown,
     }
 }
