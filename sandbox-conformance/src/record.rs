@@ -522,6 +522,84 @@ mod tests {
     }
 
     #[test]
+    fn streamed_answers_become_frames_and_ids_placeholders() {
+        use bytes::Bytes;
+        let start = crate::cassette::connect_envelope(
+            0,
+            &serde_json::json!({"event": {"start": {"pid": 7}}}),
+        );
+        let end = crate::cassette::connect_envelope(2, &serde_json::json!({}));
+        let all = [start, end].concat();
+        let exchange = |path: &str, ct: &str, chunks: Vec<Bytes>| Exchange {
+            request: LoggedRequest {
+                method: "POST".into(),
+                path: path.into(),
+                query: Some("path=a%2Fb&x=1&x=2".into()),
+                headers: vec![
+                    ("authorization".into(), "Bearer live-secret-token".into()),
+                    ("content-type".into(), "application/json".into()),
+                ],
+                body: Bytes::from_static(br#"{"cmd":"sh"}"#),
+            },
+            status: 200,
+            headers: vec![("content-type".into(), ct.into())],
+            chunks,
+            error: None,
+        };
+        let exchanges = vec![
+            exchange(
+                "/sandboxes",
+                "application/json",
+                vec![Bytes::from_static(br#"{"sandboxID":"sbxlive42"}"#)],
+            ),
+            exchange(
+                "/sandboxes/sbxlive42/process",
+                "application/connect+json",
+                vec![
+                    Bytes::copy_from_slice(&all[..4]),
+                    Bytes::copy_from_slice(&all[4..]),
+                ],
+            ),
+        ];
+        let scrub = Scrubber::from_pairs(vec![
+            ("live-secret-token".into(), "{{token}}".into()),
+            ("sbxlive42".into(), "{{sandbox_id}}".into()),
+        ]);
+        let c = build_cassette("demo", "exec_exit_codes", "test", &exchanges, &scrub);
+        let text = c.to_json_pretty();
+        assert!(
+            !text.contains("live-secret-token") && !text.contains("sbxlive42"),
+            "{text}"
+        );
+        assert_eq!(
+            c.interactions[1].request.path,
+            "/sandboxes/{{sandbox_id}}/process"
+        );
+        assert_eq!(
+            c.interactions[1].request.query["path"],
+            QueryValue::One("a/b".into())
+        );
+        assert_eq!(
+            c.interactions[1].request.query["x"],
+            QueryValue::Many(vec!["1".into(), "2".into()])
+        );
+        assert!(
+            !c.interactions[1]
+                .request
+                .headers
+                .contains_key("authorization")
+        );
+        assert_eq!(
+            c.interactions[1].response.frames,
+            Some(vec![
+                Frame::Connect(serde_json::json!({"event": {"start": {"pid": 7}}})),
+                Frame::ConnectEnd(serde_json::json!({})),
+            ])
+        );
+        assert_eq!(c.provenance.kind, ProvenanceKind::Recorded);
+    }
+
+    #[test]
     fn today_is_an_iso_date() {
         let d = today();
         assert_eq!(d.len(), 10);

@@ -670,3 +670,107 @@ fn render_body(body: &[u8]) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cassette::Placeholders;
+
+    fn cassette(order: &str) -> Cassette {
+        let text = format!(
+            r#"{{
+              "provider": "demo", "scenario": "connect", "order": "{order}",
+              "provenance": {{"kind": "spec", "date": "2026-12-01", "source": "test"}},
+              "interactions": [
+                {{"request": {{"method": "GET", "path": "/a/{{{{sandbox_id}}}}"}},
+                  "response": {{"status": 200, "body": {{"json": {{"n": 1}}}}}}, "times": 2}},
+                {{"request": {{"method": "POST", "path": "/b", "query": {{"k": "v"}},
+                               "body": {{"json": {{"x": "{{{{any}}}}"}}}}}},
+                  "response": {{"status": 201, "frames": [{{"text": "one "}}, {{"text": "two"}}]}}}}
+              ]
+            }}"#
+        );
+        Cassette::from_json(&text).expect("valid cassette")
+    }
+
+    async fn server(order: &str) -> ReplayServer {
+        let server = ReplayServer::start().await.expect("server");
+        let c = cassette(order)
+            .substituted(&Placeholders::standard(server.url()))
+            .expect("substituted");
+        server.mount(&c, false).await.expect("mounted");
+        server
+    }
+
+    async fn get(base: &str) -> (u16, String) {
+        let r = reqwest::get(format!("{base}/a/{}", crate::cassette::SANDBOX_ID))
+            .await
+            .expect("get");
+        (r.status().as_u16(), r.text().await.expect("body"))
+    }
+
+    async fn post(base: &str) -> (u16, String) {
+        let r = reqwest::Client::new()
+            .post(format!("{base}/b?k=v"))
+            .json(&serde_json::json!({"x": [1, 2]}))
+            .send()
+            .await
+            .expect("post");
+        (r.status().as_u16(), r.text().await.expect("body"))
+    }
+
+    #[tokio::test]
+    async fn strict_order_counts_and_streams_frames() {
+        let s = server("strict").await;
+        let (status, body) = post(s.url()).await;
+        assert_eq!(status, MISS_STATUS);
+        assert!(
+            body.contains("strict order expects #0 GET /a/cfsbx0001 first"),
+            "{body}"
+        );
+        assert_eq!(get(s.url()).await.0, 200);
+        assert_eq!(get(s.url()).await.0, 200);
+        assert_eq!(post(s.url()).await, (201, "one two".to_owned()));
+        let err = s.verify().await.unwrap_err();
+        assert!(err.starts_with("unmatched request:"), "{err}");
+        assert_eq!(s.misses().len(), 1);
+        assert_eq!(s.request_count(), 4);
+    }
+
+    #[tokio::test]
+    async fn any_order_accepts_any_sequence_and_verify_checks_counts() {
+        let s = server("any").await;
+        assert_eq!(post(s.url()).await.0, 201);
+        assert_eq!(get(s.url()).await.0, 200);
+        let err = s.verify().await.unwrap_err();
+        assert!(
+            err.contains(
+                "interaction #0 GET /a/cfsbx0001 was used 1 time(s), the cassette expects exactly 2"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_run_verifies_clean() {
+        let s = server("strict").await;
+        get(s.url()).await;
+        get(s.url()).await;
+        post(s.url()).await;
+        assert_eq!(
+            get(s.url()).await.0,
+            MISS_STATUS,
+            "a third GET is one too many"
+        );
+        let err = s.verify().await.unwrap_err();
+        assert!(
+            err.contains("it matches, but it was already used 2 of 2 time(s)"),
+            "{err}"
+        );
+        let s = server("strict").await;
+        get(s.url()).await;
+        get(s.url()).await;
+        post(s.url()).await;
+        s.verify().await.expect("clean run verifies");
+    }
+}
