@@ -253,4 +253,89 @@ mod tests {
         assert!(String::from_utf8(o.stdout).unwrap().contains("f.bin"));
         std::fs::remove_dir_all(&tmp).unwrap();
     }
+
+    /// Kill, process listing and stdin from `DIR.in`, under this machine's `sh`.
+    #[test]
+    fn kill_processes_and_stdin_scripts_work_under_sh() {
+        if sh().is_none() {
+            return;
+        }
+        let root = std::env::temp_dir().join(format!("sandbox-fly-kill-{}", std::process::id()));
+        let root_s = root.to_str().unwrap().to_owned();
+        let dir = format!("{root_s}/job");
+        let out = run(
+            &run_script(),
+            &[
+                &dir,
+                "0",
+                "1024",
+                "0",
+                "0",
+                r#"{"argv":["sleep","30"]}"#,
+                "0",
+                "sleep",
+                "30",
+            ],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let first = crate::exec::parse_poll(&String::from_utf8(out.stdout).unwrap()).unwrap();
+        assert!(first.alive && first.exit.is_none());
+        let listed = run(PROCESSES, &[&root_s], b"");
+        let infos = crate::exec::parse_processes(&String::from_utf8(listed.stdout).unwrap());
+        assert_eq!(infos.len(), 1);
+        assert_eq!(infos[0].pid, "job");
+        assert!(infos[0].running);
+        assert_eq!(infos[0].argv, ["sleep", "30"]);
+        let killed = run(KILL, &[&dir], b"");
+        assert!(killed.status.success());
+        let mut exit = None;
+        for _ in 0..50 {
+            let o = run(&poll_script(), &[&dir, "0", "0", "0", "0", "0"], b"");
+            exit = crate::exec::parse_poll(&String::from_utf8(o.stdout).unwrap())
+                .unwrap()
+                .exit;
+            if exit.is_some() {
+                break;
+            }
+        }
+        let exit = exit.expect("an exit after the kill");
+        assert!(!exit.success(), "{exit:?}");
+        let gone = run(KILL, &[&format!("{root_s}/nope")], b"");
+        assert_eq!(gone.status.code(), Some(44));
+
+        // Stdin: uploaded beside the directory, moved in by RUN.
+        let dir2 = format!("{root_s}/cat");
+        std::fs::write(format!("{dir2}.in"), b"fed through a file\n").unwrap();
+        let out = run(
+            &run_script(),
+            &[&dir2, "25", "1024", "1", "1", "{}", "0", "cat"],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut text = String::from_utf8(out.stdout).unwrap();
+        for _ in 0..50 {
+            if crate::exec::parse_poll(&text).unwrap().exit.is_some() {
+                break;
+            }
+            let o = run(&poll_script(), &[&dir2, "0", "0", "1024", "5", "1"], b"");
+            text = String::from_utf8(o.stdout).unwrap();
+        }
+        let answer = crate::exec::parse_poll(&text).unwrap();
+        assert_eq!(answer.exit, Some(sandbox_sdk_core::ExitStatus::code(0)));
+        assert_eq!(&answer.stdout[..], b"fed through a file\n");
+        assert!(
+            !std::path::Path::new(&dir2).exists(),
+            "cleaned up after the exit"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
