@@ -1,6 +1,64 @@
 //! # sandbox-daytona
 //!
-//! The [Daytona](https://www.daytona.io) adapter for `sandbox-sdk-core`.
+//! The [Daytona](https://www.daytona.io) adapter for `sandbox-sdk-core`: Daytona sandboxes
+//! through the SDK's one [`Provider`](sandbox_sdk_core::Provider) /
+//! [`Sandbox`](sandbox_sdk_core::Sandbox) API, speaking Daytona's real protocols — the REST
+//! control plane, each sandbox's toolbox API, and the log WebSocket.
+//!
+//! ```no_run
+//! # async fn demo() -> sandbox_sdk_core::Result<()> {
+//! use sandbox_daytona::DaytonaBuilder;
+//! use sandbox_sdk_core::{Command, CreateSpec, Provider, SandboxExt};
+//!
+//! let provider = DaytonaBuilder::from_env().build()?; // DAYTONA_API_KEY, ...
+//! let sandbox = provider.create(&CreateSpec::new().metadata("team", "agents")).await?;
+//! let out = sandbox.run(&Command::shell("echo hi; echo oops >&2; exit 3")).await?;
+//! assert_eq!(out.stdout_lossy(), "hi\n");
+//! assert_eq!(out.stderr_lossy(), "oops\n");
+//! assert_eq!(out.status.code, Some(3));
+//! sandbox.destroy().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## How it maps onto Daytona
+//!
+//! - **Configuration**: [`DaytonaBuilder`] (`from_env()` reads `DAYTONA_API_KEY`,
+//!   `DAYTONA_JWT_TOKEN`, `DAYTONA_ORGANIZATION_ID`, `DAYTONA_API_URL`, `DAYTONA_TARGET`,
+//!   `DAYTONA_TOOLBOX_URL`). Every API, toolbox and WebSocket request carries
+//!   `Authorization`, `X-Daytona-Source: sdk-rust`, `X-Daytona-SDK-Version` (at least
+//!   0.167.0, below which the daemon merges stdout and stderr) and a matching `User-Agent`.
+//! - **Lifecycle**: create posts the sandbox and polls until `started` (bounded by the start
+//!   timeout); `error`/`build_failed` fail with the server's `errorReason`. All 22 states map
+//!   onto [`SandboxState`](sandbox_sdk_core::SandboxState) ([`core_state`], [`phase`]). A 409
+//!   "Sandbox state change in progress" is waited out — poll until the sandbox rests, then
+//!   send again — within the state-change timeout. List streams pages over both the
+//!   `{items,nextCursor}` answer and the older bare array. Destroy waits for the 404.
+//! - **Commands**: each command is an asynchronous session command. Its output is followed live
+//!   over the log WebSocket and split by [`LogDemux`], a state machine over the 3-byte stream
+//!   markers that survives markers split across frames; the exit code is the daemon's. Because
+//!   the daemon's wrapper reads output line by line (and would add a newline to a last partial
+//!   line), each command ends by printing an end mark that the adapter strips, so output comes
+//!   back byte for byte. Background commands keep their session (pid `session/command`, or a
+//!   tag); `kill_process` deletes the session. [`DaytonaSandbox::execute`] is the one-shot
+//!   endpoint (merged output, server-side timeout).
+//! - **Files**: uploads are `bulk-upload` multipart (`files[i].path` before `files[i].file`),
+//!   streamed; downloads stream in constant memory; list, stat, mkdir, move, delete,
+//!   permissions, find and search are the toolbox's own calls.
+//! - **Errors**: one function, [`map_error`], reads both body shapes (API and daemon/proxy),
+//!   turns `Retry-After-{throttler}` headers into `QuotaExceeded` with the delay, and the
+//!   proxy's empty 502 into `Transport` — or `NotRunning` once a look at the sandbox shows it
+//!   is not started.
+//! - **Previews and SSH**: preview links carry `x-daytona-preview-token` and the warning-skip
+//!   header; signed URLs expire; a 307 to the login page is `Unauthorized`. SSH access tokens
+//!   are cached once per sandbox for the whole process (minting revokes the previous token) and
+//!   renewed before they expire.
+//! - **Snapshots and limits**: [`DaytonaProvider::prepare`] makes a snapshot idempotently by a
+//!   content hash in its name; [`DaytonaProvider::limits`] reads the organization's
+//!   per-sandbox limits.
+//!
+//! What the adapter does not offer is `Unsupported` in [`CAPABILITIES`] and fails fast with
+//! `NotSupported`: per-byte streaming (output is live per line), stdin (session input has no end
+//! of file), pty, file watching, metrics.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
