@@ -555,6 +555,21 @@ mod tests {
         }
     }
 
+    /// The request body of PROTOCOL.md §3 Example A, byte for byte (79 bytes, enveloped).
+    #[test]
+    fn start_request_envelope_matches_example_a() {
+        let hex = "000000004a7b2270726f63657373223a7b22636d64223a222f62696e2f62617368222c2261726773223a5b222d6c222c222d63222c226563686f206869225d7d2c22737464696e223a66616c73657d";
+        let want: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let cmd = Command::new("/bin/bash").args(["-l", "-c", "echo hi"]);
+        let json = serde_json::to_vec(&start_request(&cmd)).unwrap();
+        let got = crate::connect::encode_envelope(&json);
+        assert_eq!(got.len(), 79);
+        assert_eq!(&got[..], &want[..]);
+    }
+
     #[test]
     fn start_request_keeps_argv_and_options() {
         let cmd = Command::new("python3")

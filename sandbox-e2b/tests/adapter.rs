@@ -1105,6 +1105,56 @@ async fn signed_urls_and_preview_links_use_the_port_host() {
 }
 
 #[tokio::test]
+async fn upload_urls_carry_user_and_expiration() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .mount(&server)
+        .await;
+    let sandbox = E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(server.uri())
+        .user("root")
+        .build()
+        .unwrap()
+        .connect_sandbox(SB, None)
+        .await
+        .unwrap();
+    let url = url::Url::parse(
+        &sandbox
+            .upload_url("/tmp/x", Some(Duration::from_secs(60)))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(url.host_str(), Some(format!("49983-{SB}.e2b.app").as_str()));
+    let q: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
+    assert_eq!(q["path"], "/tmp/x");
+    assert_eq!(q["username"], "root");
+    let exp: u64 = q["signature_expiration"].parse().unwrap();
+    assert_eq!(
+        q["signature"],
+        sandbox_e2b::file_signature("/tmp/x", "write", "root", TOKEN, Some(exp))
+    );
+}
+
+#[tokio::test]
+async fn delete_snapshot_uses_the_templates_route() {
+    let server = MockServer::start().await;
+    Mock::given(method("DELETE"))
+        .and(path("/templates/team%2Fsnap%3Adefault"))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    provider(&server)
+        .delete_snapshot("team/snap:default")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn private_preview_carries_the_traffic_token() {
     let server = MockServer::start().await;
     let mut body = created_body(SB);
