@@ -199,7 +199,7 @@ pub struct CoverageRow {
     pub capability: Capability,
     /// Its declared level (as the client layer sees it, emulation included).
     pub level: Level,
-    /// Scenarios that exercise it (or, when unsupported, probe it).
+    /// Scenarios that exercise it, or when it is unsupported, those that check it fails fast.
     pub scenarios: Vec<&'static str>,
     /// The adapter's own test that covers it, when declared with `covered_elsewhere`.
     pub elsewhere: Option<String>,
@@ -219,8 +219,11 @@ impl Coverage {
                 let scenarios = SCENARIOS
                     .iter()
                     .filter(|s| {
-                        s.exercises.contains(cap)
-                            || (!level.is_available() && s.probe && s.requires == Some(*cap))
+                        if level.is_available() {
+                            s.exercises.contains(cap)
+                        } else {
+                            s.probe && s.requires == Some(*cap)
+                        }
                     })
                     .map(|s| s.name)
                     .collect();
