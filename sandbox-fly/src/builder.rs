@@ -1,15 +1,7 @@
 //! [`FlyBuilder`]: configuration read from the environment or set in code, checked by a fallible
 //! [`FlyBuilder::build`].
 //!
-//! Environment variables read by [`FlyBuilder::from_env`]:
-//!
-//! | variable | meaning | default |
-//! | --- | --- | --- |
-//! | `FLY_API_TOKEN` | API token (`fly tokens create …`); `FlyV1 …` macaroons are sent with the `FlyV1` scheme, others as `Bearer` | required |
-//! | `FLY_API_HOSTNAME` | Machines API base URL (a bare host gets `https://`) | `https://api.machines.dev` |
-//! | `FLY_APP_NAME` (alias `FLY_APP`) | the app the machines live in | required |
-//! | `FLY_REGION` | default region for new machines | Fly picks one near you |
-//! | `FLY_IMAGE` | default image for new machines | `ubuntu:24.04` |
+//! The environment variables [`FlyBuilder::from_env`] reads are listed on [`FlyBuilder`].
 
 use crate::provider::FlyProvider;
 use sandbox_sdk_core::{Error, Result};
@@ -28,6 +20,16 @@ pub const DEFAULT_IMAGE: &str = "ubuntu:24.04";
 pub const EXEC_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A Fly Machines provider's configuration. `Debug` never shows the token.
+///
+/// Environment variables read by [`FlyBuilder::from_env`]:
+///
+/// | variable | meaning | default |
+/// | --- | --- | --- |
+/// | `FLY_API_TOKEN` | API token (`fly tokens create …`); `FlyV1 …` macaroons are sent with the `FlyV1` scheme, others as `Bearer` | required |
+/// | `FLY_API_HOSTNAME` | Machines API base URL (a bare host gets `https://`) | `https://api.machines.dev` |
+/// | `FLY_APP_NAME` (alias `FLY_APP`) | the app the machines live in | required |
+/// | `FLY_REGION` | default region for new machines | Fly picks one near you |
+/// | `FLY_IMAGE` | default image for new machines | `ubuntu:24.04` |
 ///
 /// ```
 /// use sandbox_fly::FlyBuilder;
@@ -96,7 +98,7 @@ impl FlyBuilder {
         Self::default()
     }
 
-    /// A builder filled from the environment variables listed in the [module docs](self).
+    /// A builder filled from the environment variables listed on [`FlyBuilder`].
     pub fn from_env() -> Self {
         Self::from_vars(|name| std::env::var(name).ok())
     }
