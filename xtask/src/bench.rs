@@ -78,7 +78,8 @@ struct Row {
     /// `None` when the baseline is zero (nothing to divide by).
     ratio: Option<f64>,
     iterations: u64,
-    spread_percent: f64,
+    /// The interquartile range of the runs, in percent of the median.
+    iqr_percent: f64,
     notes: String,
 }
 
@@ -118,7 +119,7 @@ fn parse_rows(stdout: &str) -> Result<Vec<Row>> {
                 .then(|| number(&value, "ratio"))
                 .transpose()?,
             iterations: number(&value, "iterations")? as u64,
-            spread_percent: number(&value, "spread_percent")?,
+            iqr_percent: number(&value, "iqr_percent")?,
             notes: text(&value, "notes")?,
         });
     }
@@ -240,7 +241,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
     let _ = writeln!(
         out,
         "- Load average when the run started: {} (the machine may be shared; medians and \
-         interleaved runs damp that, the spread column shows what is left)",
+         interleaved runs damp that; the IQR column shows what is left)",
         machine.load
     );
     if quick {
@@ -257,7 +258,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
         let _ = writeln!(out, "## {group}\n");
         let _ = writeln!(
             out,
-            "| Benchmark | SDK | Baseline | Ratio | Runs (spread) | Notes |\n\
+            "| Benchmark | SDK | Baseline | Ratio | Runs (IQR) | Notes |\n\
              |---|---:|---:|---:|---:|---|"
         );
         for row in rows.iter().filter(|r| r.group == group) {
@@ -265,7 +266,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
                 .ratio
                 .map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"));
             let runs = if row.iterations > 1 {
-                format!("{} (±{:.0}%)", row.iterations, row.spread_percent)
+                format!("{} ({:.0}%)", row.iterations, row.iqr_percent)
             } else {
                 "1".to_owned()
             };
@@ -291,10 +292,12 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
          - Timed rows: warm-up runs of both paths, then several runs of each, alternating which\n\
          \x20 goes first; the table shows the median. Throughput is bytes moved per second of wall\n\
          \x20 time; latency is wall time per operation in a round of sequential operations.\n\
-         \x20 \"Spread\" is the largest deviation of any single run from its median.\n\
-         - Memory rows: each path runs once in a fresh process; the peak resident set (`VmHWM`)\n\
-         \x20 is reset to the current one through `/proc/self/clear_refs` just before the transfer,\n\
-         \x20 and the row shows how far the peak rose above the resident set before it.\n\
+         \x20 \"IQR\" is the interquartile range of the runs (the larger of SDK and baseline) as a\n\
+         \x20 percentage of the median: how far apart the middle half of the runs lie.\n\
+         - Memory rows: each path runs several times, each run in a fresh process; the peak\n\
+         \x20 resident set (`VmHWM`) is reset to the current one through `/proc/self/clear_refs`\n\
+         \x20 just before the transfer, and the row shows the median of how far the peak rose\n\
+         \x20 above the resident set before it.\n\
          - HTTP rows use a small hand-written HTTP/1.1 server on `127.0.0.1` that streams zeros\n\
          \x20 from one static buffer (it holds no body in memory), with keep-alive.\n\
          - Local rows use a `LocalProvider` sandbox in a private temporary directory.\n\n\
@@ -315,7 +318,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
 mod tests {
     use super::*;
 
-    const LINE: &str = r#"{"group":"HTTP","name":"download 64 MiB","baseline_name":"raw reqwest","unit":"MiB/s","higher_is_better":true,"sdk":900.0,"baseline":1000.0,"ratio":1.1111,"iterations":9,"spread_percent":4.2,"notes":"a | b"}"#;
+    const LINE: &str = r#"{"group":"HTTP","name":"download 64 MiB","baseline_name":"raw reqwest","unit":"MiB/s","higher_is_better":true,"sdk":900.0,"baseline":1000.0,"ratio":1.1111,"iterations":9,"iqr_percent":4.2,"notes":"a | b"}"#;
 
     fn machine() -> Machine {
         Machine {
@@ -367,7 +370,7 @@ mod tests {
         assert!(md.contains("## HTTP"), "{md}");
         assert!(
             md.contains(
-                "| download 64 MiB | 900 MiB/s | 1000 MiB/s (raw reqwest) | 1.11x | 9 (±4%) | a \\| b |"
+                "| download 64 MiB | 900 MiB/s | 1000 MiB/s (raw reqwest) | 1.11x | 9 (4%) | a \\| b |"
             ),
             "{md}"
         );

@@ -109,16 +109,26 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// The spread of `values` around their median, as `max(|x - median|) / median` in percent.
-pub fn spread_percent(values: &[f64]) -> f64 {
-    let m = median(values);
+/// The `q` quantile (0..=1) of sorted values, interpolated linearly; 0 when empty.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// The interquartile range of `values` as a percentage of their median: how far apart the
+/// middle half of the runs lie.
+pub fn iqr_percent(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let m = median(&sorted);
     if m == 0.0 {
         return 0.0;
     }
-    values
-        .iter()
-        .map(|v| (v - m).abs() / m * 100.0)
-        .fold(0.0, f64::max)
+    (quantile(&sorted, 0.75) - quantile(&sorted, 0.25)) / m * 100.0
 }
 
 /// One row of `BENCHMARKS.md`, printed on stdout as one JSON line.
@@ -139,8 +149,9 @@ pub struct Record<'a> {
     pub baseline: f64,
     /// How many timed runs each number is the median of (1 for a one-shot probe).
     pub iterations: usize,
-    /// Largest deviation of any SDK or baseline run from its median, in percent.
-    pub spread_percent: f64,
+    /// The larger interquartile range of the SDK's and the baseline's runs, in percent of the
+    /// median.
+    pub iqr_percent: f64,
     /// What to know to read the row.
     pub notes: String,
 }
@@ -175,7 +186,7 @@ impl Record<'_> {
             "baseline": self.baseline,
             "ratio": ratio,
             "iterations": self.iterations,
-            "spread_percent": self.spread_percent,
+            "iqr_percent": self.iqr_percent,
             "notes": self.notes,
         });
         println!("{line}");
@@ -211,7 +222,7 @@ pub fn throughput_record<'a>(
         sdk: median(&sdk),
         baseline: median(&baseline),
         iterations: timings.sdk.len(),
-        spread_percent: spread_percent(&sdk).max(spread_percent(&baseline)),
+        iqr_percent: iqr_percent(&sdk).max(iqr_percent(&baseline)),
         notes,
     }
 }
@@ -227,18 +238,35 @@ pub fn latency_record<'a>(
 ) -> Record<'a> {
     let per_op = |t: &[f64]| t.iter().map(|s| s / ops as f64 * 1e6).collect::<Vec<_>>();
     let (sdk, baseline) = (per_op(&timings.sdk), per_op(&timings.baseline));
+    let (sdk_median, baseline_median) = (median(&sdk), median(&baseline));
     Record {
         group,
         name,
         baseline_name,
         unit: "µs/op",
         higher_is_better: false,
-        sdk: median(&sdk),
-        baseline: median(&baseline),
+        sdk: sdk_median,
+        baseline: baseline_median,
         iterations: timings.sdk.len(),
-        spread_percent: spread_percent(&sdk).max(spread_percent(&baseline)),
-        notes,
+        iqr_percent: iqr_percent(&sdk).max(iqr_percent(&baseline)),
+        notes: format!(
+            "{:+.1} µs per operation against the baseline; {notes}",
+            sdk_median - baseline_median
+        ),
     }
+}
+
+/// Writes `n` bytes of real data (not a sparse file, which reads faster) to `path`.
+pub fn write_file(path: &std::path::Path, n: u64) -> Result {
+    use std::io::Write;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let block = [7u8; 64 * 1024];
+    for _ in 0..n / block.len() as u64 {
+        file.write_all(&block)?;
+    }
+    file.write_all(&block[..(n % block.len() as u64) as usize])?;
+    file.flush()?;
+    Ok(())
 }
 
 /// Reads a `kB` field (`VmRSS`, `VmHWM`) of `/proc/self/status`, in bytes.
@@ -320,7 +348,7 @@ pub fn memory_record<'a>(
         sdk: median(sdk),
         baseline: median(baseline),
         iterations: sdk.len(),
-        spread_percent: spread_percent(sdk).max(spread_percent(baseline)),
+        iqr_percent: iqr_percent(sdk).max(iqr_percent(baseline)),
         notes,
     }
 }

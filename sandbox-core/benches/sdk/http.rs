@@ -104,9 +104,9 @@ pub async fn run(config: &Config) -> Result {
         n,
         &timings,
         format!(
-            "loopback server streaming zeros; both paths see the same chunks \
-             ({sdk_chunks} vs {raw_chunks} per download): the SDK maps each chunk's error type \
-             and copies nothing"
+            "loopback server streaming zeros; both paths yield reqwest's chunks as they arrive \
+             ({sdk_chunks} vs {raw_chunks} in the last download, depending on timing): the SDK \
+             only maps each chunk's error type and copies nothing"
         ),
     )
     .emit();
@@ -142,7 +142,7 @@ pub async fn run(config: &Config) -> Result {
     .await?;
     latency_record(
         GROUP,
-        format!("{requests} sequential small JSON GETs (`send_json`)",),
+        format!("{requests} sequential small JSON GETs (`send_json`)"),
         RAW,
         requests,
         &timings,
@@ -213,7 +213,7 @@ async fn upload(
     let n = config.big;
     let dir = tempfile::tempdir()?;
     let source = dir.path().join("upload.bin");
-    write_file(&source, n)?;
+    harness::write_file(&source, n)?;
     let timings = interleaved(
         config,
         async || sdk_upload(sdk, &source, n).await,
@@ -240,26 +240,13 @@ async fn upload(
     );
     record.notes = format!(
         "a `tokio::fs::File` as `UploadBody`, sent with `Content-Length` to the loopback server; \
-         the SDK reads an `UploadBody` in 256 KiB chunks like the baseline (it read 4 KiB \
-         chunks before this benchmark existed); for scale, reqwest's own \
+         the SDK reads an `UploadBody` in 256 KiB chunks like the baseline (before commit \
+         4e721d1 it read 4 KiB chunks and ran about 12x slower); for scale, reqwest's own \
          `Body::from(tokio::fs::File)` (4 KiB chunks, one blocking-pool read each) runs at \
          {from_file:.0} MiB/s (median of {})",
         config.iterations
     );
     record.emit();
-    Ok(())
-}
-
-/// Writes `n` bytes of real (not sparse) data to `path`.
-fn write_file(path: &Path, n: u64) -> Result {
-    use std::io::Write;
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let block = [7u8; 64 * 1024];
-    for _ in 0..n / block.len() as u64 {
-        file.write_all(&block)?;
-    }
-    file.write_all(&block[..(n % block.len() as u64) as usize])?;
-    file.flush()?;
     Ok(())
 }
 

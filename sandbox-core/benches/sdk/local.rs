@@ -218,17 +218,7 @@ async fn run_in(config: &Config, bench: &Bench) -> Result {
 
     // Files: one source file of `n` bytes in the sandbox.
     let source = bench.dir.join("source.bin");
-    {
-        use std::io::Write;
-        // Real data, not a sparse file (which reads faster than a written one).
-        let mut file = std::io::BufWriter::new(std::fs::File::create(&source)?);
-        let block = [7u8; 64 * 1024];
-        for _ in 0..n / block.len() as u64 {
-            file.write_all(&block)?;
-        }
-        file.write_all(&block[..(n % block.len() as u64) as usize])?;
-        file.flush()?;
-    }
+    harness::write_file(&source, n)?;
 
     let mut chunks = 0;
     let timings = interleaved(
