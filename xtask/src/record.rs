@@ -21,6 +21,7 @@ pub fn run(mut args: Args) -> Result {
     let scenario = args.value("--scenario")?;
     args.finish()?;
     let cargo_args = command(&provider, scenario.as_deref())?;
+    let started = std::time::SystemTime::now();
     println!(
         "==> SANDBOX_CONFORMANCE_RECORD=1 cargo {}",
         cargo_args.join(" ")
@@ -36,8 +37,48 @@ pub fn run(mut args: Args) -> Result {
             "recording {provider} failed (a scenario that fails live is not written)"
         ));
     }
-    println!("recorded; checking the cassettes (review them before committing):");
+    let package = TARGETS
+        .iter()
+        .find(|t| t.provider == provider)
+        .map(|t| t.package)
+        .unwrap_or_default();
+    let dir = shell::workspace_root()
+        .join(package)
+        .join("tests/cassettes");
+    let written = newer_files(&dir, started);
+    if written.is_empty() {
+        return Err(format!(
+            "no cassette under {} was written: the suite in {package}/tests/conformance.rs must \
+             build `Suite::record(..)` when `sandbox_conformance::recording()` is true",
+            dir.display()
+        ));
+    }
+    println!("recorded {} cassette(s):", written.len());
+    for file in &written {
+        println!("  {}", file.display());
+    }
+    println!("checking the cassettes (review them before committing):");
     fixtures::check()
+}
+
+/// Files under `dir` (recursively) modified at or after `since`.
+fn newer_files(dir: &std::path::Path, since: std::time::SystemTime) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path.is_dir() {
+            out.extend(newer_files(&path, since));
+        } else if std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|m| m >= since)
+        {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
 }
 
 /// The cargo arguments that record `provider` (and only `scenario`, when given).
@@ -87,6 +128,12 @@ mod tests {
             "{args:?}"
         );
         assert!(command("local", None).is_err());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let before = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::write(dir.path().join("a.json"), "{}").expect("write");
+        assert_eq!(newer_files(dir.path(), before).len(), 1);
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        assert!(newer_files(dir.path(), later).is_empty());
         assert!(command("nope", None).is_err());
     }
 }
