@@ -38,6 +38,25 @@ pub(crate) enum Target {
 
 /// The conformance suite for one adapter.
 ///
+/// Live, against the embedded `local` provider (each scenario gets a fresh sandbox):
+///
+/// ```
+/// use sandbox_conformance::{Outcome, Suite};
+/// use sandbox_sdk_core::local::LocalProvider;
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() {
+/// let suite = Suite::live(Arc::new(LocalProvider::new()));
+/// let report = suite.run("exec_stdout_stderr").await;
+/// assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+/// // `fork` is unsupported by `local`: the suite checks it fails fast instead.
+/// assert_eq!(suite.run("fork").await.outcome, Outcome::NotSupported);
+/// # }
+/// ```
+///
+/// Replayed from cassettes, against an adapter built for the replay server's URL:
+///
 /// ```no_run
 /// use sandbox_conformance::Suite;
 /// # fn build(base_url: &str) -> sandbox_sdk_core::Result<std::sync::Arc<dyn sandbox_sdk_core::Provider>> { todo!() }
