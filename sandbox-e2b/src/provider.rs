@@ -367,6 +367,29 @@ impl E2bProvider {
         .boxed()
     }
 
+    /// The latest resource sample of several sandboxes at once (`GET /sandboxes/metrics`).
+    pub async fn metrics_many(
+        &self,
+        sandbox_ids: &[&str],
+    ) -> Result<BTreeMap<String, sandbox_sdk_core::Metrics>> {
+        if sandbox_ids.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let answer: crate::wire::SandboxesMetrics = self
+            .shared
+            .api
+            .request(Method::Get, "/sandboxes/metrics")
+            .query("sandbox_ids", sandbox_ids.join(","))
+            .operation("metrics")
+            .send_json()
+            .await?;
+        Ok(answer
+            .sandboxes
+            .into_iter()
+            .map(|(id, m)| (id, crate::sandbox::metrics(m)))
+            .collect())
+    }
+
     /// Creates a team volume (`POST /volumes`), to mount with [`CreateOptions::volume_mounts`].
     pub async fn create_volume(&self, name: &str) -> Result<Volume> {
         if name.is_empty()

@@ -419,7 +419,7 @@ impl E2bSandbox {
     }
 }
 
-fn metrics(m: SandboxMetric) -> Metrics {
+pub(crate) fn metrics(m: SandboxMetric) -> Metrics {
     let timestamp = m
         .timestamp_unix
         .and_then(|t| u64::try_from(t).ok())

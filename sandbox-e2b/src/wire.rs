@@ -307,6 +307,14 @@ pub struct SandboxMetric {
     pub disk_total: Option<u64>,
 }
 
+/// `GET /sandboxes/metrics` answer: the latest sample per sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SandboxesMetrics {
+    /// Sample per sandbox id.
+    #[serde(default, deserialize_with = "null_default")]
+    pub sandboxes: BTreeMap<String, SandboxMetric>,
+}
+
 /// One line of `GET /v2/sandboxes/{id}/logs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogEntry {

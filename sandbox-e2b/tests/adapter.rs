@@ -1140,6 +1140,28 @@ async fn upload_urls_carry_user_and_expiration() {
 }
 
 #[tokio::test]
+async fn metrics_of_several_sandboxes_in_one_call() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/sandboxes/metrics"))
+        .and(query_param("sandbox_ids", "a,b"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "sandboxes": {
+                "a": {"cpuCount": 2, "cpuUsedPct": 5.0, "memUsed": 1, "memTotal": 2, "diskUsed": 3, "diskTotal": 4, "timestampUnix": 1},
+                "b": {"cpuCount": 4, "cpuUsedPct": 9.5, "memUsed": 1, "memTotal": 2, "diskUsed": 3, "diskTotal": 4, "timestampUnix": 1}
+            }
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = provider(&server);
+    let m = p.metrics_many(&["a", "b"]).await.unwrap();
+    assert_eq!(m["b"].cpu_percent, Some(9.5));
+    assert_eq!(m["a"].cpu_count, Some(2));
+    assert!(p.metrics_many(&[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn delete_snapshot_uses_the_templates_route() {
     let server = MockServer::start().await;
     Mock::given(method("DELETE"))
