@@ -128,6 +128,24 @@ fn exit_status(resp: &ExecResponse) -> ExitStatus {
     }
 }
 
+/// Collects stdin on its own task, so that a caller who writes everything before reading any
+/// output never blocks on the channel; the result is awaited when the command is sent.
+fn spawn_stdin_collector(
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+) -> impl std::future::Future<Output = Result<Bytes>> + Send + 'static {
+    let task = tokio::spawn(collect_stdin(rx));
+    async move {
+        task.await.unwrap_or_else(|e| {
+            Err(Error::new(
+                ErrorKind::Cancelled,
+                format!("stdin collection stopped: {e}"),
+            )
+            .with_provider(PROVIDER)
+            .with_operation("exec"))
+        })
+    }
+}
+
 /// Collects a process's stdin until the writer is shut down, up to [`STDIN_LIMIT`].
 async fn collect_stdin(mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> Result<Bytes> {
     let mut buf = BytesMut::new();
@@ -221,10 +239,11 @@ pub(crate) async fn start_direct(
     let argv = wrap_argv(cmd);
     if cmd.stdin {
         let (stdin, rx) = Stdin::channel(16);
+        let collected = spawn_stdin_collector(rx);
         let api = api.clone();
         let machine_id = machine.to_owned();
         let events = futures::stream::once(async move {
-            let input = collect_stdin(rx).await?;
+            let input = collected.await?;
             exec_direct(&api, &machine_id, argv, secs, Some(input)).await
         })
         .flat_map(|result| {
@@ -661,13 +680,14 @@ pub(crate) async fn start_polled(
     let mut p = poller(&pid);
     let control: Arc<dyn ProcessControl> = p.control.clone();
     let (stdin, rx) = Stdin::channel(16);
+    let collected = spawn_stdin_collector(rx);
     let api = api.clone();
     let machine = machine.to_owned();
     let cmd = cmd.clone();
     let ids = vec![pid.clone()];
     let launch_then_poll = async move {
         let started = async {
-            let input = collect_stdin(rx).await?;
+            let input = collected.await?;
             let path = format!("{}.in", process_dir(&ids[0]));
             crate::files::upload_bytes(&api, &machine, &path, input).await?;
             launch(&api, &machine, &ids, &cmd, clean, true, reuse).await
@@ -783,6 +803,30 @@ pub(crate) fn parse_processes(text: &str) -> Vec<ProcessInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn stdin_over_the_cap_is_a_validation_error() {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let collected = spawn_stdin_collector(rx);
+        let sender = tokio::spawn(async move {
+            let chunk = Bytes::from(vec![b'x'; 256 * 1024]);
+            for _ in 0..5 {
+                if tx.send(chunk.clone()).await.is_err() {
+                    return false;
+                }
+            }
+            true
+        });
+        let err = collected.await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation);
+        assert!(err.message().contains("1048576"), "{err}");
+        // The collector stopped reading, so the writer sees a closed pipe instead of blocking.
+        let _ = sender.await.unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(Bytes::from_static(b"ok")).await.unwrap();
+        drop(tx);
+        assert_eq!(&spawn_stdin_collector(rx).await.unwrap()[..], b"ok");
+    }
 
     #[test]
     fn wrap_argv_passes_env_and_cwd_as_arguments() {

@@ -221,14 +221,17 @@ async fn short_commands_use_one_buffered_exec_with_stdin_and_signals() {
         .await
         .unwrap();
     let mut stdin = p.take_stdin().unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"hello")
-        .await
-        .unwrap();
+    // More separate writes than the stdin channel holds, all before any output is read.
+    for _ in 0..40 {
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, b"x")
+            .await
+            .unwrap();
+    }
     tokio::io::AsyncWriteExt::shutdown(&mut stdin)
         .await
         .unwrap();
     let out = p.output().await.unwrap();
-    assert_eq!(out.stdout_lossy(), "5\n");
+    assert_eq!(out.stdout_lossy(), "40\n");
     assert!(out.status.success());
     let mut p = sandbox
         .exec(&Command::new("cat").stdin().timeout(Duration::from_secs(10)))
