@@ -61,7 +61,8 @@
 //! `connect`) or `frames` (a streamed body: each [`Frame`] encoded and concatenated in order), or a
 //! `fault` (see [`Fault`]) for connection resets and truncated streams. A JSON body gets
 //! `content-type: application/json` unless the cassette sets one; text gets `text/plain`, bytes
-//! `application/octet-stream`.
+//! `application/octet-stream`; frames get the type of their first frame's kind (`connect` →
+//! `application/connect+json`, `jsonl` → `application/x-ndjson`).
 //!
 //! # Counts and order
 //!

@@ -20,7 +20,7 @@
 //! ```
 
 use crate::cassette::{
-    ANY, Body, Cassette, Fault, Interaction, JsonMatch, Order, RequestSpec, decode_connect,
+    ANY, Body, Cassette, Fault, Frame, Interaction, JsonMatch, Order, RequestSpec, decode_connect,
     json_matches,
 };
 use crate::proxy::{Exchange, FAULT_HEADER, Handler, LoggedRequest, Proxy};
@@ -262,7 +262,14 @@ fn response_template(interaction: &Interaction) -> Result<ResponseTemplate, Stri
             for frame in frames {
                 all.extend(frame.bytes()?);
             }
-            (all, None)
+            let ct = match frames.first() {
+                Some(Frame::Connect(_) | Frame::ConnectEnd(_)) => "application/connect+json",
+                Some(Frame::Jsonl(_)) => "application/x-ndjson",
+                Some(Frame::Json(_)) => "application/json",
+                Some(Frame::Text(_)) => "text/plain; charset=utf-8",
+                _ => "application/octet-stream",
+            };
+            (all, Some(ct))
         }
         (None, None) => (Vec::new(), None),
     };
