@@ -167,8 +167,15 @@ impl Envd {
         req
     }
 
-    /// `POST /files` with a raw body (envd ≥ 0.5.7), streamed in constant memory.
-    pub(crate) async fn upload_raw(&self, path: &str, body: UploadBody) -> Result<Transfer> {
+    /// `POST /files` from a reader, streamed in constant memory: a raw
+    /// `application/octet-stream` body when envd takes one (≥ 0.5.7), else one streamed
+    /// multipart part. The transfer counts the bytes actually read.
+    pub(crate) async fn upload_stream(
+        &self,
+        path: &str,
+        body: UploadBody,
+        raw: bool,
+    ) -> Result<Transfer> {
         validate_path(path)?;
         let counted = Arc::new(AtomicU64::new(0));
         let counter = counted.clone();
@@ -179,13 +186,21 @@ impl Envd {
                 Ok(chunk)
             })
             .boxed();
-        let written: Vec<WrittenEntry> = self
+        let request = self
             .files_request(Method::Post, path, "upload")
-            .body_stream(stream, "application/octet-stream")
-            .no_timeout()
-            .send_json()
-            .await?;
-        let _ = written;
+            .no_timeout();
+        let request = if raw {
+            request.body_stream(stream, "application/octet-stream")
+        } else {
+            request.multipart(Multipart::new().stream(
+                "file",
+                path,
+                "application/octet-stream",
+                stream,
+                None,
+            ))
+        };
+        let _written: Vec<WrittenEntry> = request.send_json().await?;
         Ok(Transfer {
             bytes: counted.load(Ordering::Relaxed),
             emulated: false,
@@ -198,7 +213,7 @@ impl Envd {
         validate_path(path)?;
         let len = data.len() as u64;
         let form = Multipart::new().bytes("file", path, "application/octet-stream", data);
-        let _: Vec<WrittenEntry> = self
+        let _written: Vec<WrittenEntry> = self
             .files_request(Method::Post, path, "write_file")
             .multipart(form)
             .send_json()

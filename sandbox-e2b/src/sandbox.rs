@@ -356,7 +356,7 @@ impl E2bSandbox {
         if let Some(user) = &self.envd.user {
             req = req.query("username", user);
         }
-        let _: Vec<crate::wire::WrittenEntry> = req.multipart(form).send_json().await?;
+        let _written: Vec<crate::wire::WrittenEntry> = req.multipart(form).send_json().await?;
         Ok(Transfer {
             bytes: total,
             emulated: false,
@@ -493,42 +493,7 @@ impl Sandbox for E2bSandbox {
             .envd_version
             .as_deref()
             .is_none_or(|v| version_at_least(v, [0, 5, 7]));
-        if raw_ok {
-            self.envd.upload_raw(path, body).await
-        } else {
-            // Older envd only takes multipart; stream the reader as one part.
-            sandbox_sdk_core::validate_path(path)?;
-            let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
-            let counter = counted.clone();
-            use futures::StreamExt;
-            let stream: sandbox_sdk_core::ByteStream = tokio_util::io::ReaderStream::new(body)
-                .map(move |chunk| {
-                    let chunk = chunk?;
-                    counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    Ok(chunk)
-                })
-                .boxed();
-            let form = sandbox_sdk_core::http::Multipart::new().stream(
-                "file",
-                path,
-                "application/octet-stream",
-                stream,
-                None,
-            );
-            let mut req = self
-                .envd
-                .request(Method::Post, "/files", "upload")
-                .query("path", path);
-            if let Some(user) = &self.envd.user {
-                req = req.query("username", user);
-            }
-            let _: Vec<crate::wire::WrittenEntry> =
-                req.multipart(form).no_timeout().send_json().await?;
-            Ok(Transfer {
-                bytes: counted.load(std::sync::atomic::Ordering::Relaxed),
-                emulated: false,
-            })
-        }
+        self.envd.upload_stream(path, body, raw_ok).await
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {

@@ -966,6 +966,37 @@ async fn upload_streams_raw_octets_and_download_streams_back() {
 }
 
 #[tokio::test]
+async fn upload_to_an_old_envd_streams_one_multipart_part() {
+    let server = MockServer::start().await;
+    let mut body = created_body(SB);
+    body["envdVersion"] = "0.5.6".into();
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/files"))
+        .and(query_param("path", "/home/user/s.txt"))
+        .and(body_string_contains(
+            r#"name="file"; filename="/home/user/s.txt""#,
+        ))
+        .and(body_string_contains("streamed text"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string(r#"[{"name":"s.txt","path":"/home/user/s.txt","type":"file"}]"#),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).connect(SB).await.unwrap();
+    let reader: sandbox_sdk_core::UploadBody =
+        Box::pin(std::io::Cursor::new(b"streamed text".to_vec()));
+    let t = sandbox.upload("/home/user/s.txt", reader).await.unwrap();
+    assert_eq!(t.bytes, 13);
+}
+
+#[tokio::test]
 async fn missing_files_are_not_found_in_both_dialects() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
