@@ -228,8 +228,9 @@ impl FlyBuilder {
         self
     }
 
-    /// Sets the least time between two output polls of an emulated stream (default 1 s, Fly's
-    /// sustained per-action rate). Each poll also waits in the machine up to ~1 s for output.
+    /// Sets the least time between two calls of one emulated operation (default 1 s, Fly's
+    /// sustained per-action rate): output polls of a streamed command, and file chunks after a
+    /// burst of two. Each poll also waits in the machine up to ~1 s for output.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self

@@ -49,6 +49,7 @@ mod capabilities;
 mod error;
 mod exec;
 mod files;
+mod pace;
 mod provider;
 mod sandbox;
 pub mod scripts;
