@@ -237,10 +237,14 @@ impl E2bProvider {
         E2bSandbox::new(self.shared.clone(), created, timeout)
     }
 
-    /// Details of one sandbox (`GET /sandboxes/{id}`).
+    /// Details of one sandbox (`GET /sandboxes/{id}`) in the common shape.
     pub async fn get_info(&self, id: &str) -> Result<SandboxInfo> {
-        let detail: SandboxDetail = self
-            .shared
+        Ok(sandbox_info(self.get_detail(id).await?))
+    }
+
+    /// Details of one sandbox as E2B reports them (CPUs, memory, disk, envd version, ...).
+    pub async fn get_detail(&self, id: &str) -> Result<SandboxDetail> {
+        self.shared
             .api
             .request(
                 Method::Get,
@@ -249,8 +253,7 @@ impl E2bProvider {
             .operation("info")
             .sandbox_id(id)
             .send_json()
-            .await?;
-        Ok(sandbox_info(detail))
+            .await
     }
 
     /// Kills a sandbox by id: `true` when it was killed, `false` when it was already gone (404).
