@@ -233,11 +233,16 @@ impl Api {
     pub async fn exec(&self, id: &str, body: &ExecRequest) -> Result<ExecResponse> {
         let path = format!("{}/exec", self.machine(id));
         let server = Duration::from_secs(body.timeout.unwrap_or(EXEC_DEFAULT_SECS));
-        self.req(Method::Post, path, "exec", Some(id))
+        let resp = self
+            .req(Method::Post, path, "exec", Some(id))
             .json(body)
             .timeout(server + SLACK)
-            .send_json()
-            .await
+            .send()
+            .await?;
+        let request_id = resp.request_id().map(str::to_owned);
+        let mut answer: ExecResponse = resp.json().await?;
+        answer.request_id = request_id;
+        Ok(answer)
     }
 
     async fn lease_call<T: DeserializeOwned>(&self, req: Request, op: &str, id: &str) -> Result<T> {

@@ -115,10 +115,14 @@ pub(crate) fn script_error(resp: &ExecResponse, op: &str, machine: &str, what: &
     } else {
         stderr.chars().take(300).collect()
     };
-    Error::new(kind, format!("{what}: {detail}"))
+    let error = Error::new(kind, format!("{what}: {detail}"))
         .with_provider(PROVIDER)
         .with_operation(op)
-        .with_sandbox_id(machine)
+        .with_sandbox_id(machine);
+    match &resp.request_id {
+        Some(id) => error.with_request_id(id.clone()),
+        None => error,
+    }
 }
 
 fn exit_status(resp: &ExecResponse) -> ExitStatus {

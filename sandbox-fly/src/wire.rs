@@ -448,6 +448,9 @@ pub struct ExecResponse {
     /// Signal number that ended the command, 0 or absent when none.
     #[serde(default)]
     pub exit_signal: Option<i64>,
+    /// Not on the wire: the `fly-request-id` of the answer, kept for errors raised from it.
+    #[serde(skip)]
+    pub request_id: Option<String>,
 }
 
 /// `POST …/lease` body.

@@ -348,3 +348,15 @@ async fn create_mounts_the_volume() {
     fly.create(&spec).await.unwrap();
     r.verify().await;
 }
+
+#[tokio::test]
+async fn errors_raised_from_an_exec_answer_keep_its_request_id() {
+    let r = Replay::start("fly_missing_file").await;
+    let sandbox = r.provider().connect_machine(ID).await.unwrap();
+    let err = sandbox.stat("/etc/nope").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_eq!(err.request_id(), Some(REQUEST_ID));
+    assert_eq!(err.operation(), Some("stat"));
+    assert!(err.message().contains("no such file"), "{err}");
+    r.verify().await;
+}
