@@ -1,11 +1,12 @@
 //! E2B-specific cassettes (`tests/cassettes/e2b/*.json`, provenance `spec`) replayed through the
 //! conformance kit's replay server: each error dialect, a UTF-8 character split across events,
 //! reattach by tag, fork with a partial failure, and kill of a sandbox already gone. Each
-//! interaction must be used exactly as often as the cassette says, in order.
+//! interaction must be used exactly as often as the cassette says, in order, and the normalised
+//! requests are kept as insta snapshots (`tests/snapshots/dialects__*.snap`).
 
 use bytes::Bytes;
 use sandbox_conformance::cassette::{Cassette, Placeholders, SANDBOX_ID, SANDBOX_ID_2, TOKEN};
-use sandbox_conformance::replay::ReplayServer;
+use sandbox_conformance::replay::{ReplayServer, normalise_requests};
 use sandbox_e2b::{E2bBuilder, E2bProvider, E2bSandbox};
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, ErrorKind, ListOptions};
@@ -39,10 +40,13 @@ async fn connect(provider: &E2bProvider) -> E2bSandbox {
     sandbox
 }
 
-async fn verified(server: ReplayServer) {
+/// Checks every interaction was used as the cassette says, then snapshots the requests sent.
+async fn verified(name: &str, server: ReplayServer) {
     if let Err(problems) = server.verify().await {
         panic!("replay server: {problems}\nmisses: {:?}", server.misses());
     }
+    let placeholders = Placeholders::standard(server.url());
+    insta::assert_snapshot!(name, normalise_requests(&server.requests(), &placeholders));
 }
 
 #[tokio::test]
@@ -59,7 +63,7 @@ async fn edge_proxy_errors() {
         e.is_retryable(),
         "a transitioning sandbox is worth retrying"
     );
-    verified(server).await;
+    verified("e2b_error_edge_proxy", server).await;
 }
 
 #[tokio::test]
@@ -80,7 +84,7 @@ async fn connect_end_stream_errors_on_http_200() {
     assert!(e.message().contains("cwd '/nope' does not exist"));
     let e = sandbox.attach("999").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
-    verified(server).await;
+    verified("e2b_error_connect_stream", server).await;
 }
 
 #[tokio::test]
@@ -95,7 +99,7 @@ async fn connect_unary_errors() {
     assert_eq!(e.status(), Some(401));
     let e = sandbox.mkdir("a.txt").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Validation, "{e}");
-    verified(server).await;
+    verified("e2b_error_connect_unary", server).await;
 }
 
 #[tokio::test]
@@ -109,7 +113,7 @@ async fn envd_http_errors() {
     assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
     assert_eq!(e.status(), Some(507));
     assert!(!e.is_retryable(), "a full disk does not clear by retrying");
-    verified(server).await;
+    verified("e2b_error_envd_http", server).await;
 }
 
 #[tokio::test]
@@ -123,7 +127,7 @@ async fn utf8_split_across_events_is_byte_exact() {
     assert_eq!(out.stdout, Bytes::from("héllo→"));
     assert_eq!(out.stderr, Bytes::from("→"));
     assert_eq!(out.status.code, Some(0));
-    verified(server).await;
+    verified("e2b_exec_utf8_split", server).await;
 }
 
 #[tokio::test]
@@ -136,7 +140,7 @@ async fn fork_with_a_partial_failure() {
     let e = children[1].as_ref().unwrap_err();
     assert_eq!(e.status(), Some(503));
     assert!(e.message().contains("Failed to place sandbox"));
-    verified(server).await;
+    verified("e2b_fork_partial", server).await;
 }
 
 #[tokio::test]
@@ -147,7 +151,7 @@ async fn kill_of_a_sandbox_already_gone() {
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert!(e.message().contains("already gone"), "{e}");
     assert!(!sandbox.kill().await.unwrap());
-    verified(server).await;
+    verified("e2b_kill_gone", server).await;
 }
 
 #[tokio::test]
@@ -158,5 +162,5 @@ async fn reattach_by_tag() {
     assert_eq!(process.pid(), "600");
     let out = process.output().await.unwrap();
     assert_eq!(out.stdout_lossy(), "later\n");
-    verified(server).await;
+    verified("e2b_reattach_by_tag", server).await;
 }
