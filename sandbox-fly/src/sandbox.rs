@@ -102,7 +102,17 @@ impl FlySandbox {
         let state = lock(&self.machine).state.clone().unwrap_or_default();
         match crate::state::map_state(&state) {
             SandboxState::Running => Ok(()),
-            SandboxState::Stopped | SandboxState::Paused if !state.ends_with("ing") => {
+            SandboxState::Stopped | SandboxState::Paused => {
+                // On its way down: let it settle first, since start refuses a transient state.
+                let settle = match state.as_str() {
+                    "stopping" => Some("stopped"),
+                    "suspending" => Some("suspended"),
+                    _ => None,
+                };
+                if let Some(target) = settle {
+                    self.wait_for_state(target, self.api.settings.start_timeout)
+                        .await?;
+                }
                 self.start().await
             }
             SandboxState::Destroyed | SandboxState::Failed => Err(Error::new(

@@ -162,10 +162,16 @@ async fn a_retried_create_adopts_the_machine_made_under_its_key() {
         .unwrap();
     assert_eq!(adopted.id(), ID);
     let made = fly
-        .create_machine(&spec.idempotency_key("job-43"))
+        .create_machine(&spec.clone().idempotency_key("job-43"))
         .await
         .unwrap();
     assert_eq!(made.machine().state.as_deref(), Some("started"));
+    // A machine found on its way down settles, then starts again.
+    let restarted = fly
+        .create_machine(&spec.idempotency_key("job-44"))
+        .await
+        .unwrap();
+    assert_eq!(restarted.machine().state.as_deref(), Some("started"));
     r.verify().await;
 }
 
