@@ -108,7 +108,7 @@ async fn envd_http_errors() {
     let sandbox = connect(&provider).await;
     let e = sandbox.exec(&Command::new("true")).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
-    let body: sandbox_sdk_core::UploadBody = Box::pin(std::io::Cursor::new(vec![0u8; 64]));
+    let body: sandbox_sdk_core::UploadBody = Box::pin(std::io::Cursor::new(vec![b'x'; 64]));
     let e = sandbox.upload("big.bin", body).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
     assert_eq!(e.status(), Some(507));
