@@ -89,6 +89,27 @@ pub use suite::{
 #[doc(hidden)]
 pub use insta;
 
+/// Runs one scenario replayed from `cassette_dir` against adapters built by `factory` for the
+/// replay server's URL: shorthand for `Suite::replay(factory, cassette_dir).run(name)`.
+pub async fn run_scenario<F>(
+    name: &str,
+    factory: F,
+    cassette_dir: impl Into<std::path::PathBuf>,
+) -> ScenarioReport
+where
+    F: Fn(&str) -> sandbox_sdk_core::Result<std::sync::Arc<dyn sandbox_sdk_core::Provider>>
+        + Send
+        + Sync
+        + 'static,
+{
+    Suite::replay(factory, cassette_dir).run(name).await
+}
+
+/// Runs every scenario of `suite` and its coverage check: shorthand for [`Suite::run_all`].
+pub async fn run_suite(suite: &Suite) -> SuiteReport {
+    suite.run_all().await
+}
+
 /// Whether generated tests should record (the [`RECORD_ENV`] variable is set).
 pub fn recording() -> bool {
     std::env::var_os(RECORD_ENV).is_some()

@@ -104,8 +104,11 @@ fn no_duplicate_create_catches_an_adapter_that_retries_creates_blindly() {
     assert!(message.contains("POST /v1/sandboxes"), "{message}");
     assert!(message.contains("already used 1 of 1"), "{message}");
     // The same scenario passes for the adapter without the bug.
-    let good = Suite::replay(factory(Bugs::default()), cassettes());
-    let report = runtime().block_on(good.run("no_duplicate_create"));
+    let report = runtime().block_on(sandbox_conformance::run_scenario(
+        "no_duplicate_create",
+        factory(Bugs::default()),
+        cassettes(),
+    ));
     assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
 }
 
@@ -140,7 +143,7 @@ fn recorded_cassettes_replay_and_pass() {
 #[test]
 fn run_all_counts_every_scenario_and_draws_the_coverage_table() {
     let suite = Suite::replay(factory(Bugs::default()), cassettes());
-    let report = runtime().block_on(suite.run_all());
+    let report = runtime().block_on(sandbox_conformance::run_suite(&suite));
     let failures: Vec<String> = report
         .scenarios
         .iter()
