@@ -113,6 +113,11 @@ pub fn map_error(f: Failure<'_>) -> Error {
             if kind == ErrorKind::Transport {
                 retryable = Some(true);
             }
+            if kind == ErrorKind::Timeout {
+                // On a stream this is the process's own deadline (`Connect-Timeout-Ms` on
+                // Start): running it again would meet the same deadline.
+                retryable = Some(false);
+            }
             (
                 kind,
                 format!("{code}: {}", clean(message.as_deref().unwrap_or(""))),
@@ -349,6 +354,7 @@ mod tests {
             r#"{"error":{"code":"deadline_exceeded","message":"context deadline exceeded"}}"#,
         );
         assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(!e.is_retryable(), "a process deadline is not retried");
         let e = map(200, r#"{"error": {"code": "unavailable", "message": "x"}}"#);
         assert_eq!(e.kind(), ErrorKind::Transport);
         assert!(e.is_retryable());
