@@ -997,6 +997,41 @@ async fn upload_to_an_old_envd_streams_one_multipart_part() {
 }
 
 #[tokio::test]
+async fn write_files_sends_one_part_per_file_and_sigterm_by_tag() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/files"))
+        .and(|r: &Request| r.url.query().is_none())
+        .and(body_string_contains(r#"filename="/tmp/a.txt""#))
+        .and(body_string_contains(r#"filename="/tmp/b.txt""#))
+        .respond_with(ResponseTemplate::new(200).set_body_string(
+            r#"[{"name":"a.txt","path":"/tmp/a.txt","type":"file"},{"name":"b.txt","path":"/tmp/b.txt","type":"file"}]"#,
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let t = sandbox
+        .write_files(vec![
+            ("/tmp/a.txt".into(), Bytes::from_static(b"aa")),
+            ("/tmp/b.txt".into(), Bytes::from_static(b"bbb")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(t.bytes, 5);
+    Mock::given(method("POST"))
+        .and(path("/process.Process/SendSignal"))
+        .and(body_json(
+            serde_json::json!({"process":{"tag":"web"},"signal":"SIGNAL_SIGTERM"}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.signal_process("web", true).await.unwrap();
+}
+
+#[tokio::test]
 async fn missing_files_are_not_found_in_both_dialects() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
