@@ -290,6 +290,11 @@ impl Scrubber {
             let Ok(body) = serde_json::from_slice::<Value>(&ex.chunks.concat()) else {
                 continue;
             };
+            // Credentials the service hands out (E2B's `envdAccessToken`, preview tokens, ...)
+            // are scrubbed wherever they appear later, in bodies, paths or headers.
+            for secret in secret_fields(&body) {
+                pairs.push((secret, "{{token}}".to_owned()));
+            }
             for id in id_fields(&body) {
                 let used_later = exchanges[i + 1..]
                     .iter()
@@ -351,6 +356,41 @@ impl Scrubber {
             _ => {}
         }
     }
+}
+
+/// String values, anywhere in a JSON answer, of fields whose names say they hold a credential
+/// (`token`, `accessToken`, `secret`, `password`, `apiKey`, ...).
+fn secret_fields(body: &Value) -> Vec<String> {
+    let is_secret = |k: &str| {
+        let k = k.to_ascii_lowercase().replace(['_', '-'], "");
+        [
+            "token",
+            "secret",
+            "password",
+            "apikey",
+            "privatekey",
+            "credential",
+        ]
+        .iter()
+        .any(|word| k.contains(word))
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![body];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    match v {
+                        Value::String(s) if is_secret(k) && !s.is_empty() => out.push(s.clone()),
+                        _ => stack.push(v),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// String values of id-like fields (`id`, `sandboxID`, `sandbox_id`, `machine_id`, ...) at the
@@ -507,6 +547,19 @@ pub(crate) fn today() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_fields_of_answers_are_found_at_any_depth() {
+        let body = serde_json::json!({
+            "sandboxID": "isb1",
+            "envdAccessToken": "tok-envd-123",
+            "nested": [{"traffic_access_token": "tok-traffic-456", "name": "x"}],
+            "apiKey": "",
+        });
+        let mut found = secret_fields(&body);
+        found.sort();
+        assert_eq!(found, ["tok-envd-123", "tok-traffic-456"]);
+    }
 
     #[test]
     fn scrubber_replaces_secrets_ids_and_signed_params() {
