@@ -22,6 +22,18 @@ pub const MIN_SDK_VERSION: (u64, u64, u64) = (0, 167, 0);
 /// The `X-Daytona-Source` value this SDK sends.
 pub const SOURCE: &str = "sdk-rust";
 
+/// Where foreground commands run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecTransport {
+    /// Through the toolbox API (session commands). The default.
+    #[default]
+    Toolbox,
+    /// Over SSH through Daytona's gateway (russh, auth method `none` with a cached access
+    /// token as user): byte-exact live output, stdin, pty and resize. Background commands
+    /// still use toolbox sessions.
+    Ssh,
+}
+
 /// How a command's output is followed while it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFollow {
@@ -74,6 +86,8 @@ pub struct DaytonaBuilder {
     pub(crate) start_timeout: Duration,
     pub(crate) state_change_timeout: Duration,
     pub(crate) log_follow: LogFollow,
+    pub(crate) exec_transport: ExecTransport,
+    pub(crate) ssh_host_key: Option<String>,
 }
 
 impl Default for DaytonaBuilder {
@@ -98,6 +112,8 @@ impl DaytonaBuilder {
             start_timeout: Duration::from_secs(300),
             state_change_timeout: Duration::from_secs(120),
             log_follow: LogFollow::WebSocket,
+            exec_transport: ExecTransport::Toolbox,
+            ssh_host_key: None,
         }
     }
 
@@ -196,6 +212,20 @@ impl DaytonaBuilder {
         self
     }
 
+    /// Sets where foreground commands run (default [`ExecTransport::Toolbox`]).
+    pub fn exec_transport(mut self, transport: ExecTransport) -> Self {
+        self.exec_transport = transport;
+        self
+    }
+
+    /// Pins the SSH gateway's host key by its SHA-256 fingerprint (`SHA256:…`, as `ssh-keygen
+    /// -l` prints it). Without a pin the first key seen per gateway is trusted for the life of
+    /// the process and a different one later is refused (Daytona publishes no fingerprint).
+    pub fn ssh_host_key(mut self, fingerprint: impl Into<String>) -> Self {
+        self.ssh_host_key = Some(fingerprint.into());
+        self
+    }
+
     /// Builds the provider. Fails with `Validation` when no credential is set, a JWT has no
     /// organization id, the SDK version is below 0.167.0, or a URL is malformed.
     pub fn build(self) -> Result<DaytonaProvider> {
@@ -278,6 +308,8 @@ impl fmt::Debug for DaytonaBuilder {
             .field("start_timeout", &self.start_timeout)
             .field("state_change_timeout", &self.state_change_timeout)
             .field("log_follow", &self.log_follow)
+            .field("exec_transport", &self.exec_transport)
+            .field("ssh_host_key", &self.ssh_host_key)
             .finish()
     }
 }

@@ -36,3 +36,16 @@ pub const FLAGS: Flags = Flags {
     exit_code_native: true,
     preview_model: PreviewModel::Subdomain,
 };
+
+/// The map for a configuration: [`CAPABILITIES`], and with
+/// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) also byte-level `streaming`, `stdin` and
+/// `pty`, which commands over SSH have.
+pub fn capabilities_for(config: &crate::DaytonaBuilder) -> Capabilities {
+    let mut caps = CAPABILITIES;
+    if config.exec_transport == crate::ExecTransport::Ssh {
+        caps.streaming = Level::Native;
+        caps.stdin = Level::Native;
+        caps.pty = Level::Native;
+    }
+    caps
+}

@@ -1,7 +1,6 @@
 //! [`DaytonaProvider`]: create, connect, list, snapshots (`prepare`) and usage limits.
 
 use crate::builder::DaytonaBuilder;
-use crate::capabilities::CAPABILITIES;
 use crate::error::{PROVIDER, is_state_change_in_progress};
 use crate::sandbox::DaytonaSandbox;
 use crate::state::{Phase, phase, raw_states_of};
@@ -633,7 +632,7 @@ impl Provider for DaytonaProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        crate::capabilities::capabilities_for(&self.inner.config)
     }
 
     async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {

@@ -381,6 +381,16 @@ impl DaytonaSandbox {
         DaytonaSandbox::from_dto(self.inner.clone(), &dto).await
     }
 
+    /// Runs `command` over SSH through Daytona's gateway, whatever the builder's transport:
+    /// stdout, stderr and the exit status apart and byte-exact, stdin (with end of file), a pty
+    /// of the command's size and resizes through [`Process::resize`]. The access token comes
+    /// from the process-wide cache (minted on first use, renewed before expiry). A gateway that
+    /// drops the connection is reported, after a look at the sandbox, as `NotRunning` or as an
+    /// `Unauthorized` (invalid or expired) token.
+    pub async fn ssh_exec(&self, command: &Command) -> Result<Process> {
+        crate::ssh::exec(self.inner.clone(), &self.id, command).await
+    }
+
     // ---- toolbox: one-shot execute and sessions ----
 
     /// `POST /process/execute`: runs a shell command line in one request with cwd, env and a
@@ -875,14 +885,22 @@ impl Sandbox for DaytonaSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        crate::capabilities::CAPABILITIES
+        crate::capabilities::capabilities_for(&self.inner.config)
     }
 
     async fn info(&self) -> Result<SandboxInfo> {
         Ok(info_from_dto(&self.inner.fetch(&self.id, "info").await?))
     }
 
+    /// Runs a command: through a toolbox session, or over SSH when the builder chose
+    /// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) (background commands always use a
+    /// toolbox session, so they can be listed, reattached and killed).
     async fn exec(&self, command: &Command) -> Result<Process> {
+        if self.inner.config.exec_transport == crate::builder::ExecTransport::Ssh
+            && !command.background
+        {
+            return self.ssh_exec(command).await;
+        }
         exec::start(self.toolbox.clone(), command).await
     }
 
@@ -935,6 +953,12 @@ impl Sandbox for DaytonaSandbox {
 
     /// Kills by pid or tag: deletes the command's session (the daemon kills its shell).
     async fn kill_process(&self, pid: &str) -> Result<()> {
+        if pid.starts_with(crate::ssh::PID_PREFIX) {
+            return Err(Error::validation(format!(
+                "{pid} runs over SSH: kill it through its process handle"
+            ))
+            .or_context(PROVIDER, "kill_process", Some(&self.id)));
+        }
         let sid = if pid.contains('/') {
             exec::split_pid(pid)?.0.to_owned()
         } else {
@@ -1119,12 +1143,26 @@ impl Sandbox for DaytonaSandbox {
     /// Sets Daytona's wall-clock TTL so the sandbox is destroyed `timeout` from now (the TTL
     /// counts from creation, so the elapsed time is added, rounded up to whole minutes).
     async fn set_timeout(&self, timeout: Duration) -> Result<()> {
-        let dto = self.inner.fetch(&self.id, "set_timeout").await?;
+        let response = self
+            .inner
+            .http
+            .request(Method::Get, &Inner::sandbox_path(&self.id))
+            .operation("set_timeout")
+            .sandbox_id(&self.id)
+            .send()
+            .await?;
+        // "Now" is the server's clock (its Date header) when it sends one, so a skewed local
+        // clock does not shift the TTL.
+        let now = response
+            .header("date")
+            .and_then(|d| httpdate::parse_http_date(d).ok())
+            .unwrap_or_else(SystemTime::now);
+        let dto: SandboxDto = response.json().await?;
         let elapsed = dto
             .created_at
             .as_deref()
             .and_then(parse_rfc3339)
-            .and_then(|c| SystemTime::now().duration_since(c).ok())
+            .and_then(|c| now.duration_since(c).ok())
             .unwrap_or_default();
         let minutes = (elapsed + timeout).as_secs().div_ceil(60).max(1);
         self.interval_call("set_timeout", "ttl", minutes.to_string())

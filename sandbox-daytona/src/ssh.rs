@@ -9,10 +9,17 @@ use crate::error::PROVIDER;
 use crate::provider::Inner;
 use crate::time::parse_rfc3339;
 use crate::wire::SshAccessDto;
+use bytes::Bytes;
+use futures::StreamExt;
+use russh::ChannelMsg;
+use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
 use sandbox_sdk_core::http::Method;
-use sandbox_sdk_core::{Error, ErrorKind, Result, SshAccess};
+use sandbox_sdk_core::{
+    Command, Error, ErrorKind, ExitStatus, Process, ProcessControl, ProcessEvent, PtySize, Result,
+    SshAccess, Stdin,
+};
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 use tokio::sync::Mutex;
 
@@ -117,6 +124,337 @@ async fn mint(inner: &Inner, sandbox_id: &str, ttl: Duration) -> Result<SshAcces
     })
 }
 
+// ---- exec over SSH (russh) ----
+
+/// Prefix of the ids of processes run over SSH (they are not toolbox sessions).
+pub(crate) const PID_PREFIX: &str = "ssh/";
+
+/// How long a token used by [`exec`] must stay valid.
+const EXEC_TOKEN_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// Host keys seen per gateway (`host:port` → SHA-256 fingerprint), trusted on first use for the
+/// life of the process; a different key later is refused.
+fn known_hosts() -> &'static std::sync::Mutex<HashMap<String, String>> {
+    static KNOWN: OnceLock<std::sync::Mutex<HashMap<String, String>>> = OnceLock::new();
+    KNOWN.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+}
+
+struct GatewayClient {
+    endpoint: String,
+    pinned: Option<String>,
+    mismatch: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl russh::client::Handler for GatewayClient {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        key: &russh::keys::PublicKey,
+    ) -> std::result::Result<bool, Self::Error> {
+        let seen = key.fingerprint(russh::keys::HashAlg::Sha256).to_string();
+        let expected = match &self.pinned {
+            Some(pin) => Some(pin.clone()),
+            None => {
+                let mut known = known_hosts().lock().unwrap_or_else(|e| e.into_inner());
+                known
+                    .entry(self.endpoint.clone())
+                    .or_insert_with(|| seen.clone());
+                known.get(&self.endpoint).cloned()
+            }
+        };
+        let ok = expected.as_deref() == Some(seen.as_str());
+        if !ok {
+            *self.mismatch.lock().unwrap_or_else(|e| e.into_inner()) = Some(seen);
+        }
+        Ok(ok)
+    }
+}
+
+/// The command line run over SSH: the argv quoted, cwd and env folded into `sh -c`, and a
+/// process timeout through coreutils `timeout`. SSH keeps bytes exact, so no end mark.
+pub(crate) fn ssh_command_line(command: &Command) -> Result<String> {
+    command.validate()?;
+    let line = if command.cwd.is_none() && command.env.is_empty() {
+        quote_argv(&command.argv)?
+    } else {
+        format!("sh -c {}", shell_quote(&shell_script(command)?)?)
+    };
+    if command.timeout.is_zero() {
+        return Ok(line);
+    }
+    let secs = command.timeout.as_millis().div_ceil(1000).max(1);
+    Ok(format!("timeout -k 5 {secs} {line}"))
+}
+
+fn ssh_error(kind: ErrorKind, message: impl Into<String>, sandbox_id: &str) -> Error {
+    Error::new(kind, message).or_context(PROVIDER, "ssh_exec", Some(sandbox_id))
+}
+
+/// After the gateway dropped the connection: a sandbox that is not `started` is `NotRunning`,
+/// otherwise the token was refused (invalid, expired or revoked) and is forgotten.
+async fn explain_disconnect(inner: &Inner, sandbox_id: &str) -> Error {
+    match inner.fetch(sandbox_id, "ssh_exec").await {
+        Ok(dto) if dto.state.as_deref() != Some("started") => ssh_error(
+            ErrorKind::NotRunning,
+            format!(
+                "the SSH gateway closed the connection: the sandbox is {}",
+                dto.state.as_deref().unwrap_or("in an unknown state")
+            ),
+            sandbox_id,
+        ),
+        Err(e) if e.kind() == ErrorKind::NotFound => ssh_error(
+            ErrorKind::NotRunning,
+            "the SSH gateway closed the connection: the sandbox is gone",
+            sandbox_id,
+        ),
+        Err(e) => e,
+        Ok(_) => {
+            forget(inner, sandbox_id).await;
+            ssh_error(
+                ErrorKind::Unauthorized,
+                "the SSH gateway closed the connection: the access token is invalid, expired or revoked",
+                sandbox_id,
+            )
+        }
+    }
+}
+
+/// Runs `command` over an SSH session channel through the gateway: auth method `none` with the
+/// cached token as user, then `exec`; stdout (`Data`), stderr (`ExtendedData` 1) and the exit
+/// status arrive apart. Stdin, a pty and window resizes are supported.
+pub(crate) async fn exec(
+    inner: Arc<Inner>,
+    sandbox_id: &str,
+    command: &Command,
+) -> Result<Process> {
+    let line = ssh_command_line(command)?;
+    let access = access(&inner, sandbox_id, EXEC_TOKEN_TTL).await?;
+    let token = access.token.clone().unwrap_or_else(|| access.user.clone());
+    let endpoint = format!("{}:{}", access.host, access.port);
+    let config = russh::client::Config {
+        keepalive_interval: Some(Duration::from_secs(30)),
+        keepalive_max: 4,
+        nodelay: true,
+        ..Default::default()
+    };
+    let mismatch = Arc::new(std::sync::Mutex::new(None));
+    let client = GatewayClient {
+        endpoint: endpoint.clone(),
+        pinned: inner.config.ssh_host_key.clone(),
+        mismatch: mismatch.clone(),
+    };
+    let connect = russh::client::connect(
+        Arc::new(config),
+        (access.host.as_str(), access.port),
+        client,
+    );
+    let mut handle = match tokio::time::timeout(inner.config.request_timeout, connect).await {
+        Err(_) => {
+            return Err(ssh_error(
+                ErrorKind::Timeout,
+                format!("connecting to the SSH gateway {endpoint} timed out"),
+                sandbox_id,
+            ));
+        }
+        Ok(Err(e)) => {
+            if let Some(seen) = mismatch.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return Err(ssh_error(
+                    ErrorKind::Unauthorized,
+                    format!("the SSH gateway {endpoint} presented an unexpected host key {seen}"),
+                    sandbox_id,
+                ));
+            }
+            return Err(ssh_error(
+                ErrorKind::Transport,
+                format!("could not connect to the SSH gateway {endpoint}: {e}"),
+                sandbox_id,
+            ));
+        }
+        Ok(Ok(handle)) => handle,
+    };
+    let auth = handle.authenticate_none(token).await;
+    match auth {
+        Ok(result) if result.success() => {}
+        Ok(_) => {
+            forget(&inner, sandbox_id).await;
+            return Err(ssh_error(
+                ErrorKind::Unauthorized,
+                "the SSH gateway refused the access token",
+                sandbox_id,
+            ));
+        }
+        Err(_) => return Err(explain_disconnect(&inner, sandbox_id).await),
+    }
+    let channel = match handle.channel_open_session().await {
+        Ok(channel) => channel,
+        Err(_) => return Err(explain_disconnect(&inner, sandbox_id).await),
+    };
+    if let Some(size) = command.pty {
+        channel
+            .request_pty(
+                true,
+                "xterm-256color",
+                u32::from(size.cols),
+                u32::from(size.rows),
+                0,
+                0,
+                &[],
+            )
+            .await
+            .map_err(|e| {
+                ssh_error(
+                    ErrorKind::Transport,
+                    format!("pty request failed: {e}"),
+                    sandbox_id,
+                )
+            })?;
+    }
+    channel.exec(true, line.into_bytes()).await.map_err(|e| {
+        ssh_error(
+            ErrorKind::Transport,
+            format!("exec request failed: {e}"),
+            sandbox_id,
+        )
+    })?;
+    let (read, write) = channel.split();
+    let write = Arc::new(write);
+    let stdin = if command.stdin {
+        let (stdin, mut rx) = Stdin::channel(16);
+        let writer = write.clone();
+        tokio::spawn(async move {
+            while let Some(chunk) = rx.recv().await {
+                if writer.data(&chunk[..]).await.is_err() {
+                    return;
+                }
+            }
+            writer.eof().await.ok();
+        });
+        Some(stdin)
+    } else {
+        None
+    };
+    let killed = Arc::new(tokio::sync::Notify::new());
+    let control = Arc::new(SshControl {
+        write: write.clone(),
+        killed: killed.clone(),
+    });
+    let state = SshEvents {
+        read,
+        handle,
+        inner,
+        sandbox_id: sandbox_id.to_owned(),
+        status: None,
+        done: false,
+        killed,
+    };
+    let events = futures::stream::unfold(state, |mut s| async move {
+        s.next().await.map(|event| (event, s))
+    })
+    .boxed();
+    let pid = format!("{PID_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    Ok(Process::new(pid, events, stdin, control))
+}
+
+struct SshEvents {
+    read: russh::ChannelReadHalf,
+    /// Kept so the connection lives as long as the process handle.
+    #[allow(dead_code)]
+    handle: russh::client::Handle<GatewayClient>,
+    inner: Arc<Inner>,
+    sandbox_id: String,
+    status: Option<ExitStatus>,
+    done: bool,
+    /// Signalled by [`SshControl::kill`]: the process ends by SIGKILL without waiting for the
+    /// gateway to report it.
+    killed: Arc<tokio::sync::Notify>,
+}
+
+impl SshEvents {
+    async fn next(&mut self) -> Option<Result<ProcessEvent>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let message = tokio::select! {
+                message = self.read.wait() => message,
+                _ = self.killed.notified() => {
+                    self.done = true;
+                    return Some(Ok(ProcessEvent::Exit(ExitStatus::signal(9))));
+                }
+            };
+            match message {
+                Some(ChannelMsg::Data { data }) => {
+                    return Some(Ok(ProcessEvent::Stdout(Bytes::copy_from_slice(&data))));
+                }
+                Some(ChannelMsg::ExtendedData { data, ext: 1 }) => {
+                    return Some(Ok(ProcessEvent::Stderr(Bytes::copy_from_slice(&data))));
+                }
+                Some(ChannelMsg::ExitStatus { exit_status }) => {
+                    self.status = Some(ExitStatus::code(exit_status as i32));
+                }
+                Some(ChannelMsg::ExitSignal { signal_name, .. }) => {
+                    self.status = Some(ExitStatus::signal(signal_number(&signal_name)));
+                }
+                Some(ChannelMsg::Close) | None => {
+                    self.done = true;
+                    return Some(match self.status {
+                        Some(status) => Ok(ProcessEvent::Exit(status)),
+                        None => Err(explain_disconnect(&self.inner, &self.sandbox_id).await),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+fn signal_number(sig: &russh::Sig) -> i32 {
+    use russh::Sig;
+    match sig {
+        Sig::HUP => 1,
+        Sig::INT => 2,
+        Sig::QUIT => 3,
+        Sig::ILL => 4,
+        Sig::ABRT => 6,
+        Sig::FPE => 8,
+        Sig::KILL => 9,
+        Sig::USR1 => 10,
+        Sig::SEGV => 11,
+        Sig::PIPE => 13,
+        Sig::ALRM => 14,
+        Sig::TERM => 15,
+        _ => 0,
+    }
+}
+
+struct SshControl {
+    write: Arc<russh::ChannelWriteHalf<russh::client::Msg>>,
+    killed: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl ProcessControl for SshControl {
+    async fn kill(&self) -> Result<()> {
+        // The gateway relays signals to the sandbox's sshd; closing the channel ends it too.
+        self.killed.notify_one();
+        self.write.signal(russh::Sig::KILL).await.ok();
+        self.write.close().await.map_err(|e| {
+            Error::new(
+                ErrorKind::Transport,
+                format!("closing the SSH channel failed: {e}"),
+            )
+        })
+    }
+
+    async fn resize(&self, size: PtySize) -> Result<()> {
+        self.write
+            .window_change(u32::from(size.cols), u32::from(size.rows), 0, 0)
+            .await
+            .map_err(|e| Error::new(ErrorKind::Transport, format!("window change failed: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +471,24 @@ mod tests {
         );
         assert_eq!(parse_ssh_command("ssh -p x t@h"), None);
         assert_eq!(parse_ssh_command("ssh"), None);
+    }
+
+    #[test]
+    fn ssh_command_lines_fold_cwd_env_and_timeout() {
+        assert_eq!(
+            ssh_command_line(&Command::shell("exit 3")).unwrap(),
+            "'sh' '-c' 'exit 3'"
+        );
+        assert_eq!(
+            ssh_command_line(
+                &Command::new("sleep")
+                    .arg("9")
+                    .timeout(Duration::from_secs(2))
+            )
+            .unwrap(),
+            "timeout -k 5 2 'sleep' '9'"
+        );
+        let line = ssh_command_line(&Command::new("pwd").cwd("/tmp").env("A", "b")).unwrap();
+        assert!(line.starts_with("sh -c 'cd -- "), "{line}");
     }
 }
