@@ -8,7 +8,12 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// Daytona's session wrapper reads each stream line by line, so a partial line reaches the
 /// client only when its newline (or the end) arrives — live per line, not per byte as the
 /// capability means. `stdin` and `pty` are `Unsupported`: session input cannot send an end of
-/// file, and the PTY WebSocket API is not implemented.
+/// file, and the PTY WebSocket API is not implemented. All three are `Native` with
+/// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) (see [`capabilities_for`]).
+///
+/// `region` (`target`), `volumes`, `egress_control` (network block-all and allow-lists) and
+/// `gpu` are create options ([`DaytonaCreate`](crate::DaytonaCreate)); `usage` is the
+/// organization's limits ([`DaytonaProvider::limits`](crate::DaytonaProvider::limits)).
 pub const CAPABILITIES: Capabilities = Capabilities {
     list: Level::Native,
     stop: Level::Native,
@@ -22,6 +27,12 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     snapshot: Level::Native,
     fork: Level::Native,
     ssh: Level::Native,
+    // Create-time options, proven by the adapter's own tests (no trait operation shows them).
+    region: Level::Native,
+    volumes: Level::Native,
+    egress_control: Level::Native,
+    gpu: Level::Native,
+    usage: Level::Native,
     flags: FLAGS,
     ..Capabilities::NONE
 };

@@ -48,17 +48,22 @@
 //!   turns `Retry-After-{throttler}` headers into `QuotaExceeded` with the delay, and the
 //!   proxy's empty 502 into `Transport` — or `NotRunning` once a look at the sandbox shows it
 //!   is not started.
-//! - **Previews and SSH**: preview links carry `x-daytona-preview-token` and the warning-skip
-//!   header; signed URLs expire; a 307 to the login page is `Unauthorized`. SSH access tokens
-//!   are cached once per sandbox for the whole process (minting revokes the previous token) and
-//!   renewed before they expire.
+//! - **Previews**: preview links carry `x-daytona-preview-token` and the warning-skip header;
+//!   signed URLs expire; a 307 to the login page is `Unauthorized`.
+//! - **SSH**: access tokens are cached once per sandbox for the whole process (minting revokes
+//!   the previous token) and renewed before they expire. [`DaytonaSandbox::ssh_exec`] — or
+//!   [`ExecTransport::Ssh`] for every foreground command — runs a command over an SSH session
+//!   channel through Daytona's gateway (russh; auth method `none`, the token as user): stdout,
+//!   stderr and exit status apart, stdin, pty and resize. A dropped connection is reported, after
+//!   a look at the sandbox, as `NotRunning` or an invalid/expired token.
 //! - **Snapshots and limits**: [`DaytonaProvider::prepare`] makes a snapshot idempotently by a
 //!   content hash in its name; [`DaytonaProvider::limits`] reads the organization's
 //!   per-sandbox limits.
 //!
 //! What the adapter does not offer is `Unsupported` in [`CAPABILITIES`] and fails fast with
-//! `NotSupported`: per-byte streaming (output is live per line), stdin (session input has no end
-//! of file), pty, file watching, metrics.
+//! `NotSupported`: with the toolbox transport per-byte streaming (output is live per line), stdin
+//! (session input has no end of file) and pty — all three native over SSH
+//! ([`capabilities_for`]) — and file watching, metrics, code interpreter, secrets.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;

@@ -6,7 +6,7 @@
 
 use sandbox_conformance::{Suite, cassette, conformance_tests};
 use sandbox_daytona::{DaytonaBuilder, LogFollow};
-use sandbox_sdk_core::Provider;
+use sandbox_sdk_core::{Capability, Provider};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,17 @@ fn suite() -> Suite {
         },
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
     )
+    .covered_elsewhere(Capability::Region, CREATE_OPTIONS)
+    .covered_elsewhere(Capability::Volumes, CREATE_OPTIONS)
+    .covered_elsewhere(Capability::EgressControl, CREATE_OPTIONS)
+    .covered_elsewhere(Capability::Gpu, CREATE_OPTIONS)
+    .covered_elsewhere(
+        Capability::Usage,
+        "lifecycle::limits_come_from_the_usage_endpoint",
+    )
 }
+
+/// The test in `tests/lifecycle.rs` that proves the create-time capabilities.
+const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";
 
 conformance_tests!(suite());

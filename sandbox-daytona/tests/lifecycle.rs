@@ -569,3 +569,68 @@ fn format_rfc3339(t: std::time::SystemTime) -> String {
         rem % 60
     )
 }
+
+#[tokio::test]
+async fn create_sends_region_resources_volumes_and_network_rules() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .and(body_json(json!({
+            "name": "gpu-box",
+            "labels": {"team": "ml"},
+            "target": "eu",
+            "cpu": 4, "gpu": 1, "memory": 16, "disk": 50,
+            "networkBlockAll": false,
+            "networkAllowList": "10.0.0.0/8,192.168.1.0/24",
+            "domainAllowList": "pypi.org,*.github.com",
+            "volumes": [{"volumeId": "vol-data", "mountPath": "/data", "subpath": "team-ml"}],
+            "autoStopInterval": 0,
+            "autoDeleteInterval": -1,
+            "public": false,
+            "buildInfo": {"dockerfileContent": "FROM pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime\n"}
+        })))
+        .respond_with(ok(sandbox("sb-gpu", "started")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let provider = provider(&server);
+    let created = provider
+        .create_sandbox(&DaytonaCreate {
+            name: Some("gpu-box".into()),
+            image: Some("pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime".into()),
+            labels: [("team".to_owned(), "ml".to_owned())].into_iter().collect(),
+            cpu: Some(4),
+            gpu: Some(1),
+            memory_gb: Some(16),
+            disk_gb: Some(50),
+            target: Some("eu".into()),
+            network_block_all: Some(false),
+            network_allow_list: vec!["10.0.0.0/8".into(), "192.168.1.0/24".into()],
+            domain_allow_list: vec!["pypi.org".into(), "*.github.com".into()],
+            volumes: vec![sandbox_daytona::VolumeMount {
+                volume_id: "vol-data".into(),
+                mount_path: "/data".into(),
+                subpath: Some("team-ml".into()),
+            }],
+            auto_stop_minutes: Some(0),
+            auto_delete_minutes: Some(-1),
+            public: Some(false),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    use sandbox_sdk_core::Sandbox;
+    assert_eq!(created.id(), "sb-gpu");
+    // The core spec's region and resources take the same route.
+    let spec = CreateSpec::new()
+        .region("us")
+        .resources(sandbox_sdk_core::Resources {
+            cpus: Some(2),
+            memory_mb: Some(3000),
+            disk_gb: Some(10),
+            gpus: Some(1),
+        });
+    let body =
+        serde_json::to_value(sandbox_daytona::DaytonaCreate::from_spec(&spec).memory_gb).unwrap();
+    assert_eq!(body, json!(3));
+}
