@@ -86,7 +86,8 @@ pub use capabilities::{CAPABILITIES, FLAGS, capabilities_for};
 pub use demux::{LogDemux, LogStream, MARKER_LEN, split_log};
 pub use error::{is_state_change_in_progress, map_error};
 pub use provider::{
-    DaytonaCreate, DaytonaProvider, IDEMPOTENCY_LABEL, SandboxLimits, SnapshotSize, snapshot_name,
+    DaytonaCreate, DaytonaProvider, IDEMPOTENCY_LABEL, SandboxLimits, SnapshotSize, UsagePeriod,
+    snapshot_name,
 };
 pub use sandbox::{
     DaytonaFileInfo, DaytonaSandbox, ExecuteResult, FileMatch, Session, SessionCommand, SessionExec,

@@ -172,6 +172,25 @@ pub struct SnapshotSize {
     pub disk_gb: u32,
 }
 
+/// One period of a sandbox's metered use, from Daytona's analytics API.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsagePeriod {
+    /// When the period started.
+    pub start: Option<std::time::SystemTime>,
+    /// When it ended (`None` while it runs).
+    pub end: Option<std::time::SystemTime>,
+    /// CPU cores billed (0 while the sandbox was stopped).
+    pub cpu: f64,
+    /// GPUs billed.
+    pub gpu: f64,
+    /// Memory billed, GB.
+    pub memory_gb: f64,
+    /// Disk billed, GB.
+    pub disk_gb: f64,
+    /// Price of the period, in US dollars, when reported.
+    pub price: Option<f64>,
+}
+
 /// The organization's per-sandbox ceilings in one region and class, from the usage endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SandboxLimits {
@@ -373,6 +392,85 @@ impl DaytonaProvider {
                 memory_used_gb: r.current_memory_usage,
                 disk_quota_gb: r.total_disk_quota,
                 disk_used_gb: r.current_disk_usage,
+            })
+            .collect())
+    }
+
+    /// A sandbox's metered use between `from` and `to`, period by period, from the analytics API
+    /// whose URL `GET /config` publishes (`analyticsApiUrl`). An installation without one
+    /// answers `NotSupported`.
+    pub async fn sandbox_usage(
+        &self,
+        sandbox_id: &str,
+        from: std::time::SystemTime,
+        to: std::time::SystemTime,
+    ) -> Result<Vec<UsagePeriod>> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Config {
+            #[serde(default)]
+            analytics_api_url: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Period {
+            #[serde(default)]
+            start_at: Option<String>,
+            #[serde(default)]
+            end_at: Option<String>,
+            #[serde(default)]
+            cpu: f64,
+            #[serde(default)]
+            gpu: f64,
+            #[serde(default, rename = "ramGB")]
+            ram_gb: f64,
+            #[serde(default, rename = "diskGB")]
+            disk_gb: f64,
+            #[serde(default)]
+            price: Option<f64>,
+        }
+        let config: Config = self
+            .inner
+            .http
+            .request(Method::Get, "/config")
+            .operation("usage")
+            .send_json()
+            .await?;
+        let Some(analytics) = config.analytics_api_url.filter(|u| !u.is_empty()) else {
+            return Err(Error::not_supported(
+                PROVIDER,
+                "sandbox usage (no analytics API)",
+            ));
+        };
+        let org = self.organization_id().await?;
+        let periods: Vec<Period> = self
+            .inner
+            .http
+            .with_base_url(analytics.trim_end_matches('/'))?
+            .request(
+                Method::Get,
+                &format!(
+                    "/organization/{}/sandbox/{}/usage",
+                    encode_path_segment(&org),
+                    encode_path_segment(sandbox_id)
+                ),
+            )
+            .query("from", crate::time::format_rfc3339(from))
+            .query("to", crate::time::format_rfc3339(to))
+            .operation("usage")
+            .sandbox_id(sandbox_id)
+            .send_json()
+            .await?;
+        Ok(periods
+            .into_iter()
+            .map(|p| UsagePeriod {
+                start: p.start_at.as_deref().and_then(parse_rfc3339),
+                end: p.end_at.as_deref().and_then(parse_rfc3339),
+                cpu: p.cpu,
+                gpu: p.gpu,
+                memory_gb: p.ram_gb,
+                disk_gb: p.disk_gb,
+                price: p.price,
             })
             .collect())
     }

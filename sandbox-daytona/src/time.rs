@@ -50,6 +50,36 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::new(secs as u64, nanos))
 }
 
+/// Formats a time as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds; times before 1970 clamp to it).
+pub(crate) fn format_rfc3339(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -79,6 +109,24 @@ mod tests {
         );
         let t = parse_rfc3339("1970-01-01T01:00:00+01:00").unwrap();
         assert_eq!(t, UNIX_EPOCH);
+    }
+
+    #[test]
+    fn formats_and_parses_back() {
+        for secs in [
+            0u64,
+            1_787_220_000,
+            951_782_400, /* 2000-02-29 */
+            4_102_444_799,
+        ] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs);
+            let text = format_rfc3339(t);
+            assert_eq!(parse_rfc3339(&text), Some(t), "{text}");
+        }
+        assert_eq!(
+            format_rfc3339(UNIX_EPOCH + Duration::from_secs(1_787_220_000)),
+            "2026-08-20T10:00:00Z"
+        );
     }
 
     #[test]

@@ -634,3 +634,56 @@ async fn create_sends_region_resources_volumes_and_network_rules() {
         serde_json::to_value(sandbox_daytona::DaytonaCreate::from_spec(&spec).memory_gb).unwrap();
     assert_eq!(body, json!(3));
 }
+
+#[tokio::test]
+async fn sandbox_usage_comes_from_the_analytics_api_named_by_config() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/config"))
+        .respond_with(ok(json!({"version": "0.190.0", "analyticsApiUrl": format!("{}/analytics", server.uri()), "proxyToolboxUrl": "https://proxy.app.daytona.io/toolbox"})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/analytics/organization/org-1/sandbox/sb1/usage"))
+        .and(query_param("from", "2026-08-20T00:00:00Z"))
+        .and(query_param("to", "2026-08-21T00:00:00Z"))
+        .and(header("authorization", format!("Bearer {KEY}").as_str()))
+        .respond_with(ok(json!([
+            {"startAt": "2026-08-20T10:00:00Z", "endAt": "2026-08-20T11:00:00Z", "cpu": 2, "gpu": 0, "ramGB": 4, "diskGB": 10, "price": 0.12},
+            {"startAt": "2026-08-20T11:00:00Z", "endAt": null, "cpu": 0, "gpu": 0, "ramGB": 0, "diskGB": 10, "price": 0.01}
+        ])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .organization_id("org-1")
+        .build()
+        .unwrap();
+    let day = std::time::UNIX_EPOCH + Duration::from_secs(1_787_184_000);
+    let periods = provider
+        .sandbox_usage("sb1", day, day + Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert_eq!(periods.len(), 2);
+    assert_eq!(periods[0].cpu, 2.0);
+    assert_eq!(periods[0].memory_gb, 4.0);
+    assert_eq!(periods[0].price, Some(0.12));
+    assert!(periods[1].end.is_none());
+}
+
+#[tokio::test]
+async fn sandbox_usage_without_an_analytics_api_is_not_supported() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/config"))
+        .respond_with(ok(json!({"version": "0.190.0"})))
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .organization_id("org-1")
+        .build()
+        .unwrap();
+    let now = std::time::SystemTime::now();
+    let err = provider.sandbox_usage("sb1", now, now).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotSupported);
+}
