@@ -742,3 +742,110 @@ async fn a_session_name_in_use_steps_to_the_next_number() {
     assert_eq!(err.kind(), ErrorKind::Conflict);
     std::mem::forget(process);
 }
+
+/// Every WebSocket fixture in `tests/ws/` (provenance `spec`): the frames are sent over a real
+/// WebSocket on loopback and the process must give back exactly the expected streams, or fail
+/// with the expected kind.
+#[tokio::test]
+async fn websocket_fixtures_replay_through_the_log_follower() {
+    use base64::Engine as _;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ws");
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 3);
+    for file in names {
+        let fixture: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(fixture["provenance"]["kind"], "spec", "{file:?}");
+        let server = MockServer::start().await;
+        let front = ws::start(*server.address()).await;
+        mount_sandbox(&server, "started").await;
+        Mock::given(method("POST"))
+            .and(path("/toolbox/sb1/process/session"))
+            .respond_with(ResponseTemplate::new(201))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path_regex(format!(
+                "^/toolbox/sb1/process/session/{SID_RE}/exec$"
+            )))
+            .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "cmd-1"})))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path_regex(format!(
+                "^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$"
+            )))
+            .respond_with(ok(
+                json!({"id": "cmd-1", "command": "x", "exitCode": fixture["exit_code"]}),
+            ))
+            .mount(&server)
+            .await;
+        Mock::given(method("DELETE"))
+            .and(path_regex(format!(
+                "^/toolbox/sb1/process/session/{SID_RE}$"
+            )))
+            .respond_with(ResponseTemplate::new(204))
+            .mount(&server)
+            .await;
+        let frames: Vec<Vec<u8>> = fixture["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(f["base64"].as_str().unwrap())
+                    .unwrap()
+            })
+            .collect();
+        let close = fixture["close"].as_u64().unwrap() as u16;
+        let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+        let sandbox = sandbox_on(builder).await;
+        let process = sandbox.exec(&Command::new("x")).await.unwrap();
+        let sid = process.pid().split('/').next().unwrap().to_owned();
+        let upgrade_path = fixture["upgrade"]["path"]
+            .as_str()
+            .unwrap()
+            .replace("{{sandbox_id}}", "sb1")
+            .replace("{{any}}", &sid);
+        front.script(&upgrade_path, Script::Frames(frames, close));
+        let result = process.output().await;
+        match fixture["expect"].get("error") {
+            Some(kind) => {
+                let err = result.expect_err(&format!("{file:?} should fail"));
+                assert_eq!(
+                    format!("{:?}", err.kind()),
+                    kind.as_str().unwrap(),
+                    "{file:?}"
+                );
+            }
+            None => {
+                let out = result.unwrap_or_else(|e| panic!("{file:?}: {e}"));
+                assert_eq!(
+                    out.stdout_lossy(),
+                    fixture["expect"]["stdout"].as_str().unwrap(),
+                    "{file:?}"
+                );
+                assert_eq!(
+                    out.stderr_lossy(),
+                    fixture["expect"]["stderr"].as_str().unwrap(),
+                    "{file:?}"
+                );
+                assert_eq!(
+                    out.status.code.map(i64::from),
+                    fixture["exit_code"].as_i64(),
+                    "{file:?}"
+                );
+            }
+        }
+        let (url, headers) = front.upgrades().pop().unwrap();
+        assert!(url.ends_with("?follow=true"));
+        for (name, value) in fixture["upgrade"]["headers"].as_object().unwrap() {
+            let value = value.as_str().unwrap().replace("{{token}}", KEY);
+            assert_eq!(headers[name.as_str()], value, "{file:?} header {name}");
+        }
+    }
+}
