@@ -280,25 +280,12 @@ impl DaytonaSandbox {
         let dto = self
             .lifecycle("resize", "/resize", &[], Some(&body), deadline)
             .await?;
-        let mut dto = dto;
-        loop {
-            let raw = dto.state.clone().unwrap_or_default();
-            if phase(&raw) != Phase::Transitional {
-                return self
-                    .inner
-                    .wait_until(&self.id, dto, "resize", deadline, |s| {
-                        phase(s) == Phase::Resting
-                    })
-                    .await
-                    .map(drop);
-            }
-            dto = self
-                .inner
-                .wait_until(&self.id, dto, "resize", deadline, |s| {
-                    phase(s) != Phase::Transitional
-                })
-                .await?;
-        }
+        self.inner
+            .wait_until(&self.id, dto, "resize", deadline, |s| {
+                phase(s) == Phase::Resting
+            })
+            .await
+            .map(drop)
     }
 
     /// Replaces all labels.

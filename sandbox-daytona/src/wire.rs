@@ -362,6 +362,8 @@ pub(crate) struct ErrorBody {
     pub error: Option<String>,
     pub code: Option<String>,
     pub source: Option<String>,
+    /// `POST T/files/bulk-upload` answers a 400 with a list of per-file errors instead.
+    pub errors: Option<Vec<serde_json::Value>>,
 }
 
 impl ErrorBody {
@@ -379,6 +381,25 @@ impl ErrorBody {
             _ => None,
         }
         .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            let errors: Vec<String> = self
+                .errors
+                .iter()
+                .flatten()
+                .filter_map(|e| match e {
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    serde_json::Value::Object(o) => ["error", "message"]
+                        .iter()
+                        .find_map(|k| o.get(*k).and_then(|v| v.as_str()))
+                        .map(|m| match o.get("path").and_then(|p| p.as_str()) {
+                            Some(path) => format!("{path}: {m}"),
+                            None => m.to_owned(),
+                        }),
+                    _ => None,
+                })
+                .collect();
+            (!errors.is_empty()).then(|| errors.join("; "))
+        })
     }
 }
 

@@ -687,3 +687,63 @@ async fn sandbox_usage_without_an_analytics_api_is_not_supported() {
     let err = provider.sandbox_usage("sb1", now, now).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotSupported);
 }
+
+#[tokio::test]
+async fn resize_labels_archive_and_recover() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(with(
+            sandbox("sb1", "stopped"),
+            "desiredState",
+            json!("stopped"),
+        )))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/resize"))
+        .and(body_json(json!({"cpu": 2, "disk": 20})))
+        .respond_with(ok(with(
+            sandbox("sb1", "resizing"),
+            "desiredState",
+            json!("resized"),
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("PUT"))
+        .and(path("/api/sandbox/sb1/labels"))
+        .and(body_json(json!({"labels": {"a": "b"}})))
+        .respond_with(ok(json!({"labels": {"a": "b"}})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/archive"))
+        .respond_with(ok(with(
+            sandbox("sb1", "archiving"),
+            "desiredState",
+            json!("archived"),
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/recover"))
+        .respond_with(ok(sandbox("sb1", "started")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    sandbox.resize(Some(2), None, Some(20)).await.unwrap();
+    let labels = sandbox
+        .set_labels([("a".to_owned(), "b".to_owned())].into_iter().collect())
+        .await
+        .unwrap();
+    assert_eq!(labels["a"], "b");
+    // Archive polls until "archived"; the mock keeps answering "stopped", which is a resting
+    // state the archive cannot reach without another call: NotRunning, not a hang.
+    let err = sandbox.archive().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotRunning);
+    sandbox.recover().await.unwrap();
+}
