@@ -523,6 +523,49 @@ impl DaytonaSandbox {
         self.toolbox_send(request).await?.bytes().await.map(drop)
     }
 
+    /// A session command's output so far (non-follow logs), stdout and stderr apart. The bytes
+    /// are the daemon's: each line ends with a newline (follow a command with `attach` for the
+    /// exact output of commands this SDK started).
+    pub async fn session_logs(&self, session_id: &str, command_id: &str) -> Result<(Bytes, Bytes)> {
+        let request = self
+            .toolbox
+            .http
+            .request(
+                Method::Get,
+                &format!(
+                    "{}/command/{}/logs",
+                    exec::session_path(session_id),
+                    encode_path_segment(command_id)
+                ),
+            )
+            .operation("session_logs")
+            .sandbox_id(&self.id);
+        let response = self.toolbox_send(request).await?;
+        let is_json = response
+            .header("content-type")
+            .is_some_and(|ct| ct.contains("json"));
+        let body = response.bytes().await?;
+        let (stdout, stderr) = if is_json {
+            let logs: crate::wire::SessionLogs = serde_json::from_slice(&body).map_err(|_| {
+                Error::new(
+                    ErrorKind::Provider,
+                    "command logs are not the expected JSON",
+                )
+                .or_context(PROVIDER, "session_logs", Some(&self.id))
+            })?;
+            match (logs.stdout, logs.stderr, logs.output) {
+                (None, None, Some(output)) => crate::demux::split_log(output.as_bytes()),
+                (out, err, _) => (
+                    out.unwrap_or_default().into_bytes(),
+                    err.unwrap_or_default().into_bytes(),
+                ),
+            }
+        } else {
+            crate::demux::split_log(&body)
+        };
+        Ok((Bytes::from(stdout), Bytes::from(stderr)))
+    }
+
     /// Deletes a session, killing what runs in it.
     pub async fn delete_session(&self, session_id: &str) -> Result<()> {
         exec::delete_session(&self.toolbox, session_id).await

@@ -849,3 +849,61 @@ async fn websocket_fixtures_replay_through_the_log_follower() {
         }
     }
 }
+
+#[tokio::test]
+async fn sessions_run_commands_and_read_their_logs() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(body_json(json!({"sessionId": "build"})))
+        .respond_with(ResponseTemplate::new(201))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session/build/exec"))
+        .and(body_json(json!({"command": "make test", "runAsync": true})))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "a1b2"})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/process/session/build/command/a1b2"))
+        .respond_with(ok(
+            json!({"id": "a1b2", "command": "make test", "exitCode": 0}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET")).and(path("/toolbox/sb1/process/session/build/command/a1b2/logs"))
+        .respond_with(ok(json!({"output": "\u{1}\u{1}\u{1}ok 1\n\u{2}\u{2}\u{2}warn\n", "stdout": "ok 1\n", "stderr": "warn\n"}))).mount(&server).await;
+    Mock::given(method("POST")).and(path("/toolbox/sb1/process/session/build/command/a1b2/input"))
+        .and(body_json(json!({"data": "y\n"})))
+        .respond_with(ResponseTemplate::new(410).set_body_json(json!({"statusCode": 410, "message": "command already completed", "code": "COMMAND_ALREADY_COMPLETED"}))).mount(&server).await;
+    Mock::given(method("GET")).and(path("/toolbox/sb1/process/session"))
+        .respond_with(ok(json!([{"sessionId": "build", "commands": [{"id": "a1b2", "command": "make test", "exitCode": 0}]}]))).mount(&server).await;
+    Mock::given(method("DELETE"))
+        .and(path("/toolbox/sb1/process/session/build"))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    sandbox.create_session("build").await.unwrap();
+    let started = sandbox
+        .session_exec("build", "make test", true)
+        .await
+        .unwrap();
+    assert_eq!(started.command_id, "a1b2");
+    let status = sandbox.session_command("build", "a1b2").await.unwrap();
+    assert_eq!(status.exit_code, Some(0));
+    let (out, err) = sandbox.session_logs("build", "a1b2").await.unwrap();
+    assert_eq!((&out[..], &err[..]), (&b"ok 1\n"[..], &b"warn\n"[..]));
+    let late = sandbox
+        .session_input("build", "a1b2", "y\n")
+        .await
+        .unwrap_err();
+    assert_eq!(late.kind(), ErrorKind::Conflict);
+    let sessions = sandbox.sessions().await.unwrap();
+    assert_eq!(sessions[0].commands[0].exit_code, Some(0));
+    sandbox.delete_session("build").await.unwrap();
+}
