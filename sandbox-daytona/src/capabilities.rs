@@ -26,6 +26,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     private_preview: Level::Native,
     snapshot: Level::Native,
     fork: Level::Native,
+    metrics: Level::Native,
     ssh: Level::Native,
     // Create-time options, proven by the adapter's own tests (no trait operation shows them).
     region: Level::Native,

@@ -63,7 +63,7 @@
 //! What the adapter does not offer is `Unsupported` in [`CAPABILITIES`] and fails fast with
 //! `NotSupported`: with the toolbox transport per-byte streaming (output is live per line), stdin
 //! (session input has no end of file) and pty — all three native over SSH
-//! ([`capabilities_for`]) — and file watching, metrics, code interpreter, secrets.
+//! ([`capabilities_for`]) — and file watching, code interpreter, secrets.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;

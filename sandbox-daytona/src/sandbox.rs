@@ -1263,8 +1263,32 @@ impl Sandbox for DaytonaSandbox {
         })
     }
 
+    /// The daemon's latest CPU, memory and disk sample (`GET /system/metrics`, newer daemons;
+    /// CPU percent is of the sandbox's CPU limit, 0 until the first sample completes).
     async fn metrics(&self) -> Result<Metrics> {
-        Err(Error::not_supported(PROVIDER, "metrics"))
+        let request = self
+            .toolbox
+            .http
+            .request(Method::Get, "/system/metrics")
+            .operation("metrics")
+            .sandbox_id(&self.id);
+        let dto: crate::wire::SystemMetricsDto = self.toolbox_send(request).await?.json().await?;
+        let timestamp = match (dto.timestamp_unix, dto.timestamp.as_deref()) {
+            (Some(secs), _) if secs >= 0 => {
+                Some(std::time::UNIX_EPOCH + Duration::from_secs(secs as u64))
+            }
+            (_, Some(text)) => parse_rfc3339(text),
+            _ => None,
+        };
+        Ok(Metrics {
+            timestamp,
+            cpu_percent: dto.cpu_used_pct,
+            cpu_count: dto.cpu_count,
+            memory_used_bytes: dto.mem_used,
+            memory_total_bytes: dto.mem_total,
+            disk_used_bytes: dto.disk_used,
+            disk_total_bytes: dto.disk_total,
+        })
     }
 }
 

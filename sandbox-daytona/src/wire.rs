@@ -305,6 +305,20 @@ pub(crate) struct InputBody {
     pub data: String,
 }
 
+/// `GET T/system/metrics` (`SystemMetrics`; newer daemons).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct SystemMetricsDto {
+    pub cpu_count: Option<u32>,
+    pub cpu_used_pct: Option<f64>,
+    pub disk_total: Option<u64>,
+    pub disk_used: Option<u64>,
+    pub mem_total: Option<u64>,
+    pub mem_used: Option<u64>,
+    pub timestamp: Option<String>,
+    pub timestamp_unix: Option<i64>,
+}
+
 /// `FileInfo`.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
