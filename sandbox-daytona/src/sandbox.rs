@@ -45,6 +45,9 @@ pub struct DaytonaSandbox {
     inner: Arc<Inner>,
     id: String,
     toolbox: Arc<Toolbox>,
+    /// The caller's deadline for lifecycle calls on this handle (waits for a state change in
+    /// progress and for the call's own transition); the builder's timeouts when unset.
+    deadline: Option<Duration>,
 }
 
 impl fmt::Debug for DaytonaSandbox {
@@ -161,11 +164,37 @@ impl DaytonaSandbox {
             }),
             inner,
             id,
+            deadline: None,
         })
     }
 
+    /// This handle with its own deadline for every lifecycle call (start, stop, pause, archive,
+    /// recover, resize, destroy, ...): how long a "state change in progress" is waited out and
+    /// the call's transition is polled, instead of the builder's timeouts.
+    ///
+    /// ```no_run
+    /// # async fn demo(sandbox: sandbox_daytona::DaytonaSandbox) -> sandbox_sdk_core::Result<()> {
+    /// use sandbox_sdk_core::Sandbox;
+    /// use std::time::Duration;
+    /// sandbox.with_deadline(Duration::from_secs(20)).stop().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_deadline(&self, deadline: Duration) -> DaytonaSandbox {
+        DaytonaSandbox {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
     fn deadline(&self) -> Instant {
-        Instant::now() + self.inner.config.state_change_timeout
+        Instant::now()
+            + self
+                .deadline
+                .unwrap_or(self.inner.config.state_change_timeout)
+    }
+
+    fn start_deadline(&self) -> Instant {
+        Instant::now() + self.deadline.unwrap_or(self.inner.config.start_timeout)
     }
 
     async fn lifecycle(
@@ -216,7 +245,7 @@ impl DaytonaSandbox {
 
     /// Starts (or resumes, or restores from archive) the sandbox and waits until `started`.
     pub async fn start(&self) -> Result<()> {
-        let deadline = Instant::now() + self.inner.config.start_timeout;
+        let deadline = self.start_deadline();
         let dto = self
             .lifecycle("start", "/start", &[], None, deadline)
             .await?;
@@ -253,7 +282,7 @@ impl DaytonaSandbox {
 
     /// Recovers a sandbox in a recoverable `error` state and waits until `started`.
     pub async fn recover(&self) -> Result<()> {
-        let deadline = Instant::now() + self.inner.config.start_timeout;
+        let deadline = self.start_deadline();
         let dto = self
             .lifecycle("recover", "/recover", &[], None, deadline)
             .await?;

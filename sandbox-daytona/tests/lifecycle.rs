@@ -747,3 +747,38 @@ async fn resize_labels_archive_and_recover() {
     assert_eq!(err.kind(), ErrorKind::NotRunning);
     sandbox.recover().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_handle_deadline_bounds_the_state_change_wait() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", "starting")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/stop"))
+        .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
+            409,
+            "Conflict",
+            "Sandbox state change in progress",
+        )))
+        .mount(&server)
+        .await;
+    // The builder allows an hour; this caller allows 30 ms. The guard only keeps a broken
+    // deadline from hanging the suite.
+    let provider = common::builder(&server)
+        .poll_interval(Duration::from_millis(5))
+        .state_change_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let sandbox = provider.get("sb1").await.unwrap();
+    use sandbox_sdk_core::Sandbox;
+    let bounded = sandbox.with_deadline(Duration::from_millis(30));
+    let err = tokio::time::timeout(Duration::from_secs(60), bounded.stop())
+        .await
+        .expect("the handle's deadline was not applied")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert!(sandbox_daytona::is_state_change_in_progress(&err));
+}
