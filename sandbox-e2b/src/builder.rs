@@ -161,11 +161,29 @@ impl E2bBuilder {
         self
     }
 
+    /// The domain the built provider uses: the one set (or `E2B_DOMAIN`), else `e2b.app`.
+    pub fn domain_or_default(&self) -> &str {
+        self.domain.as_deref().unwrap_or(DEFAULT_DOMAIN)
+    }
+
+    /// The control-plane base URL the built provider uses: the one set (or `E2B_API_URL`),
+    /// else `https://api.{domain}`.
+    pub fn api_url_or_default(&self) -> String {
+        self.api_url
+            .clone()
+            .unwrap_or_else(|| format!("https://api.{}", self.domain_or_default()))
+    }
+
+    /// The envd base URL set with [`E2bBuilder::sandbox_url`] (or `E2B_SANDBOX_URL`), if any.
+    pub fn sandbox_url_override(&self) -> Option<&str> {
+        self.sandbox_url.as_deref()
+    }
+
     /// Builds the provider. Fails with `Unauthorized` when no API key is set, and with
     /// `Validation` for a bad URL or domain. (The service itself refuses keys that do not start
     /// with `e2b_`; that is left to it, so test servers can use any key.)
-    pub fn build(self) -> Result<E2bProvider> {
-        let api_key = self.api_key.ok_or_else(|| {
+    pub fn build(mut self) -> Result<E2bProvider> {
+        let api_key = self.api_key.take().ok_or_else(|| {
             Error::new(
                 ErrorKind::Unauthorized,
                 format!("no E2B API key: set {} or call api_key()", env::API_KEY),
@@ -178,15 +196,13 @@ impl E2bBuilder {
                     .with_provider(PROVIDER),
             );
         }
-        let domain = self.domain.unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
+        let domain = self.domain_or_default().to_owned();
         if domain.is_empty() || domain.contains(['/', ':', ' ']) {
             return Err(
                 Error::validation(format!("invalid E2B domain {domain:?}")).with_provider(PROVIDER)
             );
         }
-        let api_url = self
-            .api_url
-            .unwrap_or_else(|| format!("https://api.{domain}"));
+        let api_url = self.api_url_or_default();
         let timeout = self.request_timeout.unwrap_or(Duration::from_secs(60));
         let mapper = |r: &ErrorResponse| {
             map_error(Failure {
@@ -249,6 +265,21 @@ mod tests {
         assert_eq!(b.domain.as_deref(), Some("example.test"));
         assert_eq!(b.api_url, None);
         assert_eq!(b.sandbox_url.as_deref(), Some("http://127.0.0.1:9"));
+    }
+
+    #[test]
+    fn resolved_urls_follow_the_overrides_and_the_domain() {
+        let b = E2bBuilder::new();
+        assert_eq!(b.domain_or_default(), "e2b.app");
+        assert_eq!(b.api_url_or_default(), "https://api.e2b.app");
+        assert_eq!(b.sandbox_url_override(), None);
+        let b = E2bBuilder::new().domain("example.test");
+        assert_eq!(b.api_url_or_default(), "https://api.example.test");
+        let b = b
+            .api_url("http://127.0.0.1:1")
+            .sandbox_url("http://127.0.0.1:2");
+        assert_eq!(b.api_url_or_default(), "http://127.0.0.1:1");
+        assert_eq!(b.sandbox_url_override(), Some("http://127.0.0.1:2"));
     }
 
     #[test]

@@ -1,14 +1,28 @@
 //! The shared conformance suite, replayed from `tests/cassettes/*.json` (provenance `spec`:
 //! written from `specs/e2b/PROTOCOL.md` and the OpenAPI files, not recorded). Control plane and
 //! envd both point at the one replay server; envd requests carry the routing headers.
+//!
+//! With `SANDBOX_CONFORMANCE_RECORD` set (`cargo xtask record --provider e2b [--scenario S]`)
+//! the suite records instead: the adapter is built from `E2B_API_KEY` (required), `E2B_DOMAIN`,
+//! `E2B_API_URL` and `E2B_SANDBOX_URL` with both base URLs pointed at the recording proxy, which
+//! sends control-plane requests to `https://api.{domain}` and envd requests (told apart by their
+//! `E2b-Sandbox-Id` / `E2b-Sandbox-Port` routing headers) to the sandbox's envd host. The API
+//! key is scrubbed from every cassette; envd access tokens are scrubbed by the recorder itself.
 
-use sandbox_conformance::{Suite, cassette, conformance_tests};
-use sandbox_e2b::E2bBuilder;
+use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
+use sandbox_e2b::{E2bBuilder, ENVD_PORT, envd_base_url};
 use sandbox_sdk_core::{Capability, Provider};
+use std::path::Path;
 use std::sync::Arc;
 
+const CASSETTES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes");
+
 fn suite() -> Suite {
-    Suite::replay(
+    if sandbox_conformance::recording() {
+        return record_suite(|name| std::env::var(name).ok(), Path::new(CASSETTES))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    covered(Suite::replay(
         |base_url| {
             let provider = E2bBuilder::new()
                 .api_key(cassette::TOKEN)
@@ -17,17 +31,305 @@ fn suite() -> Suite {
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
+        CASSETTES,
+    ))
+}
+
+/// Capabilities no core trait operation reaches; E2B's inherent methods are proven in adapter.rs.
+fn covered(suite: Suite) -> Suite {
+    suite
+        .covered_elsewhere(
+            Capability::EgressControl,
+            "adapter::create_options_send_egress_rules_and_volumes",
+        )
+        .covered_elsewhere(
+            Capability::Volumes,
+            "adapter::create_options_send_egress_rules_and_volumes",
+        )
+}
+
+/// The recording suite, configured from the variables `lookup` reads (the process environment
+/// in `suite()`), writing cassettes to `out_dir`. Fails naming `E2B_API_KEY` when it is unset.
+fn record_suite(lookup: impl Fn(&str) -> Option<String>, out_dir: &Path) -> Result<Suite, String> {
+    let key_var = sandbox_e2b::env::API_KEY;
+    let api_key = lookup(key_var)
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "recording e2b needs a live API key: set {key_var} (and {} for a domain other \
+                 than e2b.app)",
+                sandbox_e2b::env::DOMAIN
+            )
+        })?;
+    let builder = E2bBuilder::from_lookup(&lookup);
+    let direct = builder.clone().build().map_err(|e| {
+        format!("recording e2b: cannot build the adapter from the environment: {e}")
+    })?;
+    let routes = Routes::of(&builder);
+    let target = RecordTarget::new(
+        move |proxy| {
+            let provider = builder.clone().api_url(proxy).sandbox_url(proxy).build()?;
+            Ok(Arc::new(provider) as Arc<dyn Provider>)
+        },
+        Arc::new(direct),
+        move |request| routes.route(request),
+        out_dir,
     )
-    // No core trait operation reaches these; E2B's inherent methods are proven in adapter.rs.
-    .covered_elsewhere(
-        Capability::EgressControl,
-        "adapter::create_options_send_egress_rules_and_volumes",
-    )
-    .covered_elsewhere(
-        Capability::Volumes,
-        "adapter::create_options_send_egress_rules_and_volumes",
-    )
+    .secret(api_key)
+    .source("recorded from the live E2B service by cargo xtask record --provider e2b");
+    Ok(covered(Suite::record(target)))
+}
+
+/// Where the recording proxy forwards each request the adapter sends it.
+#[derive(Debug, Clone)]
+struct Routes {
+    api_url: String,
+    sandbox_url: Option<String>,
+    domain: String,
+}
+
+impl Routes {
+    fn of(builder: &E2bBuilder) -> Routes {
+        Routes {
+            api_url: builder
+                .api_url_or_default()
+                .trim_end_matches('/')
+                .to_owned(),
+            sandbox_url: builder.sandbox_url_override().map(str::to_owned),
+            domain: builder.domain_or_default().to_owned(),
+        }
+    }
+
+    /// envd requests (both routing headers) go to the sandbox's envd host, addressed as the
+    /// adapter addresses it live (`sandbox.{domain}` with the headers for E2B's own domains,
+    /// `49983-{id}.{domain}` for others, or `E2B_SANDBOX_URL`); requests without routing
+    /// headers go to the control plane. One header without the other, a sandbox id that is not
+    /// `[a-z0-9]+` or a port other than envd's has no route.
+    fn route(&self, request: &LoggedRequest) -> Option<String> {
+        match (
+            request.header("e2b-sandbox-id"),
+            request.header("e2b-sandbox-port"),
+        ) {
+            (None, None) => Some(self.api_url.clone()),
+            (Some(id), Some(port)) => {
+                let id_ok = !id.is_empty()
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+                (id_ok && port.trim().parse::<u16>().ok() == Some(ENVD_PORT))
+                    .then(|| envd_base_url(self.sandbox_url.as_deref(), &self.domain, id))
+            }
+            _ => None,
+        }
+    }
 }
 
 conformance_tests!(suite());
+
+/// Offline checks of the recording wiring (no credentials, loopback only).
+mod recording {
+    use super::*;
+    use bytes::Bytes;
+    use sandbox_conformance::Outcome;
+    use std::collections::HashMap;
+    use wiremock::matchers::{header, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    const LIVE_KEY: &str = "e2b_livekey0000000000000000000000000000abcd";
+    const LIVE_ENVD_TOKEN: &str = "envd-live-token-5e1f";
+    const LIVE_ID: &str = "irecorded0000000000001";
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn request(path: &str, headers: &[(&str, &str)]) -> LoggedRequest {
+        LoggedRequest {
+            method: "POST".into(),
+            path: path.into(),
+            query: None,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            body: Bytes::new(),
+        }
+    }
+
+    fn envd(id: &str, port: &str) -> LoggedRequest {
+        request(
+            "/process.Process/Start",
+            &[("e2b-sandbox-id", id), ("e2b-sandbox-port", port)],
+        )
+    }
+
+    fn routes(pairs: &[(&str, &str)]) -> Routes {
+        Routes::of(&E2bBuilder::from_lookup(vars(pairs)))
+    }
+
+    #[test]
+    fn control_plane_requests_go_to_the_api_host() {
+        let r = routes(&[]);
+        let create = request("/v2/sandboxes", &[("x-api-key", "k")]);
+        assert_eq!(r.route(&create).as_deref(), Some("https://api.e2b.app"));
+        let r = routes(&[("E2B_DOMAIN", "example.test")]);
+        assert_eq!(
+            r.route(&create).as_deref(),
+            Some("https://api.example.test")
+        );
+        let r = routes(&[("E2B_API_URL", "https://api.staging.test/")]);
+        assert_eq!(
+            r.route(&create).as_deref(),
+            Some("https://api.staging.test")
+        );
+    }
+
+    #[test]
+    fn envd_requests_go_to_the_sandbox_host_by_their_routing_headers() {
+        // E2B's own domains: the shared host, which routes by the forwarded headers.
+        let r = routes(&[]);
+        assert_eq!(
+            r.route(&envd("isb1", "49983")).as_deref(),
+            Some("https://sandbox.e2b.app")
+        );
+        let r = routes(&[("E2B_DOMAIN", "e2b.dev")]);
+        assert_eq!(
+            r.route(&envd("isb1", "49983")).as_deref(),
+            Some("https://sandbox.e2b.dev")
+        );
+        // Any other domain: the per-sandbox host.
+        let r = routes(&[("E2B_DOMAIN", "example.test")]);
+        assert_eq!(
+            r.route(&envd("isb1", "49983")).as_deref(),
+            Some("https://49983-isb1.example.test")
+        );
+        // An explicit envd URL wins.
+        let r = routes(&[("E2B_SANDBOX_URL", "http://127.0.0.1:7/")]);
+        assert_eq!(
+            r.route(&envd("isb1", "49983")).as_deref(),
+            Some("http://127.0.0.1:7")
+        );
+    }
+
+    #[test]
+    fn requests_with_bad_routing_headers_have_no_route() {
+        let r = routes(&[("E2B_DOMAIN", "example.test")]);
+        let only_id = request("/files", &[("e2b-sandbox-id", "isb1")]);
+        assert_eq!(r.route(&only_id), None);
+        let only_port = request("/files", &[("e2b-sandbox-port", "49983")]);
+        assert_eq!(r.route(&only_port), None);
+        assert_eq!(r.route(&envd("evil.com/x", "49983")), None);
+        assert_eq!(r.route(&envd("", "49983")), None);
+        assert_eq!(r.route(&envd("isb1", "8080")), None);
+        assert_eq!(r.route(&envd("isb1", "port")), None);
+    }
+
+    #[test]
+    fn recording_without_an_api_key_fails_naming_the_variable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = record_suite(vars(&[("E2B_DOMAIN", "e2b.app")]), dir.path()).unwrap_err();
+        assert!(err.contains("E2B_API_KEY"), "{err}");
+        let err = record_suite(vars(&[("E2B_API_KEY", "  ")]), dir.path()).unwrap_err();
+        assert!(err.contains("E2B_API_KEY"), "{err}");
+        let err = record_suite(
+            vars(&[("E2B_API_KEY", LIVE_KEY), ("E2B_DOMAIN", "a/b")]),
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(err.contains("invalid E2B domain"), "{err}");
+        assert!(!err.contains(LIVE_KEY), "{err}");
+        assert!(record_suite(vars(&[("E2B_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
+    }
+
+    fn created() -> serde_json::Value {
+        serde_json::json!({
+            "alias": "base",
+            "clientID": "6532622b",
+            "envdAccessToken": LIVE_ENVD_TOKEN,
+            "envdVersion": "0.6.13",
+            "sandboxID": LIVE_ID,
+            "templateID": "rki5dems9wqfm4r03t7g",
+        })
+    }
+
+    /// The whole recording path against a loopback stand-in for the control plane: the sandbox
+    /// is created and destroyed directly, the scenario goes through the proxy with the live key,
+    /// and the cassette written has the key, the envd token, the id and the address scrubbed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_a_scenario_through_the_proxy_with_secrets_scrubbed() {
+        let api = MockServer::start().await;
+        let auth = || header("x-api-key", LIVE_KEY);
+        Mock::given(method("POST"))
+            .and(path("/v2/sandboxes"))
+            .and(auth())
+            .respond_with(ResponseTemplate::new(201).set_body_json(created()))
+            .expect(1)
+            .mount(&api)
+            .await;
+        Mock::given(method("POST"))
+            .and(path(format!("/v2/sandboxes/{LIVE_ID}/connect")))
+            .and(auth())
+            .respond_with(ResponseTemplate::new(200).set_body_json(created()))
+            .mount(&api)
+            .await;
+        let mut detail = created();
+        detail["state"] = "running".into();
+        detail["startedAt"] = "2026-12-01T00:00:00Z".into();
+        detail["endAt"] = "2026-12-01T00:05:00Z".into();
+        detail["cpuCount"] = 2.into();
+        detail["memoryMB"] = 512.into();
+        detail["diskSizeMB"] = 10240.into();
+        detail["metadata"] = serde_json::json!({"suite": "conformance"});
+        Mock::given(method("GET"))
+            .and(path(format!("/sandboxes/{LIVE_ID}")))
+            .and(auth())
+            .respond_with(ResponseTemplate::new(200).set_body_json(detail))
+            .mount(&api)
+            .await;
+        Mock::given(method("DELETE"))
+            .and(path(format!("/sandboxes/{LIVE_ID}")))
+            .and(auth())
+            .respond_with(ResponseTemplate::new(204))
+            .expect(1)
+            .mount(&api)
+            .await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let suite = record_suite(
+            vars(&[("E2B_API_KEY", LIVE_KEY), ("E2B_API_URL", &api.uri())]),
+            dir.path(),
+        )
+        .expect("record suite");
+        let report = suite.run("connect").await;
+        assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+
+        let text = std::fs::read_to_string(dir.path().join("connect.json")).expect("cassette");
+        for leaked in [LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID, api.uri().as_str()] {
+            assert!(!text.contains(leaked), "{leaked} left in {text}");
+        }
+        let c: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
+        let lines: Vec<String> = c["interactions"]
+            .as_array()
+            .expect("interactions")
+            .iter()
+            .map(|i| {
+                let field = |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
+                format!("{} {}", field("method"), field("path"))
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "POST /v2/sandboxes/{{sandbox_id}}/connect",
+                "GET /sandboxes/{{sandbox_id}}"
+            ],
+            "{text}"
+        );
+        assert!(text.contains(r#""envdAccessToken": "{{token}}""#), "{text}");
+    }
+}
