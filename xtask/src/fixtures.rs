@@ -215,11 +215,30 @@ fn load_specs(dir: &Path) -> Vec<Value> {
 /// Fields where the live service knowingly differs from its published OpenAPI file, as
 /// `specs/<provider>/PROTOCOL.md` records: `(provider, field pointer with indices as *, why)`.
 /// A problem on such a field is not reported.
-const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[(
-    "fly",
-    "/config/services/*/autostop",
-    "the API answers with booleans for \"off\"/\"stop\" (PROTOCOL.md; the schema's own description says so)",
-)];
+const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[
+    (
+        "fly",
+        "/config/services/*/autostop",
+        "the API answers with booleans for \"off\"/\"stop\" (PROTOCOL.md; the schema's own description says so)",
+    ),
+    (
+        "daytona",
+        "/errorReason: expected string, got null",
+        DAYTONA_NULLS,
+    ),
+    (
+        "daytona",
+        "/networkAllowList: expected string, got null",
+        DAYTONA_NULLS,
+    ),
+    (
+        "daytona",
+        "/domainAllowList: expected string, got null",
+        DAYTONA_NULLS,
+    ),
+];
+
+const DAYTONA_NULLS: &str = "DB-nullable fields come back as JSON null although the schema types them as plain strings (PROTOCOL.md §1.2)";
 
 fn is_known_deviation(provider: &str, problem: &str) -> bool {
     let pointer = problem.split(':').next().unwrap_or_default();
@@ -234,9 +253,16 @@ fn is_known_deviation(provider: &str, problem: &str) -> bool {
         })
         .collect::<Vec<_>>()
         .join("/");
-    KNOWN_DEVIATIONS
-        .iter()
-        .any(|(p, field, _)| *p == provider && normalised.ends_with(field))
+    let message = problem.split_once(':').map(|(_, m)| m).unwrap_or_default();
+    let normalised_problem = format!("{normalised}:{message}");
+    KNOWN_DEVIATIONS.iter().any(|(p, rule, _)| {
+        *p == provider
+            && if rule.contains(':') {
+                normalised_problem.contains(rule)
+            } else {
+                normalised.ends_with(rule)
+            }
+    })
 }
 
 /// Schema problems of every JSON body of a cassette against the provider's OpenAPI documents.
@@ -253,7 +279,7 @@ fn validate_cassette(cassette: &Value, docs: &[Value]) -> Vec<String> {
             .unwrap_or_default()
             .to_ascii_lowercase();
         let path = req["path"].as_str().unwrap_or_default();
-        let Some((doc, op)) = find_operation(docs, &method, path) else {
+        let Some((doc, op)) = find_operation(docs, provider, &method, path) else {
             continue;
         };
         let at = format!("interaction #{i} {} {path}", method.to_ascii_uppercase());
@@ -293,6 +319,7 @@ fn validate_cassette(cassette: &Value, docs: &[Value]) -> Vec<String> {
 /// any one segment; the servers' base path may be left out).
 fn find_operation<'a>(
     docs: &'a [Value],
+    provider: &str,
     method: &str,
     path: &str,
 ) -> Option<(&'a Value, &'a Value)> {
@@ -300,7 +327,8 @@ fn find_operation<'a>(
         let Some(paths) = doc["paths"].as_object() else {
             continue;
         };
-        let prefixes = server_prefixes(doc);
+        let mut prefixes = server_prefixes(doc);
+        prefixes.extend(mount_prefixes(provider).iter().map(|p| (*p).to_owned()));
         for (template, item) in paths {
             let op = &item[method];
             if op.is_null() {
@@ -316,6 +344,16 @@ fn find_operation<'a>(
         }
     }
     None
+}
+
+/// Where a provider's real service mounts the paths of its spec files, when the files' `servers`
+/// do not say (from PROTOCOL.md): Daytona's API lives under `/api` (NestJS global prefix) and its
+/// toolbox under the proxy's `/toolbox/{sandboxId}`.
+fn mount_prefixes(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "daytona" => &["/api", "/toolbox/{sandboxId}"],
+        _ => &[],
+    }
 }
 
 fn server_prefixes(doc: &Value) -> Vec<String> {
@@ -694,6 +732,14 @@ components:
             "fly",
             "/config/services/0/autostart: expected boolean"
         ));
+        assert!(is_known_deviation(
+            "daytona",
+            "/items/3/errorReason: expected string, got null null"
+        ));
+        assert!(!is_known_deviation(
+            "daytona",
+            "/errorReason: expected string, got number 7"
+        ));
     }
 
     #[test]
@@ -708,5 +754,26 @@ components:
             server_prefixes(&doc),
             vec!["".to_owned(), "/api".to_owned()]
         );
+    }
+
+    #[test]
+    fn daytona_paths_are_found_under_the_api_and_toolbox_mounts() {
+        let doc = json!({"paths": {
+            "/sandbox/{sandboxIdOrName}": {"get": {"operationId": "getSandbox"}},
+            "/files/info": {"get": {"operationId": "getFileInfo"}},
+        }});
+        let docs = [doc];
+        let found = |path| {
+            find_operation(&docs, "daytona", "get", path).map(|(_, op)| op["operationId"].clone())
+        };
+        assert_eq!(
+            found("/api/sandbox/{{sandbox_id}}"),
+            Some(json!("getSandbox"))
+        );
+        assert_eq!(
+            found("/toolbox/{{sandbox_id}}/files/info"),
+            Some(json!("getFileInfo"))
+        );
+        assert_eq!(find_operation(&docs, "e2b", "get", "/api/sandbox/x"), None);
     }
 }
