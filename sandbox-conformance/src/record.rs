@@ -42,6 +42,7 @@ pub struct RecordTarget {
     direct: Arc<dyn Provider>,
     router: Router,
     secrets: Vec<String>,
+    replacements: Vec<(String, String)>,
     out_dir: PathBuf,
     source: String,
 }
@@ -75,6 +76,7 @@ impl RecordTarget {
             direct,
             router: Arc::new(router),
             secrets: Vec::new(),
+            replacements: Vec::new(),
             out_dir: out_dir.into(),
             source: "recorded from the live service by cargo xtask record".into(),
         }
@@ -85,6 +87,17 @@ impl RecordTarget {
         let secret = secret.into();
         if !secret.is_empty() {
             self.secrets.push(secret);
+        }
+        self
+    }
+
+    /// A value written as `with` wherever it appears: a name the live account uses that replay
+    /// spells differently (a Fly app name, an organisation), so recorded cassettes replay with
+    /// the replay factory's configuration.
+    pub fn replace(mut self, value: impl Into<String>, with: impl Into<String>) -> RecordTarget {
+        let value = value.into();
+        if !value.is_empty() {
+            self.replacements.push((value, with.into()));
         }
         self
     }
@@ -283,6 +296,7 @@ impl Scrubber {
         for s in &target.secrets {
             pairs.push((s.clone(), "{{token}}".to_owned()));
         }
+        pairs.extend(target.replacements.iter().cloned());
         // Sandbox ids: the one the scenario connected to, then ids the service handed out
         // (an `id`-like field of a JSON answer) that later requests use in their path.
         let mut ids: Vec<String> = sandbox_id.map(|id| vec![id.to_owned()]).unwrap_or_default();
