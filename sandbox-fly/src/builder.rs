@@ -246,8 +246,9 @@ impl FlyBuilder {
         self
     }
 
-    /// The Machines API root the requests go to (`…/v1`).
-    pub(crate) fn api_root(&self) -> Result<String> {
+    /// The Machines API root the requests go to (`…/v1`); a `Validation` error for an empty
+    /// base URL.
+    pub fn api_root(&self) -> Result<String> {
         let raw = self.base_url.trim().trim_end_matches('/');
         if raw.is_empty() {
             return Err(Error::validation("fly: the API base URL is empty").with_provider("fly"));
