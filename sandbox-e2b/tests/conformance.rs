@@ -22,6 +22,11 @@ fn suite() -> Suite {
         return record_suite(|name| std::env::var(name).ok(), Path::new(CASSETTES))
             .unwrap_or_else(|e| panic!("{e}"));
     }
+    replay_suite(Path::new(CASSETTES))
+}
+
+/// The replay suite over the cassettes in `dir`.
+fn replay_suite(dir: &Path) -> Suite {
     covered(Suite::replay(
         |base_url| {
             let provider = E2bBuilder::new()
@@ -31,7 +36,7 @@ fn suite() -> Suite {
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
-        CASSETTES,
+        dir,
     ))
 }
 
@@ -306,6 +311,10 @@ mod recording {
         .expect("record suite");
         let report = suite.run("connect").await;
         assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+
+        // What was recorded replays with the replay adapter.
+        let replayed = replay_suite(dir.path()).run("connect").await;
+        assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
 
         let text = std::fs::read_to_string(dir.path().join("connect.json")).expect("cassette");
         for leaked in [LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID, api.uri().as_str()] {
