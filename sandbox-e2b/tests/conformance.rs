@@ -262,11 +262,9 @@ mod recording {
         })
     }
 
-    /// The whole recording path against a loopback stand-in for the control plane: the sandbox
-    /// is created and destroyed directly, the scenario goes through the proxy with the live key,
-    /// and the cassette written has the key, the envd token, the id and the address scrubbed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn records_a_scenario_through_the_proxy_with_secrets_scrubbed() {
+    /// A loopback stand-in for the control plane: create, connect, details and kill of
+    /// `LIVE_ID`, each only with the live key; the create and the kill exactly once.
+    async fn control_plane() -> MockServer {
         let api = MockServer::start().await;
         let auth = || header("x-api-key", LIVE_KEY);
         Mock::given(method("POST"))
@@ -303,6 +301,31 @@ mod recording {
             .expect(1)
             .mount(&api)
             .await;
+        api
+    }
+
+    /// `METHOD path` of each interaction of a cassette.
+    fn request_lines(cassette: &serde_json::Value) -> Vec<String> {
+        cassette["interactions"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .map(|i| {
+                        let field =
+                            |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
+                        format!("{} {}", field("method"), field("path"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The whole recording path against a loopback stand-in for the control plane: the sandbox
+    /// is created and destroyed directly, the scenario goes through the proxy with the live key,
+    /// and the cassette written has the key, the envd token, the id and the address scrubbed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_a_scenario_through_the_proxy_with_secrets_scrubbed() {
+        let api = control_plane().await;
         let dir = tempfile::tempdir().expect("tempdir");
         let suite = record_suite(
             vars(&[("E2B_API_KEY", LIVE_KEY), ("E2B_API_URL", &api.uri())]),
@@ -322,15 +345,7 @@ mod recording {
         }
         let c: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
-        let lines: Vec<String> = c["interactions"]
-            .as_array()
-            .expect("interactions")
-            .iter()
-            .map(|i| {
-                let field = |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
-                format!("{} {}", field("method"), field("path"))
-            })
-            .collect();
+        let lines = request_lines(&c);
         assert_eq!(
             lines,
             [
@@ -340,5 +355,70 @@ mod recording {
             "{text}"
         );
         assert!(text.contains(r#""envdAccessToken": "{{token}}""#), "{text}");
+    }
+
+    /// envd calls leave the proxy for the envd host (here `E2B_SANDBOX_URL`, a second loopback
+    /// server) with the routing headers and the sandbox's access token, and replay afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_envd_calls_through_the_proxy_to_the_envd_host() {
+        let api = control_plane().await;
+        let envd = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/files"))
+            .and(header("e2b-sandbox-id", LIVE_ID))
+            .and(header("e2b-sandbox-port", "49983"))
+            .and(header("x-access-token", LIVE_ENVD_TOKEN))
+            .respond_with(
+                ResponseTemplate::new(404)
+                    .insert_header("content-type", "application/json; charset=utf-8")
+                    .set_body_string(
+                        "{\"code\":404,\"message\":\"path '/home/user/conformance/missing.txt' does not exist\"}\n",
+                    ),
+            )
+            .expect(1)
+            .mount(&envd)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/filesystem.Filesystem/Stat"))
+            .and(header("e2b-sandbox-id", LIVE_ID))
+            .and(header("e2b-sandbox-port", "49983"))
+            .and(header("x-access-token", LIVE_ENVD_TOKEN))
+            .respond_with(ResponseTemplate::new(404).set_body_json(serde_json::json!({
+                "code": "not_found",
+                "message": "file not found: stat /home/user/conformance/missing.txt: no such file or directory"
+            })))
+            .expect(1)
+            .mount(&envd)
+            .await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let suite = record_suite(
+            vars(&[
+                ("E2B_API_KEY", LIVE_KEY),
+                ("E2B_API_URL", &api.uri()),
+                ("E2B_SANDBOX_URL", &envd.uri()),
+            ]),
+            dir.path(),
+        )
+        .expect("record suite");
+        let report = suite.run("files_missing").await;
+        assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+        let replayed = replay_suite(dir.path()).run("files_missing").await;
+        assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
+
+        let text =
+            std::fs::read_to_string(dir.path().join("files_missing.json")).expect("cassette");
+        for leaked in [LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID] {
+            assert!(!text.contains(leaked), "{leaked} left in {text}");
+        }
+        let c: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(
+            request_lines(&c),
+            [
+                "POST /v2/sandboxes/{{sandbox_id}}/connect",
+                "GET /files",
+                "POST /filesystem.Filesystem/Stat"
+            ],
+            "{text}"
+        );
     }
 }
