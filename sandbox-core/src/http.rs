@@ -23,7 +23,8 @@
 //!   [`Request::no_timeout`] for long streams and [`Request::timeout`] to override.
 //! - **Redirects** are followed (up to 10) only to the same scheme, host and port, so credentials
 //!   never travel to another host; a redirect elsewhere is returned to the mapper as a 3xx.
-//! - **Compression.** No `Accept-Encoding` is sent unless the core feature `gzip` is on.
+//! - **Compression.** No `Accept-Encoding` is sent unless the caller asks with
+//!   `HttpClientBuilder::gzip(true)` (feature `gzip`).
 //! - **TLS** is rustls with the webpki roots. The usual proxy variables (`HTTPS_PROXY`, ...)
 //!   are honoured.
 //! - **Request ids** are read from the header set with [`HttpClientBuilder::request_id_header`]
@@ -286,6 +287,8 @@ pub struct HttpClientBuilder {
     request_id_header: String,
     user_agent: String,
     mapper: Option<Mapper>,
+    #[cfg(feature = "gzip")]
+    gzip: bool,
 }
 
 impl HttpClientBuilder {
@@ -322,6 +325,14 @@ impl HttpClientBuilder {
     /// none.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Asks for gzip responses and decodes them (feature `gzip`; off unless called with `true`).
+    #[cfg(feature = "gzip")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "gzip")))]
+    pub fn gzip(mut self, enabled: bool) -> Self {
+        self.gzip = enabled;
         self
     }
 
@@ -376,6 +387,11 @@ impl HttpClientBuilder {
             .use_rustls_tls()
             .user_agent(user_agent)
             .redirect(reqwest::redirect::Policy::custom(same_origin_redirects));
+        // reqwest asks for gzip whenever its feature is compiled in; we ask only when told to.
+        #[cfg(feature = "gzip")]
+        {
+            builder = builder.gzip(self.gzip);
+        }
         if let Some(timeout) = self.connect_timeout {
             builder = builder.connect_timeout(timeout);
         }
@@ -479,6 +495,8 @@ impl HttpClient {
             request_id_header: DEFAULT_REQUEST_ID_HEADER.to_owned(),
             user_agent: DEFAULT_USER_AGENT.to_owned(),
             mapper: None,
+            #[cfg(feature = "gzip")]
+            gzip: false,
         }
     }
 

@@ -602,7 +602,7 @@ async fn request_timeout_is_a_timeout_error() {
 }
 
 #[tokio::test]
-async fn no_accept_encoding_unless_gzip_is_on() {
+async fn no_accept_encoding_unless_the_caller_asks_for_gzip() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .respond_with(ResponseTemplate::new(200))
@@ -618,11 +618,31 @@ async fn no_accept_encoding_unless_gzip_is_on() {
         .headers
         .get("accept-encoding")
         .map(|v| v.to_str().unwrap().to_owned());
-    if cfg!(feature = "gzip") {
-        assert!(accept_encoding.unwrap_or_default().contains("gzip"));
-    } else {
-        assert_eq!(accept_encoding, None);
-    }
+    assert_eq!(
+        accept_encoding, None,
+        "gzip was asked for without the caller asking"
+    );
+}
+
+#[cfg(feature = "gzip")]
+#[tokio::test]
+async fn gzip_is_asked_for_when_the_caller_turns_it_on() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&server)
+        .await;
+    HttpClient::builder("test", &server.uri())
+        .gzip(true)
+        .build()
+        .unwrap()
+        .request(Method::Get, "/x")
+        .send_empty()
+        .await
+        .unwrap();
+    let received = server.received_requests().await.unwrap();
+    let accept_encoding = received[0].headers.get("accept-encoding").unwrap();
+    assert!(accept_encoding.to_str().unwrap().contains("gzip"));
 }
 
 fn pattern(len: usize) -> Vec<u8> {

@@ -67,6 +67,8 @@ pub struct E2bBuilder {
     user: Option<String>,
     template_poll_interval: Option<Duration>,
     template_build_timeout: Option<Duration>,
+    #[cfg(feature = "gzip")]
+    gzip: bool,
 }
 
 impl fmt::Debug for E2bBuilder {
@@ -161,6 +163,14 @@ impl E2bBuilder {
         self
     }
 
+    /// Asks for gzip on control-plane calls, unary envd calls and `/files` downloads, and decodes
+    /// it (feature `gzip`; off unless called with `true`).
+    #[cfg(feature = "gzip")]
+    pub fn gzip(mut self, enabled: bool) -> Self {
+        self.gzip = enabled;
+        self
+    }
+
     /// The domain the built provider uses: the one set (or `E2B_DOMAIN`), else `e2b.app`.
     pub fn domain_or_default(&self) -> &str {
         self.domain.as_deref().unwrap_or(DEFAULT_DOMAIN)
@@ -219,8 +229,10 @@ impl E2bBuilder {
             .auth_header("X-API-Key", api_key)
             .timeout(timeout)
             .user_agent(user_agent)
-            .error_mapper(mapper)
-            .build()?;
+            .error_mapper(mapper);
+        #[cfg(feature = "gzip")]
+        let api = api.gzip(self.gzip);
+        let api = api.build()?;
         let envd_base = match &self.sandbox_url {
             Some(url) => url.clone(),
             None => format!("https://sandbox.{domain}"),
@@ -228,8 +240,10 @@ impl E2bBuilder {
         let envd = HttpClient::builder(PROVIDER, &envd_base)
             .timeout(timeout)
             .user_agent(user_agent)
-            .error_mapper(mapper)
-            .build()?;
+            .error_mapper(mapper);
+        #[cfg(feature = "gzip")]
+        let envd = envd.gzip(self.gzip);
+        let envd = envd.build()?;
         Ok(E2bProvider::from_shared(Arc::new(Shared {
             api,
             envd,

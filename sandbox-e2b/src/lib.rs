@@ -40,8 +40,9 @@
 //! - Dropping a [`Process`](sandbox_sdk_core::Process) closes its stream and leaves no task
 //!   behind; the process itself keeps running in the sandbox and can be reattached by pid or tag.
 //! - Killing a process is a unary `SendSignal` call, independent of its output stream.
-//! - No compression is requested unless the crate feature `gzip` is on (it asks for and decodes
-//!   gzip on REST, unary envd and `/files` responses); Connect streams are never compressed, as no
+//! - No compression is requested unless the caller asks with `E2bBuilder::gzip(true)` (crate
+//!   feature `gzip`; it then asks for and decodes gzip on REST, unary envd and `/files`
+//!   responses); Connect streams are never compressed, as no
 //!   `Connect-Accept-Encoding` is sent.
 
 mod builder;
