@@ -54,7 +54,7 @@ mod multipart;
 
 pub use error_response::{
     BODY_TEXT_LIMIT, ERROR_BODY_LIMIT, ErrorResponse, Headers, default_error_kind,
-    default_error_mapper, is_sensitive_header,
+    default_error_mapper, is_sensitive_header, truncate,
 };
 pub use multipart::Multipart;
 

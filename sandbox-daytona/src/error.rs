@@ -4,7 +4,7 @@
 //! empty-body 502 (PROTOCOL.md §2).
 
 use crate::wire::ErrorBody;
-use sandbox_sdk_core::http::ErrorResponse;
+use sandbox_sdk_core::http::{ErrorResponse, truncate};
 use sandbox_sdk_core::{Error, ErrorKind};
 use std::time::Duration;
 
@@ -120,17 +120,6 @@ fn retry_after(response: &ErrorResponse) -> Option<Duration> {
         .filter(|secs| secs.is_finite() && *secs >= 0.0 && *secs < 1e9)
         .map(Duration::from_secs_f64);
     named.chain(response.retry_after()).max()
-}
-
-fn truncate(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_owned();
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

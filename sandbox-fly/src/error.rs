@@ -5,6 +5,7 @@
 //! empty bodies (some 400s) and non-JSON text. The `fly-request-id` header is kept on every error.
 
 use crate::wire::ErrorBody;
+use sandbox_sdk_core::http::truncate;
 use sandbox_sdk_core::{Error, ErrorKind};
 use std::time::Duration;
 
@@ -63,22 +64,11 @@ fn message_and_code(body: &[u8]) -> (String, Option<String>) {
                 .message
                 .filter(|m| !m.is_empty())
                 .or(parsed.error.filter(|m| !m.is_empty()))
-                .unwrap_or_else(|| truncate(trimmed));
-            (truncate(&message), code)
+                .unwrap_or_else(|| truncate(trimmed, MAX_MESSAGE));
+            (truncate(&message, MAX_MESSAGE), code)
         }
-        Err(_) => (truncate(trimmed), None),
+        Err(_) => (truncate(trimmed, MAX_MESSAGE), None),
     }
-}
-
-fn truncate(text: &str) -> String {
-    if text.len() <= MAX_MESSAGE {
-        return text.to_owned();
-    }
-    let mut end = MAX_MESSAGE;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// Who holds the lease, from a 409 text like `machine ID … lease currently held by hello@fly.io, expires at …`.

@@ -307,8 +307,9 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// Cuts `text` to at most `limit` bytes on a character boundary, appending `…` when cut.
-pub(crate) fn truncate(text: &str, limit: usize) -> String {
+/// Cuts `text` to at most `limit` bytes on a character boundary, appending `…` when cut
+/// (for provider messages quoted in errors).
+pub fn truncate(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_owned();
     }
