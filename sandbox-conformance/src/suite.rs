@@ -70,6 +70,7 @@ pub(crate) enum Target {
 pub struct Suite {
     pub(crate) target: Target,
     covered_elsewhere: BTreeMap<Capability, String>,
+    label: Option<String>,
 }
 
 impl std::fmt::Debug for Suite {
@@ -82,6 +83,7 @@ impl std::fmt::Debug for Suite {
         f.debug_struct("Suite")
             .field("mode", &mode)
             .field("covered_elsewhere", &self.covered_elsewhere)
+            .field("label", &self.label)
             .finish()
     }
 }
@@ -367,6 +369,7 @@ impl Suite {
                 cassettes: cassettes.into(),
             },
             covered_elsewhere: BTreeMap::new(),
+            label: None,
         }
     }
 
@@ -376,6 +379,7 @@ impl Suite {
         Suite {
             target: Target::Live { provider },
             covered_elsewhere: BTreeMap::new(),
+            label: None,
         }
     }
 
@@ -384,6 +388,7 @@ impl Suite {
         Suite {
             target: Target::Record(Arc::new(target)),
             covered_elsewhere: BTreeMap::new(),
+            label: None,
         }
     }
 
@@ -391,6 +396,14 @@ impl Suite {
     /// not fully), is proven by the adapter's own test `test`. Shown in the coverage table.
     pub fn covered_elsewhere(mut self, capability: Capability, test: impl Into<String>) -> Suite {
         self.covered_elsewhere.insert(capability, test.into());
+        self
+    }
+
+    /// Reports this suite under `label` instead of the provider's name (report files, coverage,
+    /// messages), for a provider with a second suite in another configuration (such as
+    /// `daytona-ssh`). Cassettes still name the provider itself.
+    pub fn label(mut self, label: impl Into<String>) -> Suite {
+        self.label = Some(label.into());
         self
     }
 
@@ -402,7 +415,8 @@ impl Suite {
             Target::Record(t) => t.describe()?,
         };
         let client = client_of(&raw, false);
-        Ok((raw.name().to_owned(), client.capabilities()))
+        let name = self.label.clone().unwrap_or_else(|| raw.name().to_owned());
+        Ok((name, client.capabilities()))
     }
 
     /// The provider's capability coverage by the scenarios.
@@ -457,7 +471,12 @@ impl Suite {
             }
         };
         match tokio::time::timeout(SCENARIO_TIMEOUT, run).await {
-            Ok(report) => report,
+            Ok(mut report) => {
+                if let Some(label) = &self.label {
+                    report.provider = label.clone();
+                }
+                report
+            }
             Err(_) => ScenarioReport {
                 provider: self.describe_provider().map(|d| d.0).unwrap_or_default(),
                 scenario: scenario.to_owned(),

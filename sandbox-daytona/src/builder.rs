@@ -88,6 +88,7 @@ pub struct DaytonaBuilder {
     pub(crate) log_follow: LogFollow,
     pub(crate) exec_transport: ExecTransport,
     pub(crate) ssh_host_key: Option<String>,
+    pub(crate) ssh_gateway: Option<(String, u16)>,
 }
 
 impl Default for DaytonaBuilder {
@@ -114,6 +115,7 @@ impl DaytonaBuilder {
             log_follow: LogFollow::WebSocket,
             exec_transport: ExecTransport::Toolbox,
             ssh_host_key: None,
+            ssh_gateway: None,
         }
     }
 
@@ -226,6 +228,27 @@ impl DaytonaBuilder {
         self
     }
 
+    /// Connects to the SSH gateway at `host:port` instead of the one named by the API's
+    /// `sshCommand` (a gateway reached through a tunnel, or a test server). Access tokens are
+    /// still minted through the API, and [`SshAccess`](sandbox_sdk_core::SshAccess) reports this
+    /// gateway.
+    pub fn ssh_gateway(mut self, host: impl Into<String>, port: u16) -> Self {
+        self.ssh_gateway = Some((host.into(), port));
+        self
+    }
+
+    /// The control-plane base URL this builder will use (set, from the environment, or
+    /// [`DEFAULT_API_URL`]).
+    pub fn api_url_or_default(&self) -> &str {
+        &self.api_url
+    }
+
+    /// The toolbox proxy base URL set on this builder, if any (without it each sandbox's own
+    /// `toolboxProxyUrl` is used).
+    pub fn toolbox_url_override(&self) -> Option<&str> {
+        self.toolbox_url.as_deref()
+    }
+
     /// Builds the provider. Fails with `Validation` when no credential is set, a JWT has no
     /// organization id, the SDK version is below 0.167.0, or a URL is malformed.
     pub fn build(self) -> Result<DaytonaProvider> {
@@ -310,6 +333,7 @@ impl fmt::Debug for DaytonaBuilder {
             .field("log_follow", &self.log_follow)
             .field("exec_transport", &self.exec_transport)
             .field("ssh_host_key", &self.ssh_host_key)
+            .field("ssh_gateway", &self.ssh_gateway)
             .finish()
     }
 }

@@ -1010,13 +1010,11 @@ impl Sandbox for DaytonaSandbox {
         Ok(exec::process(self.toolbox.clone(), sid, cid, false))
     }
 
-    /// Kills by pid or tag: deletes the command's session (the daemon kills its shell).
+    /// Kills by pid or tag: deletes the command's session (the daemon kills its shell). A
+    /// command run over SSH (pid `ssh/…`) is killed through its channel while its handle lives.
     async fn kill_process(&self, pid: &str) -> Result<()> {
         if pid.starts_with(crate::ssh::PID_PREFIX) {
-            return Err(Error::validation(format!(
-                "{pid} runs over SSH: kill it through its process handle"
-            ))
-            .or_context(PROVIDER, "kill_process", Some(&self.id)));
+            return crate::ssh::kill(pid, &self.id).await;
         }
         let sid = if pid.contains('/') {
             exec::split_pid(pid)?.0.to_owned()

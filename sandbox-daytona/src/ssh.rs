@@ -105,11 +105,13 @@ async fn mint(inner: &Inner, sandbox_id: &str, ttl: Duration) -> Result<SshAcces
             ),
         );
     }
-    let (host, port) = dto
-        .ssh_command
-        .as_deref()
-        .and_then(parse_ssh_command)
-        .unwrap_or_else(|| (DEFAULT_SSH_HOST.to_owned(), 22));
+    let named = || {
+        dto.ssh_command
+            .as_deref()
+            .and_then(parse_ssh_command)
+            .unwrap_or_else(|| (DEFAULT_SSH_HOST.to_owned(), 22))
+    };
+    let (host, port) = inner.config.ssh_gateway.clone().unwrap_or_else(named);
     let expires_at = dto
         .expires_at
         .as_deref()
@@ -353,7 +355,44 @@ pub(crate) async fn exec(
     })
     .boxed();
     let pid = format!("{PID_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    register(&pid, &control);
     Ok(Process::new(pid, events, stdin, control))
+}
+
+type Registry = std::sync::Mutex<HashMap<String, std::sync::Weak<SshControl>>>;
+
+/// The SSH processes of this process whose handles are still alive, by pid, so that
+/// `kill_process(pid)` reaches them (an SSH channel has no id the gateway could look up).
+fn registry() -> &'static Registry {
+    static LIVE: OnceLock<Registry> = OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+fn register(pid: &str, control: &Arc<SshControl>) {
+    let mut live = registry().lock().unwrap_or_else(|e| e.into_inner());
+    live.retain(|_, weak| weak.strong_count() > 0);
+    live.insert(pid.to_owned(), Arc::downgrade(control));
+}
+
+/// Kills the SSH process `pid` started by this process (its channel gets `KILL` and is
+/// closed); `NotFound` when no live handle has that pid.
+pub(crate) async fn kill(pid: &str, sandbox_id: &str) -> Result<()> {
+    let control = registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(pid)
+        .and_then(std::sync::Weak::upgrade);
+    match control {
+        Some(control) => control
+            .kill()
+            .await
+            .map_err(|e| e.or_context(PROVIDER, "kill_process", Some(sandbox_id))),
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no SSH process {pid} is running from this process"),
+        )
+        .or_context(PROVIDER, "kill_process", Some(sandbox_id))),
+    }
 }
 
 struct SshEvents {

@@ -480,3 +480,24 @@ async fn background_commands_stay_on_toolbox_sessions() {
     assert_eq!(process.pid(), "sdk-bg-1/c1");
     assert!(f.gw.seen.lock().unwrap().commands.is_empty());
 }
+
+#[tokio::test]
+async fn kill_process_reaches_a_command_over_ssh_by_its_pid() {
+    let f = fixture("started", "sb-kill_process_reache").await;
+    mint_answers(&f, GOOD, 1).await;
+    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let process = sandbox
+        .exec(&Command::new("sleep").arg("30"))
+        .await
+        .unwrap();
+    assert!(process.pid().starts_with("ssh/"), "{}", process.pid());
+    sandbox.kill_process(process.pid()).await.unwrap();
+    let status = process.wait().await.unwrap();
+    assert!(!status.success());
+    // A pid no live handle has is NotFound, and nothing is sent to the toolbox.
+    let err = sandbox
+        .kill_process("ssh/00000000000000000000000000000000")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}

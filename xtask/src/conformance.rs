@@ -24,6 +24,9 @@ pub(crate) struct Target {
     pub package: &'static str,
     /// A test-name filter selecting the provider inside a shared test binary.
     pub filter: Option<&'static str>,
+    /// Further suites of the provider, each `(report label, test binary)`: the same scenarios in
+    /// another configuration (`Suite::label` names their reports), run and counted with it.
+    pub more: &'static [(&'static str, &'static str)],
 }
 
 /// Every provider with a conformance suite.
@@ -32,26 +35,32 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "local",
         package: "sandbox-conformance",
         filter: Some("local::"),
+        more: &[],
     },
     Target {
         provider: "fake",
         package: "sandbox-conformance",
         filter: Some("fake_http::"),
+        more: &[],
     },
     Target {
         provider: "e2b",
         package: "sandbox-e2b",
         filter: None,
+        more: &[],
     },
     Target {
         provider: "daytona",
         package: "sandbox-daytona",
         filter: None,
+        // Exec over SSH against the in-process gateway.
+        more: &[("daytona-ssh", "conformance_ssh")],
     },
     Target {
         provider: "fly",
         package: "sandbox-fly",
         filter: None,
+        more: &[],
     },
 ];
 
@@ -111,11 +120,13 @@ fn conformance(provider: Option<&str>) -> Result {
         ]),
     }
     // Every provider's binary runs even when an earlier one fails, so every report is written.
-    cargo_args.extend([
-        "--test".into(),
-        "conformance".into(),
-        "--no-fail-fast".into(),
-    ]);
+    cargo_args.extend(["--test".into(), "conformance".into()]);
+    for (_, test) in present.iter().flat_map(|t| t.more) {
+        if !cargo_args.iter().any(|a| a == test) {
+            cargo_args.extend(["--test".into(), (*test).into()]);
+        }
+    }
+    cargo_args.push("--no-fail-fast".into());
     if let (Some(_), Some(filter)) = (provider, present[0].filter) {
         cargo_args.extend(["--".into(), filter.into()]);
     }
@@ -127,7 +138,10 @@ fn conformance(provider: Option<&str>) -> Result {
         .status()
         .map_err(|e| format!("could not start cargo: {e}"))?;
 
-    let names: Vec<&str> = present.iter().map(|t| t.provider).collect();
+    let names: Vec<&str> = present
+        .iter()
+        .flat_map(|t| std::iter::once(t.provider).chain(t.more.iter().map(|(label, _)| *label)))
+        .collect();
     let summary = summarize(&reports, &names);
     for table in &summary.tables {
         println!("\n{table}");
@@ -343,6 +357,10 @@ mod tests {
                 "{}",
                 t.package
             );
+            for (_, test) in t.more {
+                let file = root.join(t.package).join(format!("tests/{test}.rs"));
+                assert!(file.is_file(), "{}", file.display());
+            }
         }
     }
 }
