@@ -3,15 +3,40 @@
 //! The replay server speaks plain HTTP only, so the adapter is built with
 //! [`LogFollow::Poll`]: command output is read from the JSON logs endpoint instead of the log
 //! WebSocket (which `tests/toolbox.rs` exercises against a real WebSocket on loopback).
+//!
+//! With `SANDBOX_CONFORMANCE_RECORD` set (`cargo xtask record --provider daytona [--scenario
+//! S]`) the suite records instead, from the live service with `DAYTONA_API_KEY` (required).
+//! The adapter is configured like the replay one (polled logs, toolbox transport) and both of
+//! its base URLs point at the recording proxy, which sends `/api/...` to the API
+//! (`DAYTONA_API_URL`, default `https://app.daytona.io/api`) and `/toolbox/{id}/...` to the toolbox
+//! proxy (`DAYTONA_TOOLBOX_URL`, default `https://proxy.app.daytona.io/toolbox`; set it when your sandboxes'
+//! `toolboxProxyUrl` is another one). The API key is scrubbed from every cassette; tokens the
+//! service hands out (SSH access, previews) are scrubbed by the recorder itself.
 
-use sandbox_conformance::{Suite, cassette, conformance_tests};
-use sandbox_daytona::{DaytonaBuilder, LogFollow};
+use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
+use sandbox_daytona::{DaytonaBuilder, ExecTransport, LogFollow};
 use sandbox_sdk_core::{Capability, Provider};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+const CASSETTES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes");
+
+/// The cloud toolbox proxy (what sandboxes' `toolboxProxyUrl` says), where recorded toolbox
+/// calls go unless `DAYTONA_TOOLBOX_URL` names another.
+const DEFAULT_TOOLBOX_URL: &str = "https://proxy.app.daytona.io/toolbox";
+
 fn suite() -> Suite {
-    Suite::replay(
+    if sandbox_conformance::recording() {
+        return record_suite(|name| std::env::var(name).ok(), Path::new(CASSETTES))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    replay_suite(Path::new(CASSETTES))
+}
+
+/// The replay suite over the cassettes in `dir`.
+fn replay_suite(dir: &Path) -> Suite {
+    covered(Suite::replay(
         |base_url| {
             let provider = DaytonaBuilder::new()
                 .api_key(cassette::TOKEN)
@@ -22,19 +47,397 @@ fn suite() -> Suite {
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
-    )
-    .covered_elsewhere(Capability::Region, CREATE_OPTIONS)
-    .covered_elsewhere(Capability::Volumes, CREATE_OPTIONS)
-    .covered_elsewhere(Capability::EgressControl, CREATE_OPTIONS)
-    .covered_elsewhere(Capability::Gpu, CREATE_OPTIONS)
-    .covered_elsewhere(
-        Capability::Usage,
-        "lifecycle::limits_come_from_the_usage_endpoint",
-    )
+        dir,
+    ))
+}
+
+/// Capabilities no core trait operation reaches, proven by the adapter's own tests.
+fn covered(suite: Suite) -> Suite {
+    suite
+        .covered_elsewhere(Capability::Region, CREATE_OPTIONS)
+        .covered_elsewhere(Capability::Volumes, CREATE_OPTIONS)
+        .covered_elsewhere(Capability::EgressControl, CREATE_OPTIONS)
+        .covered_elsewhere(Capability::Gpu, CREATE_OPTIONS)
+        .covered_elsewhere(
+            Capability::Usage,
+            "lifecycle::limits_come_from_the_usage_endpoint",
+        )
 }
 
 /// The test in `tests/lifecycle.rs` that proves the create-time capabilities.
 const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";
 
+/// The recording suite, configured from the variables `lookup` reads (the process environment
+/// in `suite()`), writing cassettes to `out_dir`. Fails naming `DAYTONA_API_KEY` when it is
+/// unset, and naming the URL variable when a URL does not end as the cassettes' paths do.
+fn record_suite(lookup: impl Fn(&str) -> Option<String>, out_dir: &Path) -> Result<Suite, String> {
+    let api_key = lookup("DAYTONA_API_KEY")
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .ok_or(
+            "recording daytona needs a live API key: set DAYTONA_API_KEY (and DAYTONA_API_URL \
+             for a server other than app.daytona.io)",
+        )?;
+    let builder = DaytonaBuilder::from_lookup(&lookup)
+        .api_key(api_key.clone())
+        .log_follow(LogFollow::Poll)
+        .exec_transport(ExecTransport::Toolbox);
+    let routes = Routes::of(&builder)?;
+    let direct = builder.clone().build().map_err(|e| {
+        format!("recording daytona: cannot build the adapter from the environment: {e}")
+    })?;
+    let target = RecordTarget::new(
+        move |proxy| {
+            let provider = builder
+                .clone()
+                .api_url(format!("{proxy}/api"))
+                .toolbox_url(format!("{proxy}/toolbox"))
+                .build()?;
+            Ok(Arc::new(provider) as Arc<dyn Provider>)
+        },
+        Arc::new(direct),
+        move |request| routes.route(request),
+        out_dir,
+    )
+    .secret(api_key)
+    .source("recorded from the live Daytona service by cargo xtask record --provider daytona");
+    Ok(covered(Suite::record(target)))
+}
+
+/// Where the recording proxy forwards each request the adapter sends it: the origins
+/// (`https://host[:port]`) of the API and of the toolbox proxy.
+#[derive(Debug, Clone)]
+struct Routes {
+    api: String,
+    toolbox: String,
+}
+
+impl Routes {
+    fn of(builder: &DaytonaBuilder) -> Result<Routes, String> {
+        let toolbox = builder
+            .toolbox_url_override()
+            .unwrap_or(DEFAULT_TOOLBOX_URL);
+        Ok(Routes {
+            api: origin(builder.api_url_or_default(), "/api", "DAYTONA_API_URL")?,
+            toolbox: origin(toolbox, "/toolbox", "DAYTONA_TOOLBOX_URL")?,
+        })
+    }
+
+    /// `/api/...` goes to the API, `/toolbox/{id}/...` (an id of letters, digits, `-` and
+    /// `_`) to the toolbox proxy; anything else has no route.
+    fn route(&self, request: &LoggedRequest) -> Option<String> {
+        let path = request.path.as_str();
+        if path == "/api" || path.starts_with("/api/") {
+            return Some(self.api.clone());
+        }
+        let rest = path.strip_prefix("/toolbox/")?;
+        let (id, _) = rest.split_once('/')?;
+        let id_ok = !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        id_ok.then(|| self.toolbox.clone())
+    }
+}
+
+/// `https://host[:port]` of `url`, which must be that origin followed by `suffix` (the path
+/// the replayed cassettes use), as the variable `var` would set it.
+fn origin(url: &str, suffix: &str, var: &str) -> Result<String, String> {
+    let trimmed = url.trim_end_matches('/');
+    trimmed
+        .strip_suffix(suffix)
+        .filter(|origin| {
+            let host = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"));
+            host.is_some_and(|h| !h.is_empty() && !h.contains(['/', '?', '#', '@']))
+        })
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            format!(
+                "recording daytona needs {var} of the form https://HOST{suffix} (the cassettes \
+                 replay under {suffix})"
+            )
+        })
+}
+
 conformance_tests!(suite());
+
+/// Offline checks of the recording wiring (no credentials, loopback only).
+mod recording {
+    use super::*;
+    use bytes::Bytes;
+    use sandbox_conformance::Outcome;
+    use serde_json::{Value, json};
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use wiremock::matchers::{header, method, path, query_param};
+    use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+    const LIVE_KEY: &str = "dtn_livekey00000000000000000000000000000000abcd";
+    const LIVE_ID: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn request(path: &str) -> LoggedRequest {
+        LoggedRequest {
+            method: "GET".into(),
+            path: path.into(),
+            query: None,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    fn routes(pairs: &[(&str, &str)]) -> Routes {
+        Routes::of(&DaytonaBuilder::from_lookup(vars(pairs))).expect("routes")
+    }
+
+    #[test]
+    fn api_requests_go_to_the_api_and_toolbox_requests_to_the_toolbox_proxy() {
+        let r = routes(&[]);
+        let fetch = request("/api/sandbox/sb1");
+        let download = request("/toolbox/sb1/files/download");
+        assert_eq!(r.route(&fetch).as_deref(), Some("https://app.daytona.io"));
+        assert_eq!(
+            r.route(&download).as_deref(),
+            Some("https://proxy.app.daytona.io")
+        );
+        let r = routes(&[
+            ("DAYTONA_API_URL", "http://127.0.0.1:3000/api/"),
+            (
+                "DAYTONA_TOOLBOX_URL",
+                "https://proxy.eu.example.test/toolbox",
+            ),
+        ]);
+        assert_eq!(r.route(&fetch).as_deref(), Some("http://127.0.0.1:3000"));
+        assert_eq!(
+            r.route(&download).as_deref(),
+            Some("https://proxy.eu.example.test")
+        );
+        // The older variable name of the API URL is read too.
+        let r = routes(&[("DAYTONA_SERVER_URL", "https://daytona.example.test/api")]);
+        assert_eq!(
+            r.route(&fetch).as_deref(),
+            Some("https://daytona.example.test")
+        );
+    }
+
+    #[test]
+    fn other_paths_and_bad_sandbox_ids_have_no_route() {
+        let r = routes(&[]);
+        for bad in [
+            "/",
+            "/apix/sandbox",
+            "/toolbox",
+            "/toolbox/",
+            "/toolbox/sb1",
+            "/toolbox//files",
+            "/toolbox/evil.com/files",
+            "/toolbox/a%2Fb/files",
+            "/other/api/sandbox",
+        ] {
+            assert_eq!(r.route(&request(bad)), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn recording_without_an_api_key_or_with_odd_urls_fails_naming_the_variable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = record_suite(vars(&[]), dir.path()).unwrap_err();
+        assert!(err.contains("DAYTONA_API_KEY"), "{err}");
+        let err = record_suite(vars(&[("DAYTONA_API_KEY", " ")]), dir.path()).unwrap_err();
+        assert!(err.contains("DAYTONA_API_KEY"), "{err}");
+        for (var, url) in [
+            ("DAYTONA_API_URL", "https://app.daytona.io/v1"),
+            ("DAYTONA_API_URL", "https://user:hunter2@app.daytona.io/api"),
+            ("DAYTONA_API_URL", "ftp://app.daytona.io/api"),
+            ("DAYTONA_TOOLBOX_URL", "https://proxy.app.daytona.io/tb"),
+        ] {
+            let err = record_suite(
+                vars(&[("DAYTONA_API_KEY", LIVE_KEY), (var, url)]),
+                dir.path(),
+            )
+            .unwrap_err();
+            assert!(err.contains(var), "{err}");
+            assert!(!err.contains(LIVE_KEY) && !err.contains("hunter2"), "{err}");
+        }
+        assert!(record_suite(vars(&[("DAYTONA_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
+    }
+
+    /// The sandbox DTO of `LIVE_ID` (PROTOCOL.md §7.1), started.
+    fn live_sandbox() -> Value {
+        json!({
+            "id": LIVE_ID,
+            "organizationId": "3f1b2c4d-0000-4000-8000-000000000001",
+            "name": LIVE_ID,
+            "target": "us",
+            "snapshot": "daytonaio/sandbox:0.5.0",
+            "user": "daytona",
+            "env": {},
+            "cpu": 1, "gpu": 0, "memory": 1, "disk": 3,
+            "public": false,
+            "networkBlockAll": false,
+            "networkAllowList": null,
+            "labels": {"suite": "conformance"},
+            "volumes": [],
+            "state": "started",
+            "desiredState": "started",
+            "errorReason": null,
+            "recoverable": false,
+            "autoStopInterval": 5,
+            "createdAt": "2026-12-01T04:00:00.000Z",
+            "updatedAt": "2026-12-01T04:00:00.000Z",
+            "toolboxProxyUrl": "https://proxy.app.daytona.io/toolbox",
+            "kvm": false
+        })
+    }
+
+    /// The sandbox while it exists, a 404 once the (direct) destroy went through.
+    struct Fetch(Arc<AtomicBool>);
+
+    impl Respond for Fetch {
+        fn respond(&self, _: &Request) -> ResponseTemplate {
+            if self.0.load(Ordering::SeqCst) {
+                ResponseTemplate::new(404).set_body_json(json!({
+                    "statusCode": 404, "error": "Not Found",
+                    "message": format!("Sandbox with ID or name {LIVE_ID} not found")
+                }))
+            } else {
+                ResponseTemplate::new(200).set_body_json(live_sandbox())
+            }
+        }
+    }
+
+    struct Destroy(Arc<AtomicBool>);
+
+    impl Respond for Destroy {
+        fn respond(&self, _: &Request) -> ResponseTemplate {
+            self.0.store(true, Ordering::SeqCst);
+            let mut dto = live_sandbox();
+            dto["state"] = "destroying".into();
+            ResponseTemplate::new(200).set_body_json(dto)
+        }
+    }
+
+    /// A loopback stand-in for the API: create, fetch and destroy of `LIVE_ID`, each only with
+    /// the live key; the create and the destroy exactly once.
+    async fn api() -> MockServer {
+        let api = MockServer::start().await;
+        let auth = || header("authorization", format!("Bearer {LIVE_KEY}").as_str());
+        let gone = Arc::new(AtomicBool::new(false));
+        Mock::given(method("POST"))
+            .and(path("/api/sandbox"))
+            .and(auth())
+            .respond_with(ResponseTemplate::new(200).set_body_json(live_sandbox()))
+            .expect(1)
+            .mount(&api)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(format!("/api/sandbox/{LIVE_ID}")))
+            .and(auth())
+            .respond_with(Fetch(gone.clone()))
+            .mount(&api)
+            .await;
+        Mock::given(method("DELETE"))
+            .and(path(format!("/api/sandbox/{LIVE_ID}")))
+            .and(auth())
+            .respond_with(Destroy(gone))
+            .expect(1)
+            .mount(&api)
+            .await;
+        api
+    }
+
+    /// `METHOD path` of each interaction of a cassette.
+    fn request_lines(cassette: &Value) -> Vec<String> {
+        cassette["interactions"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .map(|i| {
+                        let field =
+                            |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
+                        format!("{} {}", field("method"), field("path"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The whole recording path against loopback stand-ins for the API and the toolbox proxy:
+    /// the sandbox is created and destroyed directly, the scenario's fetch goes through the
+    /// proxy to the API and its file calls to the toolbox proxy, with the live key; the
+    /// cassette written has the key, the id and the addresses scrubbed, and replays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_api_and_toolbox_calls_through_the_proxy_with_secrets_scrubbed() {
+        let api = api().await;
+        let toolbox = MockServer::start().await;
+        for op in ["download", "info"] {
+            Mock::given(method("GET"))
+                .and(path(format!("/toolbox/{LIVE_ID}/files/{op}")))
+                .and(query_param("path", "conformance/missing.txt"))
+                .and(header(
+                    "authorization",
+                    format!("Bearer {LIVE_KEY}").as_str(),
+                ))
+                .respond_with(ResponseTemplate::new(404).set_body_json(json!({
+                    "statusCode": 404,
+                    "message": "file not found: conformance/missing.txt",
+                    "code": "FILE_NOT_FOUND",
+                    "timestamp": "2026-12-01T04:00:10Z",
+                    "path": format!("/files/{op}"),
+                    "method": "GET",
+                    "source": "DAYTONA_DAEMON"
+                })))
+                .expect(1)
+                .mount(&toolbox)
+                .await;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let api_url = format!("{}/api", api.uri());
+        let toolbox_url = format!("{}/toolbox", toolbox.uri());
+        let suite = record_suite(
+            vars(&[
+                ("DAYTONA_API_KEY", LIVE_KEY),
+                ("DAYTONA_API_URL", &api_url),
+                ("DAYTONA_TOOLBOX_URL", &toolbox_url),
+            ]),
+            dir.path(),
+        )
+        .expect("record suite");
+        let report = suite.run("files_missing").await;
+        assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+
+        let text =
+            std::fs::read_to_string(dir.path().join("files_missing.json")).expect("cassette");
+        for leaked in [
+            LIVE_KEY,
+            LIVE_ID,
+            api.uri().as_str(),
+            toolbox.uri().as_str(),
+        ] {
+            assert!(!text.contains(leaked), "{leaked} left in {text}");
+        }
+        let c: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
+        assert_eq!(
+            request_lines(&c),
+            [
+                "GET /api/sandbox/{{sandbox_id}}",
+                "GET /toolbox/{{sandbox_id}}/files/download",
+                "GET /toolbox/{{sandbox_id}}/files/info"
+            ],
+            "{text}"
+        );
+        // What was recorded replays with the replay adapter.
+        let replayed = replay_suite(dir.path()).run("files_missing").await;
+        assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
+    }
+}
