@@ -34,8 +34,9 @@ fn start() -> u16 {
     listener
         .set_nonblocking(true)
         .expect("non-blocking gateway socket");
+    remove_stale_homes();
     let home = tempfile::Builder::new()
-        .prefix("daytona-ssh-gateway-")
+        .prefix(HOME_PREFIX)
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("gateway home directory");
     std::thread::Builder::new()
@@ -64,6 +65,27 @@ fn start() -> u16 {
         })
         .expect("gateway thread");
     port
+}
+
+const HOME_PREFIX: &str = "daytona-ssh-gateway-";
+
+/// The gateway's home lives as long as the test process, which never drops it: homes left by
+/// earlier runs (older than an hour, so no running binary still uses them) are removed.
+fn remove_stale_homes() {
+    let Ok(entries) = std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")) else {
+        return;
+    };
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with(HOME_PREFIX)
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at < hour_ago);
+        if stale {
+            std::fs::remove_dir_all(entry.path()).ok();
+        }
+    }
 }
 
 #[derive(Clone)]
