@@ -1,249 +1,25 @@
-//! Exec over SSH against a real SSH server started in-process on loopback (russh's server side)
-//! that behaves like Daytona's gateway (PROTOCOL.md §5): auth method `none` accepted for any
-//! user, the user name checked as an access token only after the handshake, and a bad token or
-//! a sandbox that is not started answered by closing the connection. Accepted commands run as
-//! real local processes, so stdout, stderr, stdin and exit codes are real.
+//! Exec over SSH against the in-process stand-in for Daytona's gateway (`tests/gateway/`,
+//! PROTOCOL.md §5): auth method `none` accepted for any user, the user name checked as an
+//! access token only after the handshake, and a bad token or a sandbox that is not started
+//! answered by closing the connection. Accepted commands run as real local processes, so
+//! stdout, stderr, stdin, exit codes and the pty are real. Each test starts its own recording
+//! gateway.
 
 mod common;
+mod gateway;
 
 use common::*;
-use russh::keys::ssh_key::private::Ed25519Keypair;
-use russh::keys::{HashAlg, PrivateKey};
-use russh::server::{Auth, Msg, Server as _, Session};
-use russh::{Channel, ChannelId, CryptoVec};
+use gateway::Gateway;
+use russh::keys::HashAlg;
 use sandbox_daytona::{DaytonaBuilder, ExecTransport};
-use sandbox_sdk_core::{Command, ErrorKind, PtySize, Sandbox, SandboxExt};
+use sandbox_sdk_core::{Command, ErrorKind, ProcessEvent, PtySize, Sandbox, SandboxExt};
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const GOOD: &str = "Fg8Jx2nPtWAVY5pVN0TlUcbCDNPFqePB";
-
-#[derive(Default)]
-struct Seen {
-    users: Vec<String>,
-    ptys: Vec<(u32, u32)>,
-    resizes: Vec<(u32, u32)>,
-    commands: Vec<String>,
-    signals: usize,
-}
-
-#[derive(Clone)]
-struct Gateway {
-    tokens: Arc<Mutex<HashSet<String>>>,
-    seen: Arc<Mutex<Seen>>,
-}
-
-struct Conn {
-    gw: Gateway,
-    user: String,
-    channels: HashMap<ChannelId, Channel<Msg>>,
-    stdin: HashMap<ChannelId, tokio::process::ChildStdin>,
-    kill: HashMap<ChannelId, tokio::sync::oneshot::Sender<()>>,
-    pty: HashMap<ChannelId, (u32, u32)>,
-}
-
-impl russh::server::Server for Gateway {
-    type Handler = Conn;
-    fn new_client(&mut self, _: Option<std::net::SocketAddr>) -> Conn {
-        Conn {
-            gw: self.clone(),
-            user: String::new(),
-            channels: HashMap::new(),
-            stdin: HashMap::new(),
-            kill: HashMap::new(),
-            pty: HashMap::new(),
-        }
-    }
-}
-
-impl russh::server::Handler for Conn {
-    type Error = russh::Error;
-
-    async fn auth_none(&mut self, user: &str) -> Result<Auth, Self::Error> {
-        // Like the gateway: NoClientAuth, the token is checked later.
-        self.user = user.to_owned();
-        self.gw.seen.lock().unwrap().users.push(user.to_owned());
-        Ok(Auth::Accept)
-    }
-
-    async fn auth_password(&mut self, _: &str, _: &str) -> Result<Auth, Self::Error> {
-        Ok(Auth::reject())
-    }
-
-    async fn channel_open_session(
-        &mut self,
-        channel: Channel<Msg>,
-        _session: &mut Session,
-    ) -> Result<bool, Self::Error> {
-        if !self.gw.tokens.lock().unwrap().contains(&self.user) {
-            // An invalid or expired token: the gateway just drops the connection.
-            return Err(russh::Error::Disconnect);
-        }
-        self.channels.insert(channel.id(), channel);
-        Ok(true)
-    }
-
-    async fn pty_request(
-        &mut self,
-        channel: ChannelId,
-        _term: &str,
-        cols: u32,
-        rows: u32,
-        _: u32,
-        _: u32,
-        _: &[(russh::Pty, u32)],
-        session: &mut Session,
-    ) -> Result<(), Self::Error> {
-        self.gw.seen.lock().unwrap().ptys.push((cols, rows));
-        self.pty.insert(channel, (cols, rows));
-        session.channel_success(channel)?;
-        Ok(())
-    }
-
-    async fn window_change_request(
-        &mut self,
-        channel: ChannelId,
-        cols: u32,
-        rows: u32,
-        _: u32,
-        _: u32,
-        session: &mut Session,
-    ) -> Result<(), Self::Error> {
-        self.gw.seen.lock().unwrap().resizes.push((cols, rows));
-        session.channel_success(channel)?;
-        Ok(())
-    }
-
-    async fn exec_request(
-        &mut self,
-        channel: ChannelId,
-        data: &[u8],
-        session: &mut Session,
-    ) -> Result<(), Self::Error> {
-        let line = String::from_utf8_lossy(data).into_owned();
-        self.gw.seen.lock().unwrap().commands.push(line.clone());
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c").arg(&line);
-        if let Some((cols, rows)) = self.pty.get(&channel) {
-            // No real pty here: the size is handed to the command as the usual variables.
-            cmd.env("COLUMNS", cols.to_string())
-                .env("LINES", rows.to_string());
-        }
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(russh::Error::IO)?;
-        self.stdin.insert(channel, child.stdin.take().unwrap());
-        let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
-        self.kill.insert(channel, kill_tx);
-        let handle = session.handle();
-        session.channel_success(channel)?;
-        let mut stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        tokio::spawn(async move {
-            use tokio::io::AsyncReadExt;
-            let h1 = handle.clone();
-            let out = tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                while let Ok(n) = stdout.read(&mut buf).await {
-                    if n == 0
-                        || h1
-                            .data(channel, CryptoVec::from_slice(&buf[..n]))
-                            .await
-                            .is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-            let h2 = handle.clone();
-            let err = tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                while let Ok(n) = stderr.read(&mut buf).await {
-                    if n == 0
-                        || h2
-                            .extended_data(channel, 1, CryptoVec::from_slice(&buf[..n]))
-                            .await
-                            .is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-            let status = tokio::select! {
-                status = child.wait() => status.ok().and_then(|s| s.code()),
-                _ = kill_rx => { child.kill().await.ok(); None }
-            };
-            out.await.ok();
-            err.await.ok();
-            match status {
-                Some(code) => {
-                    handle.exit_status_request(channel, code as u32).await.ok();
-                }
-                None => {
-                    handle
-                        .exit_signal_request(
-                            channel,
-                            russh::Sig::KILL,
-                            false,
-                            String::new(),
-                            String::new(),
-                        )
-                        .await
-                        .ok();
-                }
-            }
-            handle.eof(channel).await.ok();
-            handle.close(channel).await.ok();
-        });
-        Ok(())
-    }
-
-    async fn data(
-        &mut self,
-        channel: ChannelId,
-        data: &[u8],
-        _: &mut Session,
-    ) -> Result<(), Self::Error> {
-        if let Some(stdin) = self.stdin.get_mut(&channel) {
-            stdin.write_all(data).await.map_err(russh::Error::IO)?;
-        }
-        Ok(())
-    }
-
-    async fn channel_eof(
-        &mut self,
-        channel: ChannelId,
-        _: &mut Session,
-    ) -> Result<(), Self::Error> {
-        self.stdin.remove(&channel);
-        Ok(())
-    }
-
-    async fn signal(
-        &mut self,
-        channel: ChannelId,
-        _sig: russh::Sig,
-        _: &mut Session,
-    ) -> Result<(), Self::Error> {
-        self.gw.seen.lock().unwrap().signals += 1;
-        if let Some(kill) = self.kill.remove(&channel) {
-            kill.send(()).ok();
-        }
-        Ok(())
-    }
-}
-
-fn host_key() -> PrivateKey {
-    PrivateKey::from(Ed25519Keypair::from_seed(&[7u8; 32]))
-}
 
 struct Fixture {
     api: MockServer,
@@ -255,22 +31,8 @@ struct Fixture {
 }
 
 async fn fixture(state: &str, id: &'static str) -> Fixture {
-    let gw = Gateway {
-        tokens: Arc::new(Mutex::new([GOOD.to_owned()].into_iter().collect())),
-        seen: Arc::default(),
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let config = Arc::new(russh::server::Config {
-        keys: vec![host_key()],
-        auth_rejection_time: Duration::from_millis(1),
-        auth_rejection_time_initial: Some(Duration::ZERO),
-        ..Default::default()
-    });
-    let mut server = gw.clone();
-    tokio::spawn(async move {
-        server.run_on_socket(config, &listener).await.ok();
-    });
+    let gw = Gateway::new([GOOD]).recording();
+    let port = gw.spawn().await;
     let api = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path(format!("/api/sandbox/{id}").as_str()))
@@ -323,7 +85,7 @@ async fn exec_over_ssh_keeps_streams_exit_code_and_bytes_exact() {
         .await
         .unwrap();
     assert_eq!(out.stdout_lossy(), "it's $x");
-    let seen = f.gw.seen.lock().unwrap();
+    let seen = f.gw.seen();
     assert_eq!(seen.users, [GOOD, GOOD], "auth none with the token as user");
 }
 
@@ -346,9 +108,11 @@ async fn pty_size_and_resize_are_relayed() {
     let f = fixture("started", "sb-pty_size_and_resize_").await;
     mint_answers(&f, GOOD, 1).await;
     let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    // A real terminal: echo is turned off before the size is printed, and the size line is
+    // awaited before anything is typed, so the input is never echoed into the output.
     let mut process = sandbox
         .exec(
-            &Command::shell("printf '%s %s' \"$LINES\" \"$COLUMNS\"; read x")
+            &Command::shell("stty -echo; stty size; read x")
                 .stdin()
                 .pty(PtySize {
                     cols: 100,
@@ -357,6 +121,13 @@ async fn pty_size_and_resize_are_relayed() {
         )
         .await
         .unwrap();
+    let mut stdout = Vec::new();
+    while !stdout.ends_with(b"\n") {
+        match process.next_event().await {
+            Some(Ok(ProcessEvent::Stdout(bytes))) => stdout.extend_from_slice(&bytes),
+            other => panic!("expected the size line, got {other:?}"),
+        }
+    }
     process
         .resize(PtySize {
             cols: 120,
@@ -367,8 +138,10 @@ async fn pty_size_and_resize_are_relayed() {
     let mut stdin = process.take_stdin().unwrap();
     stdin.write_all(b"go\n").await.unwrap();
     let out = process.output().await.unwrap();
-    assert_eq!(out.stdout_lossy(), "30 100");
-    let seen = f.gw.seen.lock().unwrap();
+    stdout.extend_from_slice(&out.stdout);
+    assert_eq!(String::from_utf8_lossy(&stdout), "30 100\r\n");
+    assert_eq!(out.status.code, Some(0));
+    let seen = f.gw.seen();
     assert_eq!(seen.ptys, [(100, 30)]);
     assert_eq!(seen.resizes, [(120, 40)]);
 }
@@ -388,12 +161,12 @@ async fn kill_signals_and_the_process_ends_without_success() {
     assert_eq!(status.signal, Some(9));
     // The gateway got the signal (give its handler a moment to run).
     for _ in 0..200 {
-        if f.gw.seen.lock().unwrap().signals == 1 {
+        if f.gw.seen().signals == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(f.gw.seen.lock().unwrap().signals, 1);
+    assert_eq!(f.gw.seen().signals, 1);
 }
 
 #[tokio::test]
@@ -434,7 +207,7 @@ async fn a_pinned_host_key_that_differs_is_refused() {
     assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
     assert!(err.message().contains("host key"));
     // The right pin is accepted.
-    let fingerprint = host_key()
+    let fingerprint = gateway::host_key()
         .public_key()
         .fingerprint(HashAlg::Sha256)
         .to_string();
@@ -478,7 +251,7 @@ async fn background_commands_stay_on_toolbox_sessions() {
         .await
         .unwrap();
     assert_eq!(process.pid(), "sdk-bg-1/c1");
-    assert!(f.gw.seen.lock().unwrap().commands.is_empty());
+    assert!(f.gw.seen().commands.is_empty());
 }
 
 #[tokio::test]

@@ -1,44 +1,51 @@
-//! A stand-in for Daytona's SSH gateway (PROTOCOL.md §5) shared by one test binary: russh's
-//! server side on loopback, started once on its own thread and runtime (each generated test
-//! has its own runtime), accepting auth method `none` for any user and checking the user name
-//! as an access token only when a session channel is opened (an unknown token drops the
-//! connection, as the gateway does).
+//! A stand-in for Daytona's SSH gateway (PROTOCOL.md §5): russh's server side on loopback,
+//! accepting auth method `none` for any user and checking the user name as an access token
+//! only when a session channel is opened (an unknown token drops the connection, as the
+//! gateway does).
+//!
+//! [`port`] is the one gateway a test binary shares, started once on its own thread and
+//! runtime (each generated test has its own runtime) and knowing [`TOKEN`];
+//! [`Gateway::spawn`] starts one on the calling test's runtime, with its own tokens and,
+//! if asked, a record of what it saw ([`Seen`]).
 //!
 //! Commands run as real local processes (`sh -c LINE`) in a private directory under the
 //! target's temporary directory, so exit codes, stdout and stderr apart, stdin with end of
 //! file, signals and timeouts are real. A `pty-req` gets a real terminal: the line runs under
 //! util-linux `script` after `stty` set the requested size.
+#![allow(dead_code)]
 
 use russh::keys::PrivateKey;
 use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::server::{Auth, Msg, Server as _, Session};
 use russh::{Channel, ChannelId, CryptoVec};
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
+use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The only token the gateway accepts (what the cassettes' `ssh-access` answers hand out).
+/// The token the shared gateway accepts (what the cassettes' `ssh-access` answers hand out).
 pub const TOKEN: &str = "ssh-token-example";
 
-/// The gateway's loopback port, starting it on first use.
+/// The shared gateway's loopback port, starting it on first use.
 pub fn port() -> u16 {
     static PORT: OnceLock<u16> = OnceLock::new();
-    *PORT.get_or_init(start)
+    *PORT.get_or_init(start_shared)
 }
 
-fn start() -> u16 {
+/// The gateway's host key.
+pub fn host_key() -> PrivateKey {
+    PrivateKey::from(Ed25519Keypair::from_seed(&[9u8; 32]))
+}
+
+fn start_shared() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the SSH gateway");
     let port = listener.local_addr().expect("gateway address").port();
     listener
         .set_nonblocking(true)
         .expect("non-blocking gateway socket");
-    remove_stale_homes();
-    let home = tempfile::Builder::new()
-        .prefix(HOME_PREFIX)
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("gateway home directory");
+    let gateway = Gateway::new([TOKEN]);
     std::thread::Builder::new()
         .name("ssh-gateway".into())
         .spawn(move || {
@@ -50,51 +57,124 @@ fn start() -> u16 {
             runtime.block_on(async move {
                 let listener =
                     tokio::net::TcpListener::from_std(listener).expect("gateway listener");
-                let config = Arc::new(russh::server::Config {
-                    keys: vec![PrivateKey::from(Ed25519Keypair::from_seed(&[9u8; 32]))],
-                    auth_rejection_time: Duration::from_millis(1),
-                    auth_rejection_time_initial: Some(Duration::ZERO),
-                    ..Default::default()
-                });
-                let mut gateway = Gateway {
-                    home: Arc::new(home.path().to_owned()),
-                };
-                gateway.run_on_socket(config, &listener).await.ok();
-                drop(home);
+                gateway.serve(listener).await;
             });
         })
         .expect("gateway thread");
     port
 }
 
-const HOME_PREFIX: &str = "daytona-ssh-gateway-";
+/// What a recording gateway saw, in order.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// User names offered with auth method `none` (the tokens).
+    pub users: Vec<String>,
+    /// `(cols, rows)` of each `pty-req`.
+    pub ptys: Vec<(u32, u32)>,
+    /// `(cols, rows)` of each `window-change`.
+    pub resizes: Vec<(u32, u32)>,
+    /// Each `exec` line.
+    pub commands: Vec<String>,
+    /// How many `signal` requests came.
+    pub signals: usize,
+}
 
-/// The gateway's home lives as long as the test process, which never drops it: homes left by
-/// earlier runs (older than an hour, so no running binary still uses them) are removed.
-fn remove_stale_homes() {
-    let Ok(entries) = std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")) else {
-        return;
-    };
-    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
-    for entry in entries.flatten() {
-        let stale = entry.file_name().to_string_lossy().starts_with(HOME_PREFIX)
-            && entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|at| at < hour_ago);
-        if stale {
-            std::fs::remove_dir_all(entry.path()).ok();
+/// One gateway: the tokens it accepts, its commands' home and, if asked, what it saw.
+#[derive(Clone)]
+pub struct Gateway {
+    tokens: Arc<HashSet<String>>,
+    home: Arc<TempDir>,
+    seen: Option<Arc<Mutex<Seen>>>,
+}
+
+impl Gateway {
+    /// A gateway that accepts `tokens` and keeps no record.
+    pub fn new<const N: usize>(tokens: [&str; N]) -> Self {
+        remove_stale_homes();
+        let home = tempfile::Builder::new()
+            .prefix(HOME_PREFIX)
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("gateway home directory");
+        Self {
+            tokens: Arc::new(tokens.into_iter().map(str::to_owned).collect()),
+            home: Arc::new(home),
+            seen: None,
+        }
+    }
+
+    /// The same gateway, recording what it sees (read with [`Gateway::seen`]).
+    pub fn recording(mut self) -> Self {
+        self.seen = Some(Arc::default());
+        self
+    }
+
+    /// What it saw so far.
+    ///
+    /// # Panics
+    /// If it was not made [`Gateway::recording`].
+    pub fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen
+            .as_ref()
+            .expect("a recording gateway")
+            .lock()
+            .unwrap()
+    }
+
+    /// Serves on a loopback port on the calling runtime (it ends with that runtime) and
+    /// returns the port.
+    pub async fn spawn(&self) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the SSH gateway");
+        let port = listener.local_addr().expect("gateway address").port();
+        tokio::spawn(self.clone().serve(listener));
+        port
+    }
+
+    async fn serve(mut self, listener: tokio::net::TcpListener) {
+        let config = Arc::new(russh::server::Config {
+            keys: vec![host_key()],
+            auth_rejection_time: Duration::from_millis(1),
+            auth_rejection_time_initial: Some(Duration::ZERO),
+            ..Default::default()
+        });
+        self.run_on_socket(config, &listener).await.ok();
+    }
+
+    fn record(&self, what: impl FnOnce(&mut Seen)) {
+        if let Some(seen) = &self.seen {
+            what(&mut seen.lock().unwrap());
         }
     }
 }
 
-#[derive(Clone)]
-struct Gateway {
-    home: Arc<PathBuf>,
+const HOME_PREFIX: &str = "daytona-ssh-gateway-";
+
+/// The shared gateway's home lives as long as the test process, which never drops it: homes
+/// left by earlier runs (older than an hour, so no running binary still uses them) are removed.
+fn remove_stale_homes() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let Ok(entries) = std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")) else {
+            return;
+        };
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        for entry in entries.flatten() {
+            let stale = entry.file_name().to_string_lossy().starts_with(HOME_PREFIX)
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|at| at < hour_ago);
+            if stale {
+                std::fs::remove_dir_all(entry.path()).ok();
+            }
+        }
+    });
 }
 
-struct Conn {
-    home: Arc<PathBuf>,
+/// One connection's state.
+pub struct Conn {
+    gateway: Gateway,
     user: String,
     stdin: HashMap<ChannelId, tokio::process::ChildStdin>,
     /// Dropping a sender (the connection closing) kills the command too.
@@ -106,7 +186,7 @@ impl russh::server::Server for Gateway {
     type Handler = Conn;
     fn new_client(&mut self, _: Option<std::net::SocketAddr>) -> Conn {
         Conn {
-            home: self.home.clone(),
+            gateway: self.clone(),
             user: String::new(),
             stdin: HashMap::new(),
             kill: HashMap::new(),
@@ -125,6 +205,7 @@ impl russh::server::Handler for Conn {
 
     async fn auth_none(&mut self, user: &str) -> Result<Auth, Self::Error> {
         self.user = user.to_owned();
+        self.gateway.record(|seen| seen.users.push(user.to_owned()));
         Ok(Auth::Accept)
     }
 
@@ -137,7 +218,7 @@ impl russh::server::Handler for Conn {
         _channel: Channel<Msg>,
         _session: &mut Session,
     ) -> Result<bool, Self::Error> {
-        if self.user != TOKEN {
+        if !self.gateway.tokens.contains(&self.user) {
             return Err(russh::Error::Disconnect);
         }
         Ok(true)
@@ -154,7 +235,23 @@ impl russh::server::Handler for Conn {
         _: &[(russh::Pty, u32)],
         session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.gateway.record(|seen| seen.ptys.push((cols, rows)));
         self.pty.insert(channel, (cols, rows));
+        session.channel_success(channel)?;
+        Ok(())
+    }
+
+    /// Recorded and acknowledged (the terminal keeps its first size).
+    async fn window_change_request(
+        &mut self,
+        channel: ChannelId,
+        cols: u32,
+        rows: u32,
+        _: u32,
+        _: u32,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        self.gateway.record(|seen| seen.resizes.push((cols, rows)));
         session.channel_success(channel)?;
         Ok(())
     }
@@ -166,6 +263,7 @@ impl russh::server::Handler for Conn {
         session: &mut Session,
     ) -> Result<(), Self::Error> {
         let line = String::from_utf8_lossy(data).into_owned();
+        self.gateway.record(|seen| seen.commands.push(line.clone()));
         let mut cmd = match self.pty.get(&channel) {
             Some((cols, rows)) => {
                 let mut cmd = tokio::process::Command::new("script");
@@ -183,8 +281,9 @@ impl russh::server::Handler for Conn {
                 cmd
             }
         };
-        cmd.current_dir(self.home.as_path())
-            .env("HOME", self.home.as_path())
+        let home: &Path = self.gateway.home.path();
+        cmd.current_dir(home)
+            .env("HOME", home)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -286,6 +385,7 @@ impl russh::server::Handler for Conn {
         _sig: russh::Sig,
         _: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.gateway.record(|seen| seen.signals += 1);
         if let Some(kill) = self.kill.remove(&channel) {
             kill.send(()).ok();
         }
