@@ -13,6 +13,8 @@
 //! `toolboxProxyUrl` is another one). The API key is scrubbed from every cassette; tokens the
 //! service hands out (SSH access, previews) are scrubbed by the recorder itself.
 
+mod common;
+
 use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
 use sandbox_daytona::{DaytonaBuilder, ExecTransport, LogFollow};
 use sandbox_sdk_core::{Capability, Provider};
@@ -273,30 +275,9 @@ mod recording {
 
     /// The sandbox DTO of `LIVE_ID` (PROTOCOL.md §7.1), started.
     fn live_sandbox() -> Value {
-        json!({
-            "id": LIVE_ID,
-            "organizationId": "3f1b2c4d-0000-4000-8000-000000000001",
-            "name": LIVE_ID,
-            "target": "us",
-            "snapshot": "daytonaio/sandbox:0.5.0",
-            "user": "daytona",
-            "env": {},
-            "cpu": 1, "gpu": 0, "memory": 1, "disk": 3,
-            "public": false,
-            "networkBlockAll": false,
-            "networkAllowList": null,
-            "labels": {"suite": "conformance"},
-            "volumes": [],
-            "state": "started",
-            "desiredState": "started",
-            "errorReason": null,
-            "recoverable": false,
-            "autoStopInterval": 5,
-            "createdAt": "2026-12-01T04:00:00.000Z",
-            "updatedAt": "2026-12-01T04:00:00.000Z",
-            "toolboxProxyUrl": "https://proxy.app.daytona.io/toolbox",
-            "kvm": false
-        })
+        let dto = common::sandbox(LIVE_ID, "started");
+        let dto = common::with(dto, "labels", json!({"suite": "conformance"}));
+        common::with(dto, "autoStopInterval", json!(5))
     }
 
     /// The sandbox while it exists, a 404 once the (direct) destroy went through.

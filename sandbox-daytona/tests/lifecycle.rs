@@ -12,10 +12,6 @@ use std::time::Duration;
 use wiremock::matchers::{body_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-fn ok(body: serde_json::Value) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(body)
-}
-
 #[tokio::test]
 async fn create_sends_the_sdk_headers_then_polls_until_started() {
     let server = MockServer::start().await;
@@ -99,11 +95,7 @@ async fn waiting_for_start_is_bounded() {
         .respond_with(ok(sandbox("sb1", "creating")))
         .mount(&server)
         .await;
-    Mock::given(method("GET"))
-        .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(sandbox("sb1", "creating")))
-        .mount(&server)
-        .await;
+    mount_sandbox(&server, "creating").await;
     let provider = common::builder(&server)
         .poll_interval(Duration::from_millis(5))
         .start_timeout(Duration::from_millis(30))
@@ -225,11 +217,7 @@ async fn stop_waits_out_a_state_change_in_progress() {
         .await;
     Mock::given(method("POST"))
         .and(path("/api/sandbox/sb1/stop"))
-        .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
-            409,
-            "Conflict",
-            "Sandbox state change in progress",
-        )))
+        .respond_with(state_change_in_progress())
         .up_to_n_times(1)
         .with_priority(1)
         .expect(1)
@@ -237,21 +225,13 @@ async fn stop_waits_out_a_state_change_in_progress() {
         .await;
     Mock::given(method("POST"))
         .and(path("/api/sandbox/sb1/stop"))
-        .respond_with(ok(with(
-            sandbox("sb1", "stopping"),
-            "desiredState",
-            json!("stopped"),
-        )))
+        .respond_with(ok(sandbox_toward("sb1", "stopping", "stopped")))
         .expect(1)
         .mount(&server)
         .await;
     Mock::given(method("GET"))
         .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(with(
-            sandbox("sb1", "stopped"),
-            "desiredState",
-            json!("stopped"),
-        )))
+        .respond_with(ok(sandbox_toward("sb1", "stopped", "stopped")))
         .mount(&server)
         .await;
     let sandbox = provider(&server).get("sb1").await.unwrap();
@@ -259,23 +239,21 @@ async fn stop_waits_out_a_state_change_in_progress() {
     sandbox.stop().await.unwrap();
 }
 
+/// sb1 stays `starting`, and every `POST /api/sandbox/sb1/{action}` answers that another state
+/// change is in progress.
+async fn mount_endless_state_change(server: &MockServer, action: &str) {
+    mount_sandbox(server, "starting").await;
+    Mock::given(method("POST"))
+        .and(path(format!("/api/sandbox/sb1/{action}")))
+        .respond_with(state_change_in_progress())
+        .mount(server)
+        .await;
+}
+
 #[tokio::test]
 async fn a_state_change_that_never_ends_fails_as_conflict_within_the_deadline() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(sandbox("sb1", "starting")))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/api/sandbox/sb1/pause"))
-        .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
-            409,
-            "Conflict",
-            "Sandbox state change in progress",
-        )))
-        .mount(&server)
-        .await;
+    mount_endless_state_change(&server, "pause").await;
     let provider = common::builder(&server)
         .state_change_timeout(Duration::from_millis(40))
         .poll_interval(Duration::from_millis(5))
@@ -301,11 +279,7 @@ async fn destroy_waits_for_404_and_a_second_destroy_is_not_found() {
     Mock::given(method("DELETE"))
         .and(path("/api/sandbox/sb1"))
         .respond_with(ok(with(
-            with(
-                sandbox("sb1", "destroying"),
-                "desiredState",
-                json!("destroyed"),
-            ),
+            sandbox_toward("sb1", "destroying", "destroyed"),
             "name",
             json!("DESTROYED_sb1_1787220000000"),
         )))
@@ -315,20 +289,12 @@ async fn destroy_waits_for_404_and_a_second_destroy_is_not_found() {
         .await;
     Mock::given(method("DELETE"))
         .and(path("/api/sandbox/sb1"))
-        .respond_with(ResponseTemplate::new(404).set_body_json(api_error(
-            404,
-            "Not Found",
-            "Sandbox with ID or name sb1 not found",
-        )))
+        .respond_with(not_found("Sandbox with ID or name sb1 not found"))
         .mount(&server)
         .await;
     Mock::given(method("GET"))
         .and(path("/api/sandbox/sb1"))
-        .respond_with(ResponseTemplate::new(404).set_body_json(api_error(
-            404,
-            "Not Found",
-            "Sandbox with ID or name sb1 not found",
-        )))
+        .respond_with(not_found("Sandbox with ID or name sb1 not found"))
         .mount(&server)
         .await;
     let sandbox = provider(&server).get("sb1").await.unwrap();
@@ -379,11 +345,7 @@ async fn prepare_is_idempotent_by_content_hash() {
     let snap_path = format!("/api/snapshots/{name}");
     Mock::given(method("GET"))
         .and(path(snap_path.as_str()))
-        .respond_with(ResponseTemplate::new(404).set_body_json(api_error(
-            404,
-            "Not Found",
-            "Snapshot not found",
-        )))
+        .respond_with(not_found("Snapshot not found"))
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&server)
@@ -693,21 +655,13 @@ async fn resize_labels_archive_and_recover() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(with(
-            sandbox("sb1", "stopped"),
-            "desiredState",
-            json!("stopped"),
-        )))
+        .respond_with(ok(sandbox_toward("sb1", "stopped", "stopped")))
         .mount(&server)
         .await;
     Mock::given(method("POST"))
         .and(path("/api/sandbox/sb1/resize"))
         .and(body_json(json!({"cpu": 2, "disk": 20})))
-        .respond_with(ok(with(
-            sandbox("sb1", "resizing"),
-            "desiredState",
-            json!("resized"),
-        )))
+        .respond_with(ok(sandbox_toward("sb1", "resizing", "resized")))
         .expect(1)
         .mount(&server)
         .await;
@@ -720,11 +674,7 @@ async fn resize_labels_archive_and_recover() {
         .await;
     Mock::given(method("POST"))
         .and(path("/api/sandbox/sb1/archive"))
-        .respond_with(ok(with(
-            sandbox("sb1", "archiving"),
-            "desiredState",
-            json!("archived"),
-        )))
+        .respond_with(ok(sandbox_toward("sb1", "archiving", "archived")))
         .expect(1)
         .mount(&server)
         .await;
@@ -751,20 +701,7 @@ async fn resize_labels_archive_and_recover() {
 #[tokio::test]
 async fn a_handle_deadline_bounds_the_state_change_wait() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(sandbox("sb1", "starting")))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/api/sandbox/sb1/stop"))
-        .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
-            409,
-            "Conflict",
-            "Sandbox state change in progress",
-        )))
-        .mount(&server)
-        .await;
+    mount_endless_state_change(&server, "stop").await;
     // The builder allows an hour; this caller allows 30 ms. The guard only keeps a broken
     // deadline from hanging the suite.
     let provider = common::builder(&server)

@@ -11,7 +11,7 @@ mod gateway;
 use common::*;
 use gateway::Gateway;
 use russh::keys::HashAlg;
-use sandbox_daytona::{DaytonaBuilder, ExecTransport};
+use sandbox_daytona::{DaytonaBuilder, DaytonaSandbox, ExecTransport};
 use sandbox_sdk_core::{Command, ErrorKind, ProcessEvent, PtySize, Sandbox, SandboxExt};
 use serde_json::json;
 use std::time::Duration;
@@ -59,6 +59,11 @@ fn builder(f: &Fixture) -> DaytonaBuilder {
     common::builder(&f.api).exec_transport(ExecTransport::Ssh)
 }
 
+/// The fixture's sandbox through an SSH-configured provider.
+async fn sandbox_of(f: &Fixture) -> DaytonaSandbox {
+    builder(f).build().unwrap().get(f.id).await.unwrap()
+}
+
 #[tokio::test]
 async fn exec_over_ssh_keeps_streams_exit_code_and_bytes_exact() {
     let f = fixture("started", "sb-exec_over_ssh_keeps_").await;
@@ -93,7 +98,7 @@ async fn exec_over_ssh_keeps_streams_exit_code_and_bytes_exact() {
 async fn stdin_reaches_the_command_and_eof_ends_it() {
     let f = fixture("started", "sb-stdin_reaches_the_co").await;
     mint_answers(&f, GOOD, 1).await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     let mut process = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
     let mut stdin = process.take_stdin().unwrap();
     stdin.write_all(b"line one\nline two\n").await.unwrap();
@@ -107,7 +112,7 @@ async fn stdin_reaches_the_command_and_eof_ends_it() {
 async fn pty_size_and_resize_are_relayed() {
     let f = fixture("started", "sb-pty_size_and_resize_").await;
     mint_answers(&f, GOOD, 1).await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     // A real terminal: echo is turned off before the size is printed, and the size line is
     // awaited before anything is typed, so the input is never echoed into the output.
     let mut process = sandbox
@@ -150,7 +155,7 @@ async fn pty_size_and_resize_are_relayed() {
 async fn kill_signals_and_the_process_ends_without_success() {
     let f = fixture("started", "sb-kill_signals_and_the").await;
     mint_answers(&f, GOOD, 1).await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     let process = sandbox
         .exec(&Command::new("sleep").arg("30"))
         .await
@@ -174,7 +179,7 @@ async fn an_expired_token_is_unauthorized_after_a_check_and_is_forgotten() {
     let f = fixture("started", "sb-an_expired_token_is_").await;
     // The API hands out a token the gateway does not know (expired or revoked).
     mint_answers(&f, "expiredTokenAAAAAAAAAAAAAAAAAAAA", 2).await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     let err = sandbox.run(&Command::new("true")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
     assert!(!format!("{err} {err:?}").contains("expiredToken"));
@@ -187,7 +192,7 @@ async fn an_expired_token_is_unauthorized_after_a_check_and_is_forgotten() {
 async fn a_sandbox_that_is_not_started_is_not_running() {
     let f = fixture("stopped", "sb-a_sandbox_that_is_no").await;
     mint_answers(&f, "tokenForAStoppedSandboxXXXXXXXXX", 1).await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     let err = sandbox.run(&Command::new("true")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotRunning, "{err}");
 }
@@ -245,7 +250,7 @@ async fn background_commands_stay_on_toolbox_sessions() {
         .expect(1)
         .mount(&f.api)
         .await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     let process = sandbox
         .exec(&Command::new("sleep").arg("9").background())
         .await
@@ -258,7 +263,7 @@ async fn background_commands_stay_on_toolbox_sessions() {
 async fn kill_process_reaches_a_command_over_ssh_by_its_pid() {
     let f = fixture("started", "sb-kill_process_reache").await;
     mint_answers(&f, GOOD, 1).await;
-    let sandbox = builder(&f).build().unwrap().get(f.id).await.unwrap();
+    let sandbox = sandbox_of(&f).await;
     let process = sandbox
         .exec(&Command::new("sleep").arg("30"))
         .await

@@ -24,18 +24,6 @@ impl wiremock::Match for BodyContains {
     }
 }
 
-fn ok(body: serde_json::Value) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(body)
-}
-
-async fn mount_sandbox(server: &MockServer, state: &str) {
-    Mock::given(method("GET"))
-        .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(sandbox("sb1", state)))
-        .mount(server)
-        .await;
-}
-
 const END_MARK: &str = "__sandbox_sdk_end_of_output__";
 
 /// The session command the adapter sends for `inner` (the quoted argv): wrapped so both
@@ -69,6 +57,15 @@ async fn mount_session_exec(server: &MockServer, inner: &str) {
         .await;
 }
 
+/// The foreground session's `DELETE` (whatever its number), answered 204.
+fn session_deleted() -> Mock {
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+}
+
 async fn sandbox_on(builder: DaytonaBuilder) -> DaytonaSandbox {
     builder.build().unwrap().get("sb1").await.unwrap()
 }
@@ -98,14 +95,7 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("DELETE"))
-        .and(path_regex(format!(
-            "^/toolbox/sb1/process/session/{SID_RE}$"
-        )))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    session_deleted().expect(1).mount(&server).await;
     // The upgrade path has a random session id; script every path the same way via a prefix
     // match done below once the session is known. Frames: a marker split 2+1 across frames, a
     // frame that is exactly a marker, and both streams in one frame.
@@ -169,13 +159,7 @@ async fn a_refused_upgrade_goes_through_the_error_mapping() {
     let front = ws::start(*server.address()).await;
     mount_sandbox(&server, "started").await;
     mount_session_exec(&server, "'true'").await;
-    Mock::given(method("DELETE"))
-        .and(path_regex(format!(
-            "^/toolbox/sb1/process/session/{SID_RE}$"
-        )))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&server)
-        .await;
+    session_deleted().mount(&server).await;
     let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
     let sandbox = sandbox_on(builder).await;
     let process = sandbox.exec(&Command::new("true")).await.unwrap();
@@ -220,14 +204,7 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     Mock::given(method("GET")).and(path_regex(logs_path.as_str()))
         .respond_with(ok(json!({"output": "", "stdout": format!("one\ntwo{END_MARK}\n"), "stderr": format!("warn\n{END_MARK}\n")})))
         .with_priority(2).mount(&server).await;
-    Mock::given(method("DELETE"))
-        .and(path_regex(format!(
-            "^/toolbox/sb1/process/session/{SID_RE}$"
-        )))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    session_deleted().expect(1).mount(&server).await;
     let sandbox = polling_provider(&server).get("sb1").await.unwrap();
     let mut process = sandbox
         .exec(&Command::shell("printf one; sleep 1; printf two >&2"))
@@ -250,14 +227,7 @@ async fn kill_deletes_the_session_and_the_process_ends_by_signal() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
     mount_session_exec(&server, "'sleep' '30'").await;
-    Mock::given(method("DELETE"))
-        .and(path_regex(format!(
-            "^/toolbox/sb1/process/session/{SID_RE}$"
-        )))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    session_deleted().expect(1).mount(&server).await;
     let sandbox = polling_provider(&server).get("sb1").await.unwrap();
     let process = sandbox
         .exec(&Command::new("sleep").arg("30"))
@@ -275,14 +245,7 @@ async fn dropping_a_foreground_handle_deletes_its_session() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
     mount_session_exec(&server, "'sleep' '30'").await;
-    Mock::given(method("DELETE"))
-        .and(path_regex(format!(
-            "^/toolbox/sb1/process/session/{SID_RE}$"
-        )))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    session_deleted().expect(1).mount(&server).await;
     let sandbox = polling_provider(&server).get("sb1").await.unwrap();
     drop(
         sandbox
@@ -443,11 +406,7 @@ async fn an_empty_502_from_the_proxy_is_not_running_when_the_sandbox_stopped() {
         .await;
     Mock::given(method("GET"))
         .and(path("/api/sandbox/sb1"))
-        .respond_with(ok(with(
-            sandbox("sb1", "stopped"),
-            "desiredState",
-            json!("stopped"),
-        )))
+        .respond_with(ok(sandbox_toward("sb1", "stopped", "stopped")))
         .mount(&server)
         .await;
     Mock::given(method("GET"))
@@ -784,13 +743,7 @@ async fn websocket_fixtures_replay_through_the_log_follower() {
             ))
             .mount(&server)
             .await;
-        Mock::given(method("DELETE"))
-            .and(path_regex(format!(
-                "^/toolbox/sb1/process/session/{SID_RE}$"
-            )))
-            .respond_with(ResponseTemplate::new(204))
-            .mount(&server)
-            .await;
+        session_deleted().mount(&server).await;
         let frames: Vec<Vec<u8>> = fixture["frames"]
             .as_array()
             .unwrap()

@@ -7,7 +7,8 @@ pub mod ws;
 use sandbox_daytona::{DaytonaBuilder, DaytonaProvider, LogFollow};
 use serde_json::{Value, json};
 use std::time::Duration;
-use wiremock::MockServer;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 pub const KEY: &str = "dtn_test_key_0123456789";
 
@@ -58,6 +59,11 @@ pub fn sandbox(id: &str, state: &str) -> Value {
     })
 }
 
+/// [`sandbox`] with `desiredState` set: a sandbox on its way to, or resting at, `desired`.
+pub fn sandbox_toward(id: &str, state: &str, desired: &str) -> Value {
+    with(sandbox(id, state), "desiredState", json!(desired))
+}
+
 pub fn with(mut value: Value, key: &str, field: Value) -> Value {
     value[key] = field;
     value
@@ -65,4 +71,32 @@ pub fn with(mut value: Value, key: &str, field: Value) -> Value {
 
 pub fn api_error(status: u16, error: &str, message: &str) -> Value {
     json!({"path": "/api/x", "timestamp": "2026-08-20T10:00:00.000Z", "statusCode": status, "error": error, "message": message})
+}
+
+/// A 200 answer with `body` as JSON.
+pub fn ok(body: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+/// The 409 the API answers while another state change of the sandbox runs.
+pub fn state_change_in_progress() -> ResponseTemplate {
+    ResponseTemplate::new(409).set_body_json(api_error(
+        409,
+        "Conflict",
+        "Sandbox state change in progress",
+    ))
+}
+
+/// A 404 in the API's error shape, saying `message`.
+pub fn not_found(message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(404).set_body_json(api_error(404, "Not Found", message))
+}
+
+/// `GET /api/sandbox/sb1` answers sb1 in `state`, as often as asked.
+pub async fn mount_sandbox(server: &MockServer, state: &str) {
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox("sb1", state)))
+        .mount(server)
+        .await;
 }
