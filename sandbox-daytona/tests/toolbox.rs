@@ -66,6 +66,24 @@ fn session_deleted() -> Mock {
         .respond_with(ResponseTemplate::new(204))
 }
 
+/// `GET` of the command `id` at the paths `path_re` matches answers it running `polls` times,
+/// then ended with status 0.
+async fn mount_command_ends_after(server: &MockServer, path_re: &str, id: &str, polls: u64) {
+    Mock::given(method("GET"))
+        .and(path_regex(path_re))
+        .respond_with(ok(json!({"id": id, "command": "x"})))
+        .up_to_n_times(polls)
+        .with_priority(1)
+        .mount(server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(path_re))
+        .respond_with(ok(json!({"id": id, "command": "x", "exitCode": 0})))
+        .with_priority(2)
+        .mount(server)
+        .await;
+}
+
 async fn sandbox_on(builder: DaytonaBuilder) -> DaytonaSandbox {
     builder.build().unwrap().get("sb1").await.unwrap()
 }
@@ -181,19 +199,7 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     mount_session_exec(&server, "'sh' '-c' 'printf one; sleep 1; printf two >&2'").await;
     let cmd_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$");
     let logs_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1/logs$");
-    Mock::given(method("GET"))
-        .and(path_regex(cmd_path.as_str()))
-        .respond_with(ok(json!({"id": "cmd-1", "command": "x"})))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path_regex(cmd_path.as_str()))
-        .respond_with(ok(json!({"id": "cmd-1", "command": "x", "exitCode": 0})))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    mount_command_ends_after(&server, &cmd_path, "cmd-1", 1).await;
     Mock::given(method("GET"))
         .and(path_regex(logs_path.as_str()))
         .respond_with(ok(json!({"output": "", "stdout": "one\n", "stderr": ""})))
@@ -297,19 +303,7 @@ async fn background_commands_are_listed_and_reattached() {
         .respond_with(ok(json!([{"sessionId": sid, "commands": [{"id": "c9", "command": "sleep 2; printf done"}]}])))
         .mount(&server).await;
     let cmd = format!("/toolbox/sb1/process/session/{sid}/command/c9");
-    Mock::given(method("GET"))
-        .and(path(cmd.as_str()))
-        .respond_with(ok(json!({"id": "c9", "command": "x"})))
-        .up_to_n_times(2)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(cmd.as_str()))
-        .respond_with(ok(json!({"id": "c9", "command": "x", "exitCode": 0})))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    mount_command_ends_after(&server, &format!("^{cmd}$"), "c9", 2).await;
     Mock::given(method("GET"))
         .and(path(format!("{cmd}/logs").as_str()))
         .respond_with(ok(json!({"output": "", "stdout": "done", "stderr": ""})))
