@@ -74,6 +74,10 @@ fn steps(nextest: bool) -> Vec<Step> {
             &["test", "--workspace", "--all-features", "--doc"],
         ),
         Step::cargo(
+            "docs",
+            &["doc", "--workspace", "--all-features", "--no-deps"],
+        ),
+        Step::cargo(
             "examples",
             &["build", "--workspace", "--examples", "--all-features"],
         ),
