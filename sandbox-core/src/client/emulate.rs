@@ -344,7 +344,7 @@ fn parse_info(line: &str, path: &str) -> Result<FileInfo> {
     let modified = parts
         .next()
         .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(|secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
+        .and_then(|secs| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs)));
     let trimmed = path.trim_end_matches('/');
     let name = trimmed.rsplit('/').next().unwrap_or(trimmed).to_owned();
     Ok(FileInfo {
@@ -678,6 +678,17 @@ mod tests {
             assert_eq!(out, b"hello __m world\n", "split at {split}");
             assert_eq!(code, Some(42), "split at {split}");
         }
+    }
+
+    #[test]
+    fn stat_output_with_an_unrepresentable_time_does_not_panic() {
+        let info = parse_info("regular file|5|644|18446744073709551615", "/a/b").unwrap();
+        assert_eq!((info.name.as_str(), info.size, info.modified), ("b", 5, None));
+        let info = parse_info("directory|0|755|60", "/a").unwrap();
+        assert_eq!(
+            info.modified,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(60))
+        );
     }
 
     #[test]
