@@ -33,7 +33,20 @@ pub fn check() -> Result {
     let specs = root.join("../shared/specs");
     let specs = specs.is_dir().then_some(specs);
     let files = cassette_files(&root);
-    let problems = check_files(&files, &root, specs.as_deref());
+    let mut coverage = Coverage::default();
+    let problems = check_files_measured(&files, &root, specs.as_deref(), &mut coverage);
+    if specs.is_some() {
+        for line in coverage.lines() {
+            println!("{line}");
+        }
+        if std::env::var_os("XTASK_FIXTURES_VERBOSE").is_some() {
+            for (name, p) in &coverage.providers {
+                for what in &p.unvalidated {
+                    println!("  {name}: not validated: {what}");
+                }
+            }
+        }
+    }
     println!(
         "fixtures: {} cassette(s) checked{}",
         files.len(),
@@ -86,7 +99,61 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Checks `files`; `root` only shortens the names shown.
+/// How many JSON request and response bodies each provider's cassettes hold, and how many of
+/// them were validated against a schema (the rest sit on paths, methods or statuses the spec
+/// does not describe), with the unvalidated `METHOD path` pairs.
+#[derive(Debug, Default)]
+struct Coverage {
+    providers: std::collections::BTreeMap<String, ProviderCoverage>,
+}
+
+#[derive(Debug, Default)]
+struct ProviderCoverage {
+    bodies: usize,
+    validated: usize,
+    unvalidated: std::collections::BTreeSet<String>,
+}
+
+impl Coverage {
+    fn body(&mut self, provider: &str, what: String, validated: bool) {
+        let p = self.providers.entry(provider.to_owned()).or_default();
+        p.bodies += 1;
+        if validated {
+            p.validated += 1;
+        } else {
+            p.unvalidated.insert(what);
+        }
+    }
+
+    /// One summary line per provider.
+    fn lines(&self) -> Vec<String> {
+        self.providers
+            .iter()
+            .map(|(name, p)| {
+                format!(
+                    "fixtures: {name}: {} of {} JSON bodies validated against a schema ({} request/response kinds not described by the spec)",
+                    p.validated,
+                    p.bodies,
+                    p.unvalidated.len()
+                )
+            })
+            .collect()
+    }
+}
+
+/// The problems of `files`; see [`check_files_measured`].
+#[cfg(test)]
 fn check_files(files: &[PathBuf], root: &Path, specs: Option<&Path>) -> Vec<String> {
+    check_files_measured(files, root, specs, &mut Coverage::default())
+}
+
+/// The problems of `files`, counting the validated bodies into `coverage`.
+fn check_files_measured(
+    files: &[PathBuf],
+    root: &Path,
+    specs: Option<&Path>,
+    coverage: &mut Coverage,
+) -> Vec<String> {
     let patterns = secret_patterns();
     let mut specs_cache: Vec<(String, Vec<Value>)> = Vec::new();
     let mut problems = Vec::new();
@@ -134,10 +201,7 @@ fn check_files(files: &[PathBuf], root: &Path, specs: Option<&Path>) -> Vec<Stri
                 &specs_cache[specs_cache.len() - 1].1
             }
         };
-        if docs.is_empty() {
-            continue;
-        }
-        for problem in validate_cassette(&cassette, docs) {
+        for problem in validate_cassette(&cassette, docs, coverage) {
             problems.push(format!("{shown}: {problem}"));
         }
     }
@@ -266,7 +330,7 @@ fn is_known_deviation(provider: &str, problem: &str) -> bool {
 }
 
 /// Schema problems of every JSON body of a cassette against the provider's OpenAPI documents.
-fn validate_cassette(cassette: &Value, docs: &[Value]) -> Vec<String> {
+fn validate_cassette(cassette: &Value, docs: &[Value], coverage: &mut Coverage) -> Vec<String> {
     let provider = cassette["provider"].as_str().unwrap_or_default();
     let mut problems = Vec::new();
     let Some(interactions) = cassette["interactions"].as_array() else {
@@ -279,29 +343,44 @@ fn validate_cassette(cassette: &Value, docs: &[Value]) -> Vec<String> {
             .unwrap_or_default()
             .to_ascii_lowercase();
         let path = req["path"].as_str().unwrap_or_default();
+        let at = format!("interaction #{i} {} {path}", method.to_ascii_uppercase());
+        let resp = &interaction["response"];
+        let status = resp["status"].as_u64().unwrap_or(200).to_string();
+        let what = |side: &str| format!("{side} {} {path}", method.to_ascii_uppercase());
         let Some((doc, op)) = find_operation(docs, provider, &method, path) else {
+            if req["body"].get("json").is_some() {
+                coverage.body(provider, what("request"), false);
+            }
+            if resp["body"].get("json").is_some() {
+                coverage.body(provider, what(&format!("response {status}")), false);
+            }
             continue;
         };
-        let at = format!("interaction #{i} {} {path}", method.to_ascii_uppercase());
-        if let Some(body) = req["body"].get("json")
-            && let Some(schema) = json_schema(doc, &op["requestBody"])
-        {
-            let partial = req["match"].as_str() == Some("subset");
-            let mut errs = Vec::new();
-            validate(doc, schema, body, "", partial, &mut errs, 0);
-            errs.retain(|e| !is_known_deviation(provider, e));
-            problems.extend(errs.into_iter().map(|e| format!("{at}: request body {e}")));
+        if let Some(body) = req["body"].get("json") {
+            let schema = json_schema(doc, &op["requestBody"]);
+            coverage.body(provider, what("request"), schema.is_some());
+            if let Some(schema) = schema {
+                let partial = req["match"].as_str() == Some("subset");
+                let mut errs = Vec::new();
+                validate(doc, schema, body, "", partial, &mut errs, 0);
+                errs.retain(|e| !is_known_deviation(provider, e));
+                problems.extend(errs.into_iter().map(|e| format!("{at}: request body {e}")));
+            }
         }
-        let resp = &interaction["response"];
         if let Some(body) = resp["body"].get("json") {
-            let status = resp["status"].as_u64().unwrap_or(200).to_string();
             let responses = &op["responses"];
             let wildcard = format!("{}XX", &status[..1]);
             let response = [status.as_str(), wildcard.as_str(), "default"]
                 .iter()
                 .map(|k| &responses[*k])
                 .find(|r| !r.is_null());
-            if let Some(schema) = response.and_then(|r| json_schema(doc, r)) {
+            let schema = response.and_then(|r| json_schema(doc, r));
+            coverage.body(
+                provider,
+                what(&format!("response {status}")),
+                schema.is_some(),
+            );
+            if let Some(schema) = schema {
                 let mut errs = Vec::new();
                 validate(doc, schema, body, "", false, &mut errs, 0);
                 errs.retain(|e| !is_known_deviation(provider, e));
@@ -631,6 +710,31 @@ components:
             json!({"templateID": "base", "timeout": 300}),
             json!({"sandboxID": "{{sandbox_id}}", "state": "running", "metadata": {"suite": "conformance"}}),
         )
+    }
+
+    #[test]
+    fn coverage_counts_validated_and_undescribed_bodies() {
+        let mut elsewhere = good();
+        elsewhere["interactions"][0]["request"]["path"] = json!("/process.Process/Start");
+        let (dir, files, specs) = setup(&[("a.json", good()), ("b.json", elsewhere)]);
+        let mut coverage = Coverage::default();
+        let problems = check_files_measured(&files, dir.path(), Some(&specs), &mut coverage);
+        assert!(problems.is_empty(), "{problems:#?}");
+        let demo = &coverage.providers["demo"];
+        assert_eq!((demo.validated, demo.bodies), (2, 4));
+        assert!(
+            demo.unvalidated
+                .contains("response 201 POST /process.Process/Start"),
+            "{:?}",
+            demo.unvalidated
+        );
+        assert_eq!(
+            coverage.lines(),
+            vec![
+                "fixtures: demo: 2 of 4 JSON bodies validated against a schema (2 request/response kinds not described by the spec)"
+                    .to_owned()
+            ]
+        );
     }
 
     #[test]
