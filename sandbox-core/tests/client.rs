@@ -52,6 +52,8 @@ struct State {
     name: &'static str,
     caps: Capabilities,
     calls: Mutex<Vec<String>>,
+    /// `Debug` and `describe()` of every command exec received.
+    sent: Mutex<Vec<String>>,
     errors: Mutex<VecDeque<Error>>,
     /// Stdout of exec is delivered in chunks of this many bytes.
     chunk: Mutex<usize>,
@@ -64,6 +66,7 @@ impl State {
             name,
             caps,
             calls: Mutex::new(Vec::new()),
+            sent: Mutex::new(Vec::new()),
             errors: Mutex::new(VecDeque::new()),
             chunk: Mutex::new(4096),
             dir: TempDir::new(),
@@ -184,6 +187,11 @@ impl Sandbox for FakeSandbox {
     /// Runs the argv in a real `sh`-capable process in the fake's directory.
     async fn exec(&self, command: &Command) -> Result<Process> {
         self.state.call("exec")?;
+        self.state
+            .sent
+            .lock()
+            .unwrap()
+            .push(format!("{command:?} {}", command.describe()));
         let flags = self.state.caps.flags;
         if !flags.per_command_env_cwd && (command.cwd.is_some() || !command.env.is_empty()) {
             return Err(Error::validation(
@@ -942,6 +950,29 @@ async fn emulated_exit_codes_survive_any_chunking_through_real_sh() {
                 emulated: true
             },
             "chunk {chunk}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn env_values_folded_into_the_script_are_redacted_in_what_the_provider_receives() {
+    for exit_code_native in [true, false] {
+        let state = State::new("nocwd", shell_only(false, exit_code_native));
+        let sandbox = EmulateSandbox::new(Box::new(FakeSandbox {
+            state: state.clone(),
+            id: "sb".into(),
+        }));
+        let out = sandbox
+            .run(&Command::shell("printf '%s' \"$TOKEN\"").env("TOKEN", "canary-fold-secret"))
+            .await
+            .unwrap();
+        assert_eq!(&out.stdout[..], b"canary-fold-secret");
+        let sent = state.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert!(
+            !sent[0].contains("canary-fold-secret"),
+            "exit_code_native {exit_code_native}: {}",
+            sent[0]
         );
     }
 }

@@ -233,6 +233,8 @@ async fn exec_on(inner: &dyn Sandbox, command: &Command) -> Result<Process> {
     }
     let mut sent = command.clone();
     if fold {
+        // The env values now travel inside the script: keep them out of Debug and describe().
+        sent.secret_args |= !command.env.is_empty();
         sent.cwd = None;
         sent.env.clear();
     }
@@ -683,7 +685,10 @@ mod tests {
     #[test]
     fn stat_output_with_an_unrepresentable_time_does_not_panic() {
         let info = parse_info("regular file|5|644|18446744073709551615", "/a/b").unwrap();
-        assert_eq!((info.name.as_str(), info.size, info.modified), ("b", 5, None));
+        assert_eq!(
+            (info.name.as_str(), info.size, info.modified),
+            ("b", 5, None)
+        );
         let info = parse_info("directory|0|755|60", "/a").unwrap();
         assert_eq!(
             info.modified,
