@@ -34,9 +34,14 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     }
     let offset_secs: i64 = match rest {
         "Z" | "z" => 0,
-        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
-            let h: i64 = rest[1..3].parse().ok()?;
-            let m: i64 = rest[4..6].parse().ok()?;
+        // Byte checks and `get`: the text is server data, and slicing inside a multi-byte
+        // character would panic.
+        _ if rest.len() == 6
+            && matches!(rest.as_bytes()[0], b'+' | b'-')
+            && rest.as_bytes()[3] == b':' =>
+        {
+            let h: i64 = rest.get(1..3)?.parse().ok()?;
+            let m: i64 = rest.get(4..6)?.parse().ok()?;
             let s = h * 3600 + m * 60;
             if rest.starts_with('-') { -s } else { s }
         }
@@ -137,6 +142,10 @@ mod tests {
             "2026-13-01T00:00:00Z",
             "2026-08-20T10:00:00",
             "x026-08-20T10:00:00Z",
+            // Six bytes of offset with a multi-byte character: rejected, not a panic.
+            "2026-08-20T10:00:00\u{e9}1:23",
+            "2026-08-20T10:00:00+0\u{e9}:1",
+            "2026-08-20T10:00:00+\u{e9}:\u{e9}",
         ] {
             assert!(parse_rfc3339(s).is_none(), "{s}");
         }
