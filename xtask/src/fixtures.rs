@@ -12,8 +12,10 @@
 //!   (the message names the interaction and the field). The validator is pragmatic: it resolves
 //!   local `$ref`s and checks `type` (with `nullable` and 3.1 type lists), `required` (skipped for
 //!   requests matched as a subset), `properties`, `additionalProperties`, `items`, `enum`,
-//!   `allOf`, `oneOf`/`anyOf` (any branch), and skips `{{any}}` wildcards. Paths the spec does not
-//!   describe (Connect RPCs, toolbox paths missing from the file) are not checked.
+//!   `allOf`, `oneOf`/`anyOf` (any branch), and skips `{{any}}` wildcards; Swagger 2.0 documents
+//!   (body parameters, a response's own `schema`) are read too. Paths the spec does not describe
+//!   (Connect RPCs, toolbox paths missing from the file) are not checked; the summary prints, per
+//!   provider, how many JSON bodies were validated (`XTASK_FIXTURES_VERBOSE=1` lists the rest).
 
 use crate::args::Args;
 use crate::{Result, shell};
@@ -357,7 +359,7 @@ fn validate_cassette(cassette: &Value, docs: &[Value], coverage: &mut Coverage) 
             continue;
         };
         if let Some(body) = req["body"].get("json") {
-            let schema = json_schema(doc, &op["requestBody"]);
+            let schema = json_schema(doc, &op["requestBody"]).or_else(|| swagger_body(doc, op));
             coverage.body(provider, what("request"), schema.is_some());
             if let Some(schema) = schema {
                 let partial = req["match"].as_str() == Some("subset");
@@ -462,9 +464,13 @@ fn template_matches(template: &str, path: &str) -> bool {
             .all(|(t, p)| t == p || (t.starts_with('{') && t.ends_with('}') && !p.is_empty()))
 }
 
-/// The JSON schema of a request body or response object (resolving a `$ref` to either).
+/// The JSON schema of a request body or response object (resolving a `$ref` to either). A
+/// Swagger 2.0 response carries its `schema` directly.
 fn json_schema<'a>(doc: &'a Value, holder: &'a Value) -> Option<&'a Value> {
     let holder = resolve(doc, holder)?;
+    if !holder["schema"].is_null() && holder["content"].is_null() {
+        return Some(&holder["schema"]);
+    }
     let content = holder["content"].as_object()?;
     let media = content
         .iter()
@@ -472,6 +478,17 @@ fn json_schema<'a>(doc: &'a Value, holder: &'a Value) -> Option<&'a Value> {
         .or_else(|| content.iter().find(|(k, _)| k.contains("json")))?;
     let schema = &media.1["schema"];
     (!schema.is_null()).then_some(schema)
+}
+
+/// The schema of a Swagger 2.0 operation's `in: body` parameter.
+fn swagger_body<'a>(doc: &'a Value, op: &'a Value) -> Option<&'a Value> {
+    op["parameters"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| resolve(doc, p))
+        .find(|p| p["in"] == "body")
+        .map(|p| &p["schema"])
+        .filter(|s| !s.is_null())
 }
 
 /// Follows local `$ref`s (`#/components/...`).
@@ -735,6 +752,38 @@ components:
                     .to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn swagger_2_bodies_are_validated_too() {
+        // Daytona's toolbox.json is Swagger 2.0: body parameters and `schema` on responses.
+        let swagger = json!({
+            "swagger": "2.0",
+            "paths": {"/sandboxes": {"post": {
+                "parameters": [{"in": "body", "name": "req", "schema": {"$ref": "#/definitions/New"}}],
+                "responses": {"201": {"schema": {"$ref": "#/definitions/Sandbox"}}}
+            }}},
+            "definitions": {
+                "New": {"type": "object", "required": ["templateID"],
+                        "properties": {"templateID": {"type": "string"}}},
+                "Sandbox": {"type": "object", "properties": {"state": {"type": "string"}}}
+            }
+        });
+        let bad = cassette("demo", json!({"timeout": 1}), json!({"state": 3}));
+        let (dir, files, specs) = setup(&[("a.json", bad)]);
+        std::fs::remove_file(specs.join("demo/openapi.yml")).expect("rm");
+        std::fs::write(specs.join("demo/toolbox.json"), swagger.to_string()).expect("write");
+        let mut coverage = Coverage::default();
+        let text = check_files_measured(&files, dir.path(), Some(&specs), &mut coverage).join("\n");
+        assert!(
+            text.contains("request body /templateID: required field missing"),
+            "{text}"
+        );
+        assert!(
+            text.contains("response 201 body /state: expected string, got integer 3"),
+            "{text}"
+        );
+        assert_eq!(coverage.providers["demo"].validated, 2);
     }
 
     #[test]
