@@ -4,6 +4,7 @@
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 
 // ---------------------------------------------------------------------------------------------
 // Control plane
@@ -112,8 +113,8 @@ pub struct NewSandbox {
     pub volume_mounts: Vec<VolumeMount>,
 }
 
-/// `Sandbox`: what create, connect, resume and fork return.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `Sandbox`: what create, connect, resume and fork return. `Debug` hides both tokens.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxCreated {
     /// The sandbox id (the one to keep).
@@ -139,6 +140,28 @@ pub struct SandboxCreated {
     pub domain: Option<String>,
 }
 
+/// What `Debug` shows in place of a token.
+fn redacted(token: &Option<String>) -> Option<&'static str> {
+    token.as_ref().map(|_| "<redacted>")
+}
+
+impl fmt::Debug for SandboxCreated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxCreated")
+            .field("sandbox_id", &self.sandbox_id)
+            .field("template_id", &self.template_id)
+            .field("alias", &self.alias)
+            .field("envd_version", &self.envd_version)
+            .field("envd_access_token", &redacted(&self.envd_access_token))
+            .field(
+                "traffic_access_token",
+                &redacted(&self.traffic_access_token),
+            )
+            .field("domain", &self.domain)
+            .finish()
+    }
+}
+
 /// `ConnectSandboxV2` body.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ConnectBody {
@@ -148,7 +171,8 @@ pub struct ConnectBody {
 }
 
 /// `SandboxDetail` and `ListedSandbox` (the fields both share plus the detail-only ones).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `Debug` hides the envd access token.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxDetail {
     /// The sandbox id.
@@ -190,6 +214,26 @@ pub struct SandboxDetail {
     /// Domain (detail only).
     #[serde(default)]
     pub domain: Option<String>,
+}
+
+impl fmt::Debug for SandboxDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxDetail")
+            .field("sandbox_id", &self.sandbox_id)
+            .field("template_id", &self.template_id)
+            .field("alias", &self.alias)
+            .field("started_at", &self.started_at)
+            .field("end_at", &self.end_at)
+            .field("state", &self.state)
+            .field("metadata", &self.metadata)
+            .field("cpu_count", &self.cpu_count)
+            .field("memory_mb", &self.memory_mb)
+            .field("disk_size_mb", &self.disk_size_mb)
+            .field("envd_version", &self.envd_version)
+            .field("envd_access_token", &redacted(&self.envd_access_token))
+            .field("domain", &self.domain)
+            .finish()
+    }
 }
 
 /// `{"timeout": s}` for `POST /sandboxes/{id}/timeout`.
@@ -801,6 +845,31 @@ pub fn b64(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_of_sandbox_answers_hides_the_tokens() {
+        let created: SandboxCreated = serde_json::from_str(
+            r#"{"sandboxID":"isb","envdAccessToken":"canary-envd","trafficAccessToken":"canary-traffic","envdVersion":"0.6.13"}"#,
+        )
+        .unwrap();
+        let detail: SandboxDetail = serde_json::from_str(
+            r#"{"sandboxID":"isb","envdAccessToken":"canary-envd","state":"running"}"#,
+        )
+        .unwrap();
+        let fork: Vec<ForkResult> = serde_json::from_str(
+            r#"[{"sandbox":{"sandboxID":"ic","envdAccessToken":"canary-envd","trafficAccessToken":"canary-traffic"}}]"#,
+        )
+        .unwrap();
+        for text in [
+            format!("{created:?}"),
+            format!("{detail:?}"),
+            format!("{fork:?}"),
+        ] {
+            assert!(!text.contains("canary"), "token leaked: {text}");
+            assert!(text.contains("<redacted>"), "{text}");
+        }
+        assert!(format!("{detail:?}").contains("running"));
+    }
 
     #[test]
     fn absent_exit_code_is_zero() {
