@@ -260,6 +260,26 @@ async fn the_process_timeout_kills_the_group_and_ends_with_a_timeout_error() {
 }
 
 #[tokio::test]
+async fn the_timeout_error_of_a_command_with_secret_args_does_not_show_them() {
+    let sb = sandbox().await;
+    let folded = sandbox_sdk_core::client::fold_into_shell(
+        &Command::new("sleep")
+            .arg("100")
+            .env("TOKEN", "canary-timeout-secret"),
+    )
+    .unwrap()
+    .timeout(Duration::from_millis(100));
+    let err = sb.exec(&folded).await.unwrap().wait().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    let text = format!("{err} {err:?}");
+    assert!(
+        !text.contains("canary-timeout-secret") && text.contains("sh <2 arguments redacted>"),
+        "{text}"
+    );
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
 async fn background_processes_outlive_their_handle_and_can_be_listed_attached_and_killed() {
     let sb = sandbox().await;
     let mut p = sb

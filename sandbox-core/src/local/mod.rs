@@ -486,6 +486,7 @@ impl Inner {
         let state = Arc::new(ProcState::new(
             pgid,
             command.argv.clone(),
+            command.describe(),
             cwd_shown,
             command.tag.clone(),
             output_files,

@@ -36,6 +36,9 @@ pub(crate) struct ProcState {
     /// The process group id (the leader's pid, as it runs in its own group).
     pub(crate) pgid: i32,
     pub(crate) argv: Vec<String>,
+    /// The command line for messages ([`Command::describe`](crate::Command::describe): secret
+    /// arguments redacted).
+    pub(crate) shown: String,
     pub(crate) cwd: String,
     pub(crate) tag: Option<String>,
     /// The stdout and stderr files of a background process; `None` in the foreground.
@@ -52,6 +55,7 @@ impl ProcState {
     pub(crate) fn new(
         pgid: i32,
         argv: Vec<String>,
+        shown: String,
         cwd: String,
         tag: Option<String>,
         output: Option<(PathBuf, PathBuf)>,
@@ -60,6 +64,7 @@ impl ProcState {
         ProcState {
             pgid,
             argv,
+            shown,
             cwd,
             tag,
             output,
@@ -124,12 +129,11 @@ fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
 }
 
 /// The error that ends the stream of a process killed by its timeout.
-pub(crate) fn timeout_error(argv: &[String], limit: Duration) -> Error {
+pub(crate) fn timeout_error(shown: &str, limit: Duration) -> Error {
     Error::new(
         ErrorKind::Timeout,
         format!(
-            "command {:?} ran past its process timeout of {}ms and its process group was killed",
-            argv.join(" "),
+            "command {shown:?} ran past its process timeout of {}ms and its process group was killed",
             limit.as_millis()
         ),
     )
@@ -263,7 +267,7 @@ pub(crate) fn foreground_stream(
             w.abort();
         }
         let event = if finished.timed_out {
-            Err(timeout_error(&s.guard.state.argv, s.guard.state.limit))
+            Err(timeout_error(&s.guard.state.shown, s.guard.state.limit))
         } else {
             Ok(ProcessEvent::Exit(finished.status))
         };
@@ -359,7 +363,7 @@ pub(crate) fn tail_stream(
             if let Some(finished) = finished {
                 s.done = true;
                 let event = if finished.timed_out {
-                    Err(timeout_error(&s.state.argv, s.state.limit))
+                    Err(timeout_error(&s.state.shown, s.state.limit))
                 } else {
                     Ok(ProcessEvent::Exit(finished.status))
                 };
