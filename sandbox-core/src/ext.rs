@@ -70,7 +70,7 @@ pub trait SandboxExt: Sandbox {
                 }
                 _ => {}
             }
-            if started.elapsed() + interval > deadline {
+            if started.elapsed().saturating_add(interval) > deadline {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(

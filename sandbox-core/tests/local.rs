@@ -623,6 +623,18 @@ async fn destroy_kills_everything_removes_the_directory_and_only_works_once() {
 }
 
 #[tokio::test]
+async fn waiting_for_a_paused_sandbox_with_a_huge_interval_times_out_without_panicking() {
+    let sb = sandbox().await;
+    sb.pause().await.unwrap();
+    let err = sb
+        .wait_until_running(Duration::MAX, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
 async fn pause_stops_every_process_and_resume_continues_them() {
     let sb = sandbox().await;
     let p = sb
