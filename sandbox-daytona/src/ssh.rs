@@ -75,10 +75,24 @@ pub(crate) async fn access(inner: &Inner, sandbox_id: &str, ttl: Duration) -> Re
     Ok(minted)
 }
 
-/// Drops the cached token of a sandbox (after a destroy, or a token the gateway refused).
+/// Drops the cached token of a sandbox (after a destroy).
 pub(crate) async fn forget(inner: &Inner, sandbox_id: &str) {
     let key = (inner.config.api_url.clone(), sandbox_id.to_owned());
     cache().lock().await.remove(&key);
+}
+
+/// Drops the cached token of a sandbox only if it is still `token`, the one the gateway refused.
+/// Another caller may have renewed it meanwhile; dropping the renewed one would make the next
+/// caller mint again and so revoke a token that is in use.
+pub(crate) async fn forget_refused(inner: &Inner, sandbox_id: &str, token: &str) {
+    let key = (inner.config.api_url.clone(), sandbox_id.to_owned());
+    let mut tokens = cache().lock().await;
+    if tokens
+        .get(&key)
+        .is_some_and(|kept| kept.token.as_deref() == Some(token))
+    {
+        tokens.remove(&key);
+    }
 }
 
 async fn mint(inner: &Inner, sandbox_id: &str, ttl: Duration) -> Result<SshAccess> {
@@ -195,7 +209,7 @@ fn ssh_error(kind: ErrorKind, message: impl Into<String>, sandbox_id: &str) -> E
 
 /// After the gateway dropped the connection: a sandbox that is not `started` is `NotRunning`,
 /// otherwise the token was refused (invalid, expired or revoked) and is forgotten.
-async fn explain_disconnect(inner: &Inner, sandbox_id: &str) -> Error {
+async fn explain_disconnect(inner: &Inner, sandbox_id: &str, token: &str) -> Error {
     match inner.fetch(sandbox_id, "ssh_exec").await {
         Ok(dto) if dto.state.as_deref() != Some("started") => ssh_error(
             ErrorKind::NotRunning,
@@ -212,7 +226,7 @@ async fn explain_disconnect(inner: &Inner, sandbox_id: &str) -> Error {
         ),
         Err(e) => e,
         Ok(_) => {
-            forget(inner, sandbox_id).await;
+            forget_refused(inner, sandbox_id, token).await;
             ssh_error(
                 ErrorKind::Unauthorized,
                 "the SSH gateway closed the connection: the access token is invalid, expired or revoked",
@@ -275,22 +289,22 @@ pub(crate) async fn exec(
         }
         Ok(Ok(handle)) => handle,
     };
-    let auth = handle.authenticate_none(token).await;
+    let auth = handle.authenticate_none(token.as_str()).await;
     match auth {
         Ok(result) if result.success() => {}
         Ok(_) => {
-            forget(&inner, sandbox_id).await;
+            forget_refused(&inner, sandbox_id, &token).await;
             return Err(ssh_error(
                 ErrorKind::Unauthorized,
                 "the SSH gateway refused the access token",
                 sandbox_id,
             ));
         }
-        Err(_) => return Err(explain_disconnect(&inner, sandbox_id).await),
+        Err(_) => return Err(explain_disconnect(&inner, sandbox_id, &token).await),
     }
     let channel = match handle.channel_open_session().await {
         Ok(channel) => channel,
-        Err(_) => return Err(explain_disconnect(&inner, sandbox_id).await),
+        Err(_) => return Err(explain_disconnect(&inner, sandbox_id, &token).await),
     };
     if let Some(size) = command.pty {
         channel
@@ -346,6 +360,7 @@ pub(crate) async fn exec(
         handle,
         inner,
         sandbox_id: sandbox_id.to_owned(),
+        token,
         status: None,
         done: false,
         killed,
@@ -402,6 +417,8 @@ struct SshEvents {
     handle: russh::client::Handle<GatewayClient>,
     inner: Arc<Inner>,
     sandbox_id: String,
+    /// The token this connection used (only to forget it if the gateway refuses it).
+    token: String,
     status: Option<ExitStatus>,
     done: bool,
     /// Signalled by [`SshControl::kill`]: the process ends by SIGKILL without waiting for the
@@ -439,7 +456,9 @@ impl SshEvents {
                     self.done = true;
                     return Some(match self.status {
                         Some(status) => Ok(ProcessEvent::Exit(status)),
-                        None => Err(explain_disconnect(&self.inner, &self.sandbox_id).await),
+                        None => Err(
+                            explain_disconnect(&self.inner, &self.sandbox_id, &self.token).await,
+                        ),
                     });
                 }
                 Some(_) => {}
@@ -497,6 +516,34 @@ impl ProcessControl for SshControl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cached(token: &str) -> SshAccess {
+        SshAccess {
+            host: "gw".into(),
+            port: 22,
+            user: token.into(),
+            token: Some(token.into()),
+            expires_at: Some(SystemTime::now() + Duration::from_secs(3600)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_forgotten_only_while_it_is_still_the_cached_one() {
+        let provider = crate::DaytonaBuilder::new()
+            .api_key("k")
+            .api_url("http://127.0.0.1:9/forget-refused-test")
+            .build()
+            .unwrap();
+        let inner = &provider.inner;
+        let key = (inner.config.api_url.clone(), "sb-forget".to_owned());
+        cache().lock().await.insert(key.clone(), cached("renewed"));
+        // A connection made with the old token fails after another caller renewed it.
+        forget_refused(inner, "sb-forget", "old").await;
+        let kept = cache().lock().await.get(&key).cloned();
+        assert_eq!(kept.and_then(|a| a.token).as_deref(), Some("renewed"));
+        forget_refused(inner, "sb-forget", "renewed").await;
+        assert!(cache().lock().await.get(&key).is_none());
+    }
 
     #[test]
     fn ssh_commands_parse() {
