@@ -319,11 +319,44 @@ pub(crate) fn describe(spec: &RequestSpec) -> String {
     out
 }
 
+/// Whether a header or query parameter of this name carries a credential: its value is never
+/// shown in a miss explanation.
+pub(crate) fn is_credential_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    !name.contains("idempotency")
+        && [
+            "auth",
+            "cookie",
+            "token",
+            "secret",
+            "key",
+            "signature",
+            "password",
+            "credential",
+        ]
+        .iter()
+        .any(|w| name.contains(w))
+}
+
+/// A value as a message may show it: credentials become `<redacted>`.
+fn shown_value(name: &str, value: &str) -> String {
+    if is_credential_name(name) {
+        "<redacted>".to_owned()
+    } else {
+        value.to_owned()
+    }
+}
+
 fn describe_request(request: &Request) -> String {
     let mut out = format!("{} {}", request.method, request.url.path());
-    if let Some(q) = request.url.query() {
+    if request.url.query().is_some() {
+        let pairs: Vec<String> = request
+            .url
+            .query_pairs()
+            .map(|(k, v)| format!("{k}={}", shown_value(&k, &v)))
+            .collect();
         out.push('?');
-        out.push_str(q);
+        out.push_str(&pairs.join("&"));
     }
     let body = preview_body(&request.body);
     if !body.is_empty() {
@@ -447,7 +480,7 @@ pub(crate) fn mismatch(spec: &RequestSpec, request: &Request) -> Option<String> 
             return Some(format!("header {name}: missing"));
         }
         if want != ANY && !got.iter().any(|g| g == want) {
-            let shown = if name.eq_ignore_ascii_case("authorization") {
+            let shown = if is_credential_name(name) {
                 "<a different credential>".to_owned()
             } else {
                 got.join(", ")
@@ -487,12 +520,15 @@ fn query_mismatch(spec: &RequestSpec, request: &Request) -> Option<String> {
         };
         let mut values = values;
         let wanted = want.values();
+        let shown = |values: &[String]| -> Vec<String> {
+            values.iter().map(|v| shown_value(name, v)).collect()
+        };
         if wanted.len() != values.len() {
             return Some(format!(
                 "query {name}: expected {} value(s) {:?}, got {:?}",
                 wanted.len(),
                 wanted,
-                values
+                shown(&values)
             ));
         }
         for w in wanted.iter().filter(|w| **w != ANY) {
@@ -500,11 +536,17 @@ fn query_mismatch(spec: &RequestSpec, request: &Request) -> Option<String> {
                 Some(pos) => {
                     values.remove(pos);
                 }
-                None => return Some(format!("query {name}: expected {w:?}, got {values:?}")),
+                None => {
+                    return Some(format!(
+                        "query {name}: expected {w:?}, got {:?}",
+                        shown(&values)
+                    ));
+                }
             }
         }
     }
     if let Some((name, values)) = got.into_iter().next() {
+        let values: Vec<String> = values.iter().map(|v| shown_value(&name, v)).collect();
         return Some(format!(
             "query: unexpected parameter {name}={} (not in the cassette)",
             values.join(",")
@@ -756,6 +798,59 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_catch_all_never_shows_a_credential() {
+        let text = r#"{
+          "provider": "demo", "scenario": "connect",
+          "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test"},
+          "interactions": [
+            {"request": {"method": "GET", "path": "/a", "query": {"access_token": "{{token}}"},
+                         "headers": {"x-api-key": "{{token}}", "x-access-token": "{{token}}"}},
+             "response": {"status": 200}}
+          ]
+        }"#;
+        let secret = "live-secret-0123456789";
+        let server = ReplayServer::start().await.expect("server");
+        let c = Cassette::from_json(text)
+            .expect("valid cassette")
+            .substituted(&Placeholders::standard(server.url()))
+            .expect("substituted");
+        server.mount(&c, false).await.expect("mounted");
+        let client = reqwest::Client::new();
+        let send = |url: String, key: &str, access: &str| {
+            client
+                .get(url)
+                .header("x-api-key", key)
+                .header("x-access-token", access)
+                .send()
+        };
+        let token = crate::cassette::TOKEN;
+        // A wrong API key, a wrong access token, a wrong token in the query string.
+        for (query, key, access) in [
+            (token, secret, token),
+            (token, token, secret),
+            (secret, token, token),
+        ] {
+            let r = send(
+                format!("{}/a?access_token={query}", server.url()),
+                key,
+                access,
+            )
+            .await
+            .expect("send");
+            assert_eq!(r.status().as_u16(), MISS_STATUS);
+            let body = r.text().await.expect("body");
+            assert!(
+                !body.contains(secret),
+                "the catch-all shows a secret: {body}"
+            );
+        }
+        let misses = server.misses().join("\n");
+        assert!(!misses.contains(secret), "{misses}");
+        assert!(misses.contains("header x-api-key"), "{misses}");
+        server.reset().await;
     }
 
     #[tokio::test]
