@@ -343,9 +343,15 @@ pub(crate) struct PolledControl {
 }
 
 impl PolledControl {
-    pub(crate) async fn kill_now(&self) -> Result<()> {
+    /// Kills the process; with `clean` also removes its directory (output files included) from
+    /// the machine, for a process nobody will poll again.
+    pub(crate) async fn kill_now(&self, clean: bool) -> Result<()> {
         let dir = process_dir(&self.pid);
-        let resp = run_script(&self.api, &self.machine, scripts::KILL, &[&dir], None, 15).await?;
+        let mut args = vec![dir.as_str()];
+        if clean {
+            args.push("1");
+        }
+        let resp = run_script(&self.api, &self.machine, scripts::KILL, &args, None, 15).await?;
         match resp.exit_code.unwrap_or(0) {
             0 => Ok(()),
             _ => Err(script_error(
@@ -361,7 +367,8 @@ impl PolledControl {
 #[async_trait]
 impl ProcessControl for PolledControl {
     async fn kill(&self) -> Result<()> {
-        self.kill_now().await
+        // The stream (if any) still polls for the recorded exit, and cleans up after it.
+        self.kill_now(false).await
     }
 
     async fn resize(&self, _size: PtySize) -> Result<()> {
@@ -501,7 +508,8 @@ impl Poller {
                 && Instant::now() >= at
             {
                 self.done = true;
-                let killed = self.control.kill_now().await;
+                // Nothing polls this process again: a foreground one's files go with it.
+                let killed = self.control.kill_now(self.clean).await;
                 let mut error = Error::new(
                     ErrorKind::Timeout,
                     format!(
@@ -541,7 +549,7 @@ impl Drop for Poller {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let control = self.control.clone();
             handle.spawn(async move {
-                if let Err(e) = control.kill_now().await {
+                if let Err(e) = control.kill_now(true).await {
                     tracing::debug!(pid = %control.pid, error = %e, "fly: could not kill a dropped process");
                 }
             });

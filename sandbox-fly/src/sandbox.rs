@@ -374,7 +374,7 @@ impl Sandbox for FlySandbox {
             machine: self.id.clone(),
             pid: pid.to_owned(),
         }
-        .kill_now()
+        .kill_now(false)
         .await
     }
 

@@ -70,13 +70,16 @@ pub fn poll_script() -> String {
     format!("{POLL_FN}poll \"$@\"\n")
 }
 
-/// `sh -c KILL sh DIR`: kills the process's session (or the process and its children), and
-/// records `s9` as its exit when it had not exited yet.
-pub const KILL: &str = r#"d=$1
+/// `sh -c KILL sh DIR [CLEAN]`: kills the process's session (or the process and its children),
+/// and records `s9` as its exit when it had not exited yet. With CLEAN=1 it then removes the
+/// process directory (nobody will poll it again: a timed-out or dropped foreground process).
+pub const KILL: &str = r#"d=$1 c=$2
 p=$(cat "$d/pid" 2>/dev/null) || { echo "no such process" >&2; exit 44; }
-[ -f "$d/exit" ] && exit 0
-kill -KILL -- "-$p" 2>/dev/null || { pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }
-[ -f "$d/exit" ] || { echo s9 >"$d/exit.t"; mv "$d/exit.t" "$d/exit"; }
+if [ ! -f "$d/exit" ]; then
+  kill -KILL -- "-$p" 2>/dev/null || { pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }
+  [ -f "$d/exit" ] || { echo s9 >"$d/exit.t"; mv "$d/exit.t" "$d/exit"; }
+fi
+if [ "$c" = 1 ]; then rm -rf "$d"; fi
 exit 0
 "#;
 
@@ -307,6 +310,30 @@ mod tests {
         assert!(!exit.success(), "{exit:?}");
         let gone = run(KILL, &[&format!("{root_s}/nope")], b"");
         assert_eq!(gone.status.code(), Some(44));
+
+        // A kill with CLEAN=1 (timeout, dropped handle) leaves nothing behind in the machine.
+        let dir3 = format!("{root_s}/overdue");
+        let out = run(
+            &run_script(),
+            &[&dir3, "0", "0", "1", "0", "{}", "0", "sleep", "30"],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(std::path::Path::new(&dir3).exists());
+        let killed = run(KILL, &[&dir3, "1"], b"");
+        assert!(
+            killed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&killed.stderr)
+        );
+        assert!(
+            !std::path::Path::new(&dir3).exists(),
+            "the process directory is removed"
+        );
 
         // Stdin: uploaded beside the directory, moved in by RUN.
         let dir2 = format!("{root_s}/cat");
