@@ -507,7 +507,7 @@ impl Follower {
         let config = &self.tb.inner.config;
         let deadline = *self
             .exit_deadline
-            .get_or_insert_with(|| Instant::now() + config.state_change_timeout);
+            .get_or_insert_with(|| crate::time::instant_after(config.state_change_timeout));
         let interval = config.poll_interval;
         match self.fetch_command().await? {
             None => self.finish_killed(),
@@ -516,7 +516,7 @@ impl Follower {
                 ..
             }) => self.finish_exit(code).await,
             Some(_) => {
-                if Instant::now() + interval > deadline {
+                if crate::time::instant_after(interval) > deadline {
                     return Err(Error::new(
                         ErrorKind::Timeout,
                         "the log stream ended but the command has no exit code",

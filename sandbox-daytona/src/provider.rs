@@ -275,7 +275,7 @@ impl DaytonaProvider {
     ) -> Result<String> {
         let name = snapshot_name(image, size, region, sandbox_class);
         let path = format!("/snapshots/{}", encode_path_segment(&name));
-        let deadline = Instant::now() + self.inner.config.start_timeout;
+        let deadline = crate::time::instant_after(self.inner.config.start_timeout);
         let mut created = false;
         loop {
             let found = self
@@ -347,7 +347,7 @@ impl DaytonaProvider {
                 }
                 Err(e) => return Err(e),
             }
-            if Instant::now() + self.inner.config.poll_interval > deadline {
+            if crate::time::instant_after(self.inner.config.poll_interval) > deadline {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
@@ -569,7 +569,7 @@ impl Inner {
         first: SandboxDto,
         operation: &str,
     ) -> Result<SandboxDto> {
-        let deadline = Instant::now() + self.config.start_timeout;
+        let deadline = crate::time::instant_after(self.config.start_timeout);
         self.wait_until(id, first, operation, deadline, |raw| raw == "started")
             .await
     }
@@ -621,7 +621,7 @@ impl Inner {
                 }
                 _ => {}
             }
-            if Instant::now() + self.config.poll_interval > deadline {
+            if crate::time::instant_after(self.config.poll_interval) > deadline {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!("sandbox still {raw} when the wait ran out"),
@@ -638,7 +638,7 @@ impl Inner {
     /// Polls until the sandbox rests (any stable, failed or gone state) or `deadline` passes.
     async fn wait_resting(&self, id: &str, operation: &str, deadline: Instant) -> Result<()> {
         loop {
-            if Instant::now() + self.config.poll_interval > deadline {
+            if crate::time::instant_after(self.config.poll_interval) > deadline {
                 return Ok(());
             }
             tokio::time::sleep(self.config.poll_interval).await;
@@ -679,7 +679,7 @@ impl Inner {
             }
             match request.send().await {
                 Err(e) if is_state_change_in_progress(&e) => {
-                    if Instant::now() + self.config.poll_interval > deadline {
+                    if crate::time::instant_after(self.config.poll_interval) > deadline {
                         return Err(e);
                     }
                     self.wait_resting(id, call.operation, deadline).await?;

@@ -187,14 +187,14 @@ impl DaytonaSandbox {
     }
 
     fn deadline(&self) -> Instant {
-        Instant::now()
-            + self
-                .deadline
-                .unwrap_or(self.inner.config.state_change_timeout)
+        crate::time::instant_after(
+            self.deadline
+                .unwrap_or(self.inner.config.state_change_timeout),
+        )
     }
 
     fn start_deadline(&self) -> Instant {
-        Instant::now() + self.deadline.unwrap_or(self.inner.config.start_timeout)
+        crate::time::instant_after(self.deadline.unwrap_or(self.inner.config.start_timeout))
     }
 
     async fn lifecycle(
@@ -1178,7 +1178,7 @@ impl Sandbox for DaytonaSandbox {
         response.bytes().await?;
         crate::ssh::forget(&self.inner, &self.id).await;
         loop {
-            if Instant::now() + self.inner.config.poll_interval > deadline {
+            if crate::time::instant_after(self.inner.config.poll_interval) > deadline {
                 return Err(
                     Error::new(ErrorKind::Timeout, "sandbox is still being destroyed").or_context(
                         PROVIDER,
@@ -1221,7 +1221,11 @@ impl Sandbox for DaytonaSandbox {
             .and_then(parse_rfc3339)
             .and_then(|c| now.duration_since(c).ok())
             .unwrap_or_default();
-        let minutes = (elapsed + timeout).as_secs().div_ceil(60).max(1);
+        let minutes = elapsed
+            .saturating_add(timeout)
+            .as_secs()
+            .div_ceil(60)
+            .max(1);
         self.interval_call("set_timeout", "ttl", minutes.to_string())
             .await
     }

@@ -66,7 +66,8 @@ pub(crate) async fn access(inner: &Inner, sandbox_id: &str, ttl: Duration) -> Re
     if let Some(kept) = tokens.get(&key)
         && kept
             .expires_at
-            .is_some_and(|at| at > SystemTime::now() + ttl)
+            .zip(crate::time::system_time_after(ttl))
+            .is_some_and(|(at, needed)| at > needed)
     {
         return Ok(kept.clone());
     }
@@ -130,13 +131,15 @@ async fn mint(inner: &Inner, sandbox_id: &str, ttl: Duration) -> Result<SshAcces
         .expires_at
         .as_deref()
         .and_then(parse_rfc3339)
-        .unwrap_or_else(|| SystemTime::now() + Duration::from_secs(minutes * 60));
+        .or_else(|| {
+            crate::time::system_time_after(Duration::from_secs(minutes.saturating_mul(60)))
+        });
     Ok(SshAccess {
         host,
         port,
         user: dto.token.clone(),
         token: Some(dto.token),
-        expires_at: Some(expires_at),
+        expires_at,
     })
 }
 

@@ -56,6 +56,23 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 }
 
 /// Formats a time as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds; times before 1970 clamp to it).
+/// `now + wait`, saturating far in the future instead of panicking on a huge `wait` (callers
+/// pass `Duration::MAX` to mean "no deadline").
+pub(crate) fn instant_after(wait: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(FAR))
+        .unwrap_or(now)
+}
+
+/// `SystemTime::now() + wait`, or `None` when that is not representable.
+pub(crate) fn system_time_after(wait: Duration) -> Option<SystemTime> {
+    SystemTime::now().checked_add(wait)
+}
+
+/// About thirty years: "never" for a deadline.
+const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
+
 pub(crate) fn format_rfc3339(time: SystemTime) -> String {
     let secs = time
         .duration_since(UNIX_EPOCH)

@@ -719,3 +719,45 @@ async fn a_handle_deadline_bounds_the_state_change_wait() {
     assert_eq!(err.kind(), ErrorKind::Conflict);
     assert!(sandbox_daytona::is_state_change_in_progress(&err));
 }
+
+#[tokio::test]
+async fn huge_durations_from_the_caller_do_not_panic() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox_toward("sb1", "stopped", "stopped")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/stop"))
+        .respond_with(ok(sandbox_toward("sb1", "stopping", "stopped")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // An answer without `expiresAt`: the expiry is computed from the time asked for.
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/ssh-access"))
+        .respond_with(ok(json!({"id": "a1", "sandboxId": "sb1", "token": "tokenHUGE", "sshCommand": "ssh tokenHUGE@gw.example"})))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::path_regex(
+            r"^/api/sandbox/sb1/ttl/\d+$",
+        ))
+        .respond_with(ok(sandbox("sb1", "started")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // "No deadline" spelled as Duration::MAX, in the builder and per handle.
+    let provider = common::builder(&server)
+        .start_timeout(Duration::MAX)
+        .state_change_timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let sandbox = provider.get("sb1").await.unwrap();
+    use sandbox_sdk_core::Sandbox;
+    sandbox.with_deadline(Duration::MAX).stop().await.unwrap();
+    let access = sandbox.ssh_access(Duration::MAX).await.unwrap();
+    assert_eq!(access.token.as_deref(), Some("tokenHUGE"));
+    sandbox.set_timeout(Duration::MAX).await.unwrap();
+}
