@@ -376,19 +376,21 @@ impl DaytonaSandbox {
     /// Forks the running sandbox (disk and memory) into a new one named `name` (or a generated
     /// name) and waits until the fork is `started`.
     pub async fn fork_named(&self, name: Option<&str>) -> Result<DaytonaSandbox> {
+        let body = serde_json::to_value(ForkBody {
+            name: name.map(str::to_owned),
+        })
+        .map_err(|e| Error::validation(e.to_string()))?;
+        // A fork is a state change of the source: a 409 "state change in progress" is waited
+        // out like the other lifecycle calls.
+        let request = LifecycleRequest {
+            body: Some(&body),
+            ..LifecycleRequest::new("fork", Method::Post, "/fork")
+        };
         let dto: SandboxDto = self
             .inner
-            .http
-            .request(
-                Method::Post,
-                &format!("{}/fork", Inner::sandbox_path(&self.id)),
-            )
-            .json(&ForkBody {
-                name: name.map(str::to_owned),
-            })
-            .operation("fork")
-            .sandbox_id(&self.id)
-            .send_json()
+            .lifecycle_call(&self.id, request, self.deadline())
+            .await?
+            .json()
             .await?;
         let dto = self
             .inner

@@ -761,3 +761,34 @@ async fn huge_durations_from_the_caller_do_not_panic() {
     assert_eq!(access.token.as_deref(), Some("tokenHUGE"));
     sandbox.set_timeout(Duration::MAX).await.unwrap();
 }
+
+#[tokio::test]
+async fn fork_waits_out_a_state_change_in_progress_then_waits_for_the_fork() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/fork"))
+        .respond_with(state_change_in_progress())
+        .up_to_n_times(1)
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/fork"))
+        .and(body_json(json!({"name": "f1"})))
+        .respond_with(ok(sandbox("sb2", "forking")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb2"))
+        .respond_with(ok(sandbox("sb2", "started")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let fork = sandbox.fork_named(Some("f1")).await.unwrap();
+    use sandbox_sdk_core::Sandbox;
+    assert_eq!(fork.id(), "sb2");
+}
