@@ -871,26 +871,104 @@ async fn envd_plain_401_on_an_rpc_path_is_unauthorized() {
     assert!(!format!("{e:?}{e}").contains(TOKEN));
 }
 
+/// A sandbox whose envd is `envd_url` (a raw loopback server) and whose control plane is `server`.
+async fn connected_to(server: &MockServer, envd_url: &str) -> E2bSandbox {
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(server)
+        .await;
+    E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(envd_url)
+        .build()
+        .unwrap()
+        .connect_sandbox(SB, None)
+        .await
+        .unwrap()
+}
+
+/// Accepts one connection on `listener`, reads one request (head and `Content-Length` body),
+/// and answers with the head of a chunked Connect stream; the caller writes the envelopes.
+async fn accept_stream(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut conn, _) = listener.accept().await.unwrap();
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(n > 0, "client closed before sending a request");
+        data.extend_from_slice(&buf[..n]);
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0);
+    while data.len() < head_end + length {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(n > 0, "client closed inside the request body");
+        data.extend_from_slice(&buf[..n]);
+    }
+    conn.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/connect+json\r\ntransfer-encoding: chunked\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    (conn, head)
+}
+
+/// Writes `data` as one HTTP/1.1 chunk (an empty `data` ends the body).
+async fn write_chunk(conn: &mut tokio::net::TcpStream, data: &[u8]) {
+    use tokio::io::AsyncWriteExt;
+    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    conn.write_all(&out).await.unwrap();
+    conn.flush().await.unwrap();
+}
+
 #[tokio::test]
 async fn dropping_a_process_closes_its_stream() {
+    use tokio::io::AsyncReadExt;
     let server = MockServer::start().await;
-    let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
-        .respond_with(connect_response(stream_body(
-            &[r#"{"event":{"start":{"pid":3}}}"#],
-            "{}",
-        )))
-        .mount(&server)
-        .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let envd_url = format!("http://{}", listener.local_addr().unwrap());
+    // envd sends `start` and then nothing: the stream stays open until the client goes away.
+    let envd = tokio::spawn(async move {
+        let (mut conn, head) = accept_stream(&listener).await;
+        assert!(head.starts_with("post /process.process/start "), "{head}");
+        write_chunk(&mut conn, &envelope(0, r#"{"event":{"start":{"pid":3}}}"#)).await;
+        let mut buf = [0u8; 256];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    });
+    let sandbox = connected_to(&server, &envd_url).await;
     let p = sandbox
         .exec(&Command::new("sleep").arg("99"))
         .await
         .unwrap();
+    assert_eq!(p.pid(), "3");
     let weak = std::sync::Arc::downgrade(&p.control());
     drop(p);
-    // No reader task holds the process's parts once the handle is gone.
+    // No reader task holds the process's parts once the handle is gone...
     assert!(weak.upgrade().is_none());
+    // ...and the connection is closed: envd sees the client go away (a task left reading the
+    // stream would keep it open; the limit only guards against hanging).
+    tokio::time::timeout(Duration::from_secs(30), envd)
+        .await
+        .expect("the Start stream stayed open after the process handle was dropped")
+        .unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1375,29 +1453,47 @@ async fn prepare_raises_the_build_failure_reason() {
 
 #[tokio::test]
 async fn streamed_events_arrive_before_the_stream_ends() {
-    // A process handle is a lazy stream: events are decoded as they are polled.
+    // A process handle is a lazy stream: events are decoded as they arrive, not at the end.
     let server = MockServer::start().await;
-    let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":2}}}"#,
-                r#"{"event":{"data":{"stdout":"b25l"}}}"#,
-                r#"{"event":{"data":{"stdout":"dHdv"}}}"#,
-                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
-            ],
-            "{}",
-        )))
-        .mount(&server)
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let envd_url = format!("http://{}", listener.local_addr().unwrap());
+    let (go, wait) = tokio::sync::oneshot::channel::<()>();
+    let envd = tokio::spawn(async move {
+        let (mut conn, _) = accept_stream(&listener).await;
+        write_chunk(&mut conn, &envelope(0, r#"{"event":{"start":{"pid":2}}}"#)).await;
+        write_chunk(
+            &mut conn,
+            &envelope(0, r#"{"event":{"data":{"stdout":"b25l"}}}"#),
+        )
         .await;
-    let p = sandbox
+        // The rest is only sent once the client has seen "one".
+        wait.await.unwrap();
+        let mut rest = envelope(0, r#"{"event":{"data":{"stdout":"dHdv"}}}"#);
+        rest.extend(envelope(
+            0,
+            r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+        ));
+        rest.extend(envelope(2, "{}"));
+        // Split inside an envelope, so the decoder has to join chunks.
+        write_chunk(&mut conn, &rest[..7]).await;
+        write_chunk(&mut conn, &rest[7..]).await;
+        write_chunk(&mut conn, b"").await;
+    });
+    let sandbox = connected_to(&server, &envd_url).await;
+    let mut p = sandbox
         .exec(&Command::shell("printf one; sleep 1; printf two"))
         .await
         .unwrap();
     assert!(!p.is_streaming_emulated());
+    let first = p.next().await.unwrap().unwrap();
+    assert!(
+        matches!(&first, ProcessEvent::Stdout(b) if &b[..] == b"one"),
+        "{first:?}"
+    );
+    go.send(()).unwrap();
     let events: Vec<_> = p.collect().await;
-    assert_eq!(events.len(), 3);
-    assert!(matches!(&events[0], Ok(ProcessEvent::Stdout(b)) if &b[..] == b"one"));
-    assert!(matches!(&events[1], Ok(ProcessEvent::Stdout(b)) if &b[..] == b"two"));
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(matches!(&events[0], Ok(ProcessEvent::Stdout(b)) if &b[..] == b"two"));
+    assert!(matches!(&events[1], Ok(ProcessEvent::Exit(s)) if s.code == Some(0)));
+    envd.await.unwrap();
 }
