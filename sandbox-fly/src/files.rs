@@ -299,6 +299,20 @@ pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Dow
                     .with_sandbox_id(&machine)
                 })?;
                 let short = (chunk.len() as u64) < block;
+                let got = index * block + chunk.len() as u64;
+                if short && got < size {
+                    // `dd` failing (unreadable file) or the file shrinking both look like an
+                    // early end: report it instead of handing out a truncated file as complete.
+                    return Err(Error::new(
+                        ErrorKind::Provider,
+                        format!(
+                            "read {got} of {size} bytes of {path}: the file shrank or could not be read"
+                        ),
+                    )
+                    .with_provider(PROVIDER)
+                    .with_operation("download")
+                    .with_sandbox_id(&machine));
+                }
                 if chunk.is_empty() {
                     return Ok(None);
                 }

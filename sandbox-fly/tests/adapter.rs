@@ -150,6 +150,23 @@ async fn files_move_in_chunks_sized_by_the_builder() {
 }
 
 #[tokio::test]
+async fn a_download_that_ends_before_the_stat_size_is_an_error_not_a_short_file() {
+    let r = Replay::start("fly_short_download").await;
+    let fly = r.builder().file_chunk(4).build().unwrap();
+    let sandbox = fly.connect_machine(ID).await.unwrap();
+    let download = sandbox.download("dir/shrunk.bin").await.unwrap();
+    let err = download.try_collect::<Vec<Bytes>>().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider);
+    assert!(
+        err.message()
+            .contains("read 6 of 10 bytes of dir/shrunk.bin"),
+        "{err}"
+    );
+    assert_eq!(err.sandbox_id(), Some(ID));
+    r.verify().await;
+}
+
+#[tokio::test]
 async fn a_retried_create_adopts_the_machine_made_under_its_key() {
     let r = Replay::start("fly_idempotent_create").await;
     let fly = r.provider();
