@@ -241,7 +241,10 @@ impl Coverage {
                     .iter()
                     .filter(|s| {
                         if level.is_available() {
+                            // A scenario whose required capability is unsupported is skipped:
+                            // it proves nothing about the others it exercises.
                             s.exercises.contains(cap)
+                                && s.requires.is_none_or(|r| caps.level(r).is_available())
                         } else {
                             s.probe && s.requires == Some(*cap)
                         }
@@ -762,5 +765,27 @@ pub mod __private {
         if let Err(e) = coverage.check() {
             panic!("{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_skipped_for_its_required_capability_covers_nothing() {
+        // `preview_link` exercises private_preview but requires expose_port: without
+        // expose_port it is skipped, so it cannot prove private_preview.
+        let mut caps = Capabilities::NONE;
+        caps.set(Capability::PrivatePreview, Level::Native);
+        let coverage = Coverage::compute("demo", &caps, &BTreeMap::new());
+        assert_eq!(coverage.uncovered(), vec![Capability::PrivatePreview]);
+        caps.set(Capability::ExposePort, Level::Native);
+        let coverage = Coverage::compute("demo", &caps, &BTreeMap::new());
+        assert!(
+            coverage.uncovered().is_empty(),
+            "{:?}",
+            coverage.uncovered()
+        );
     }
 }
