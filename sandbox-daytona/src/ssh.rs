@@ -20,7 +20,7 @@ use sandbox_sdk_core::{
 };
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::Mutex;
 
 /// The cloud SSH gateway, used when the API's `sshCommand` names no host.
@@ -526,7 +526,7 @@ mod tests {
             port: 22,
             user: token.into(),
             token: Some(token.into()),
-            expires_at: Some(SystemTime::now() + Duration::from_secs(3600)),
+            expires_at: Some(std::time::SystemTime::now() + Duration::from_secs(3600)),
         }
     }
 
