@@ -514,6 +514,16 @@ impl Cassette {
             if interaction.times == 0 {
                 return Err(at("times must be at least 1".into()));
             }
+            for (side, headers) in [
+                ("request", &req.headers),
+                ("response", &interaction.response.headers),
+            ] {
+                for (name, value) in headers {
+                    if let Some(why) = header_problem(name, value) {
+                        return Err(at(format!("{side} header {name:?}: {why}")));
+                    }
+                }
+            }
             if let Some(body) = &req.body {
                 body.bytes().map_err(|e| at(format!("request body: {e}")))?;
             }
@@ -537,6 +547,17 @@ impl Cassette {
         }
         Ok(())
     }
+}
+
+/// Why `name: value` cannot be sent as an HTTP header (wiremock would panic on it), if it can't.
+pub(crate) fn header_problem(name: &str, value: &str) -> Option<&'static str> {
+    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Some("not a valid header name");
+    }
+    if http::HeaderValue::from_str(value).is_err() {
+        return Some("not a valid header value (visible ASCII, spaces and tabs only)");
+    }
+    None
 }
 
 impl Body {
@@ -813,6 +834,24 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_header_wiremock_cannot_send_is_an_error_not_a_panic() {
+        for (name, value) in [("content type", "text/plain"), ("x-ok", "two\\nlines")] {
+            let text = SAMPLE.replace(
+                r#""status": 200,"#,
+                &format!(r#""status": 200, "headers": {{"{name}": "{value}"}},"#),
+            );
+            let err = Cassette::from_json(&text).expect_err("bad header accepted");
+            assert!(err.message.contains("response header"), "{err}");
+        }
+        let text = SAMPLE.replace(
+            r#""authorization": "Bearer"#,
+            r#""author ization": "Bearer"#,
+        );
+        let err = Cassette::from_json(&text).expect_err("bad request header accepted");
+        assert!(err.message.contains("request header"), "{err}");
     }
 
     #[test]

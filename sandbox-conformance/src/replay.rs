@@ -252,6 +252,9 @@ fn response_template(interaction: &Interaction) -> Result<ResponseTemplate, Stri
     let mut template = ResponseTemplate::new(spec.status);
     let mut has_content_type = false;
     for (k, v) in &spec.headers {
+        if let Some(why) = crate::cassette::header_problem(k, v) {
+            return Err(format!("response header {k:?}: {why}"));
+        }
         has_content_type |= k.eq_ignore_ascii_case("content-type");
         template = template.insert_header(k.as_str(), v.as_str());
     }
