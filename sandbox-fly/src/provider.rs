@@ -254,12 +254,15 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let offset = match rest {
         "Z" | "z" => 0,
         _ if rest.len() == 6 => {
-            let sign = match &rest[..1] {
+            // `get`, not indexing: the text comes from the server and may hold any characters.
+            let sign = match rest.get(..1)? {
                 "+" => 1,
                 "-" => -1,
                 _ => return None,
             };
-            sign * (rest[1..3].parse::<i64>().ok()? * 3600 + rest[4..6].parse::<i64>().ok()? * 60)
+            let hours = rest.get(1..3)?.parse::<i64>().ok()?;
+            let minutes = rest.get(4..6)?.parse::<i64>().ok()?;
+            sign * (hours * 3600 + minutes * 60)
         }
         _ => return None,
     };
@@ -461,6 +464,10 @@ mod tests {
         let t2 = parse_rfc3339("2023-11-08T02:52:30.5+01:00").unwrap();
         assert_eq!(t2, t + Duration::from_millis(500));
         assert!(parse_rfc3339("yesterday").is_none());
+        // Multi-byte characters where the offset is expected: no panic, just no time.
+        assert!(parse_rfc3339("2023-11-08T01:52:30é1234").is_none());
+        assert!(parse_rfc3339("2023-11-08T01:52:30+1é23").is_none());
+        assert!(parse_rfc3339("2023-11-08T01:52:30+01é3").is_none());
         assert!(parse_rfc3339("2023-13-08T01:52:30Z").is_none());
     }
 
