@@ -131,8 +131,10 @@ fn metadata_query(metadata: &BTreeMap<String, String>) -> String {
     out.finish()
 }
 
+/// Whole seconds, rounded up; saturates for absurd durations (`Duration::MAX`) instead of
+/// overflowing, so the service rejects them rather than the caller panicking.
 fn secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 impl E2bProvider {
@@ -540,5 +542,6 @@ mod tests {
     fn timeouts_round_up_to_whole_seconds() {
         assert_eq!(secs(Duration::from_millis(1500)), 2);
         assert_eq!(secs(Duration::from_secs(300)), 300);
+        assert_eq!(secs(Duration::MAX), u64::MAX);
     }
 }

@@ -81,8 +81,10 @@ impl fmt::Debug for E2bSandbox {
     }
 }
 
+/// Whole seconds, rounded up; saturates for absurd durations (`Duration::MAX`) instead of
+/// overflowing, so the service rejects them rather than the caller panicking.
 fn secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 /// `SnapshotInfo` on the wire as ours.
@@ -385,7 +387,7 @@ impl E2bSandbox {
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_secs()
-                + secs(d)
+                .saturating_add(secs(d))
         });
         let signature = file_signature(path, operation, user.unwrap_or(""), token, expiration);
         let mut url = url::Url::parse(&format!(

@@ -1249,6 +1249,29 @@ async fn signed_urls_and_preview_links_use_the_port_host() {
 }
 
 #[tokio::test]
+async fn absurd_durations_saturate_instead_of_panicking() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    let url = sandbox.download_url("/a.txt", Some(Duration::MAX)).unwrap();
+    assert!(
+        url.contains(&format!("signature_expiration={}", u64::MAX)),
+        "{url}"
+    );
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({"timeout": u64::MAX})))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_string(r#"{"code":400,"message":"timeout out of range"}"#),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = sandbox.set_timeout(Duration::MAX).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Validation);
+}
+
+#[tokio::test]
 async fn upload_urls_carry_user_and_expiration() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
