@@ -56,6 +56,15 @@ impl fmt::Debug for Envd {
     }
 }
 
+/// The largest `Connect-Timeout-Ms` the Connect protocol allows: at most ten digits.
+pub(crate) const MAX_TIMEOUT_MS: u128 = 9_999_999_999;
+
+/// The `Connect-Timeout-Ms` value for `deadline`: whole milliseconds, at least 1 and at most
+/// [`MAX_TIMEOUT_MS`] (about 115 days; a longer value would break the header's grammar).
+pub(crate) fn timeout_ms(deadline: Duration) -> String {
+    deadline.as_millis().clamp(1, MAX_TIMEOUT_MS).to_string()
+}
+
 /// `Basic base64("<user>:")`.
 pub fn basic_user(user: &str) -> String {
     format!(
@@ -128,10 +137,7 @@ impl Envd {
             .header("Keepalive-Ping-Interval", KEEPALIVE_SECS)
             .no_timeout();
         if let Some(deadline) = deadline {
-            req = req.header(
-                "Connect-Timeout-Ms",
-                &deadline.as_millis().max(1).to_string(),
-            );
+            req = req.header("Connect-Timeout-Ms", &timeout_ms(deadline));
         }
         let response = req.send().await?;
         let content_type = response
@@ -298,6 +304,14 @@ mod tests {
             "http://127.0.0.1:5"
         );
         assert_eq!(basic_user("root"), "Basic cm9vdDo=");
+    }
+
+    #[test]
+    fn timeout_header_has_at_most_ten_digits() {
+        assert_eq!(timeout_ms(Duration::from_secs(60)), "60000");
+        assert_eq!(timeout_ms(Duration::from_micros(10)), "1");
+        assert_eq!(timeout_ms(Duration::MAX), "9999999999");
+        assert_eq!(timeout_ms(Duration::from_secs(400 * 86_400)), "9999999999");
     }
 
     #[tokio::test]
