@@ -178,7 +178,8 @@ pub(crate) fn parse_stat_line(line: &str, path: &str) -> Option<FileInfo> {
         kind,
         size,
         mode: Some(mode & 0o7777),
-        modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(mtime)),
+        // Checked: the line comes from the machine, and `SystemTime + Duration` panics on overflow.
+        modified: SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(mtime)),
     })
 }
 
@@ -345,6 +346,10 @@ mod tests {
         let l = parse_stat_line("a1ff 7 1 /w/link", "").unwrap();
         assert_eq!(l.kind, FileKind::Symlink);
         assert!(parse_stat_line("zz 1 1", "x").is_none());
+        // An absurd mtime from the machine is no time at all, not a panic.
+        let f = parse_stat_line("81a4 1 18446744073709551615", "/a").unwrap();
+        assert_eq!(f.modified, None);
+        assert_eq!(f.size, 1);
     }
 
     #[test]
