@@ -25,8 +25,9 @@ pub(crate) const FAULT_HEADER: &str = "x-sandbox-conformance-fault";
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type ProxyBody = BoxBody<Bytes, BoxError>;
 
-/// One request as the adapter sent it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One request as the adapter sent it. Its `Debug` shows no credential: header values and
+/// query parameters with credential-like names are redacted, the body is summarised.
+#[derive(Clone, PartialEq, Eq)]
 pub struct LoggedRequest {
     /// HTTP method.
     pub method: String,
@@ -38,6 +39,41 @@ pub struct LoggedRequest {
     pub headers: Vec<(String, String)>,
     /// The whole body.
     pub body: Bytes,
+}
+
+impl std::fmt::Debug for LoggedRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let v = if crate::replay::is_credential_name(k) {
+                    "<redacted>"
+                } else {
+                    v.as_str()
+                };
+                (k.as_str(), v)
+            })
+            .collect();
+        let query = self.query.as_deref().map(|q| {
+            q.split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) if crate::replay::is_credential_name(k) => {
+                        format!("{k}=<redacted>")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("&")
+        });
+        f.debug_struct("LoggedRequest")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("query", &query)
+            .field("headers", &headers)
+            .field("body", &format_args!("<{} bytes>", self.body.len()))
+            .finish()
+    }
 }
 
 impl LoggedRequest {
@@ -336,5 +372,32 @@ pub(crate) fn redact_url(url: &str) -> String {
     match url.split_once('?') {
         Some((base, _)) => format!("{base}?…"),
         None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_request_debug_shows_no_credential() {
+        let request = LoggedRequest {
+            method: "GET".into(),
+            path: "/files".into(),
+            query: Some("path=a&access_token=q-secret-1&signature=q-secret-2".into()),
+            headers: vec![
+                ("authorization".into(), "Bearer h-secret-1".into()),
+                ("x-api-key".into(), "h-secret-2".into()),
+                ("x-access-token".into(), "h-secret-3".into()),
+                ("content-type".into(), "application/json".into()),
+            ],
+            body: Bytes::from_static(br#"{"password":"b-secret"}"#),
+        };
+        let shown = format!("{request:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(
+            shown.contains("application/json") && shown.contains("path=a"),
+            "{shown}"
+        );
     }
 }
