@@ -186,7 +186,8 @@ fn summarize(dir: &Path, providers: &[&str]) -> Summary {
         let Some(coverage) = read_json(&coverage_path) else {
             summary.failed += 1;
             summary.problems.push(format!(
-                "{provider}: no capability_coverage report (the test did not run or did not finish)"
+                "{provider}: no capability_coverage report (the test did not run or did not finish){}",
+                reproduce(provider, "capability_coverage")
             ));
             continue;
         };
@@ -203,15 +204,17 @@ fn summarize(dir: &Path, providers: &[&str]) -> Summary {
                 Some(report) => {
                     let outcome = report["outcome"].as_str().unwrap_or("failed").to_owned();
                     if outcome == "failed" {
-                        summary
-                            .problems
-                            .push(format!("{provider} {scenario}: failed"));
+                        summary.problems.push(format!(
+                            "{provider} {scenario}: failed{}",
+                            reproduce(provider, scenario)
+                        ));
                     }
                     outcome
                 }
                 None => {
                     summary.problems.push(format!(
-                        "{provider} {scenario}: no report (the test panicked, e.g. a snapshot mismatch)"
+                        "{provider} {scenario}: no report (the test panicked, e.g. a snapshot mismatch){}",
+                        reproduce(provider, scenario)
                     ));
                     "failed".to_owned()
                 }
@@ -234,8 +237,9 @@ fn summarize(dir: &Path, providers: &[&str]) -> Summary {
         } else {
             summary.failed += 1;
             summary.problems.push(format!(
-                "{provider} capability_coverage: declared but exercised by nothing: {}",
-                uncovered.join(", ")
+                "{provider} capability_coverage: declared but exercised by nothing: {}{}",
+                uncovered.join(", "),
+                reproduce(provider, "capability_coverage")
             ));
         }
         summary.tables.push(table(provider, &coverage, &outcomes));
@@ -244,6 +248,27 @@ fn summarize(dir: &Path, providers: &[&str]) -> Summary {
 }
 
 /// `| capability | level | scenarios (outcome) |` for one provider.
+/// `; reproduce: cargo test ...` running just `test` of the suite reported as `label`, or
+/// nothing for a label no target knows.
+fn reproduce(label: &str, test: &str) -> String {
+    let found = TARGETS.iter().find_map(|t| {
+        if t.provider == label {
+            Some((t.package, "conformance", t.filter.unwrap_or("")))
+        } else {
+            t.more
+                .iter()
+                .find(|(more, _)| *more == label)
+                .map(|(_, bin)| (t.package, *bin, ""))
+        }
+    });
+    match found {
+        Some((package, bin, prefix)) => format!(
+            "; reproduce: cargo test -p {package} --all-features --test {bin} -- {prefix}{test} --exact"
+        ),
+        None => String::new(),
+    }
+}
+
 fn table(provider: &str, coverage: &Value, outcomes: &BTreeMap<String, String>) -> String {
     let mut out =
         format!("{provider}\n| capability | level | exercised by |\n| --- | --- | --- |\n");
@@ -346,6 +371,32 @@ mod tests {
             table.contains("| region | native | adapter test `create::region` |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn a_failed_scenario_names_the_command_that_reproduces_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for provider in ["local", "daytona-ssh", "e2b"] {
+            write(
+                dir.path(),
+                &format!("{provider}.capability_coverage.json"),
+                json!({"provider": provider, "scenarios": ["connect"], "uncovered": ["gpu"], "rows": []}),
+            );
+            write(
+                dir.path(),
+                &format!("{provider}.connect.json"),
+                json!({"outcome": "failed"}),
+            );
+        }
+        let s = summarize(dir.path(), &["local", "daytona-ssh", "e2b"]);
+        let text = s.problems.join("\n");
+        for expected in [
+            "local connect: failed; reproduce: cargo test -p sandbox-conformance --all-features --test conformance -- local::connect --exact",
+            "daytona-ssh connect: failed; reproduce: cargo test -p sandbox-daytona --all-features --test conformance_ssh -- connect --exact",
+            "e2b capability_coverage: declared but exercised by nothing: gpu; reproduce: cargo test -p sandbox-e2b --all-features --test conformance -- capability_coverage --exact",
+        ] {
+            assert!(text.contains(expected), "{expected}\nnot in\n{text}");
+        }
     }
 
     #[test]
