@@ -417,6 +417,7 @@ struct Poller {
 impl Poller {
     fn apply(&mut self, answer: PollAnswer) {
         self.launched = true;
+        let progressed = !answer.stdout.is_empty() || !answer.stderr.is_empty();
         self.out += answer.stdout.len() as u64;
         self.err += answer.stderr.len() as u64;
         if !answer.stdout.is_empty() {
@@ -433,6 +434,24 @@ impl Poller {
                     emulated: EXIT_FROM_MARKER,
                     ..status
                 })));
+                self.done = true;
+            }
+            Some(_) if !progressed => {
+                // The exit is recorded, so the sizes are final, yet nothing more came back
+                // (`base64` or `tail` missing or failing in the image): polling again would
+                // loop forever.
+                self.queue.push_back(Err(Error::new(
+                    ErrorKind::Provider,
+                    format!(
+                        "background process {} exited but its output could not be read past \
+                         byte {} of {} (stdout) / {} of {} (stderr); does the image have \
+                         base64, head and tail?",
+                        self.control.pid, self.out, answer.out_size, self.err, answer.err_size
+                    ),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("exec")
+                .with_sandbox_id(&self.control.machine)));
                 self.done = true;
             }
             Some(_) => {}
@@ -912,6 +931,70 @@ mod tests {
         for bad in ["", "../x", ".hidden", "a/b", "a b", "a$b"] {
             assert!(validate_pid(bad).is_err(), "{bad}");
         }
+    }
+
+    fn test_poller() -> Poller {
+        let api = Api::new(
+            crate::FlyBuilder::new()
+                .token("t")
+                .app("my-app")
+                .base_url("http://127.0.0.1:1"),
+        )
+        .unwrap();
+        Poller {
+            control: Arc::new(PolledControl {
+                api,
+                machine: "1857156b526dd8".to_owned(),
+                pid: "p1".to_owned(),
+            }),
+            out: 0,
+            err: 0,
+            // Not a foreground process: dropping it must not spawn a kill.
+            clean: false,
+            interval: Duration::ZERO,
+            deadline: None,
+            last: None,
+            vanished: 0,
+            done: false,
+            launched: false,
+            queue: VecDeque::new(),
+        }
+    }
+
+    fn answer(exit: Option<ExitStatus>, out_size: u64, stdout: &'static [u8]) -> PollAnswer {
+        PollAnswer {
+            alive: exit.is_none(),
+            exit,
+            out_size,
+            err_size: 0,
+            stdout: Bytes::from_static(stdout),
+            stderr: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn the_exit_waits_for_all_output_then_ends_the_stream() {
+        let mut p = test_poller();
+        p.apply(answer(Some(ExitStatus::code(3)), 6, b"abcd"));
+        assert!(!p.done, "two bytes are still to come");
+        assert_eq!(p.out, 4);
+        p.apply(answer(Some(ExitStatus::code(3)), 6, b"ef"));
+        assert!(p.done);
+        let events: Vec<_> = p.queue.drain(..).map(Result::unwrap).collect();
+        assert!(matches!(&events[0], ProcessEvent::Stdout(b) if &b[..] == b"abcd"));
+        assert!(matches!(&events[1], ProcessEvent::Stdout(b) if &b[..] == b"ef"));
+        assert!(matches!(&events[2], ProcessEvent::Exit(s) if s.code == Some(3)));
+    }
+
+    #[test]
+    fn an_exit_with_unreadable_output_is_an_error_not_an_endless_poll() {
+        let mut p = test_poller();
+        p.apply(answer(Some(ExitStatus::code(0)), 5, b""));
+        assert!(p.done, "no more polls");
+        let err = p.queue.pop_front().unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Provider);
+        assert!(err.message().contains("byte 0 of 5"), "{err}");
+        assert!(p.queue.is_empty());
     }
 
     #[test]
