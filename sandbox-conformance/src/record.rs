@@ -246,13 +246,19 @@ pub(crate) async fn run_record(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let scrub = Scrubber::new(target, sandbox_id.as_deref(), &upstreams, &exchanges);
-    let cassette = build_cassette(
+    let cassette = match build_cassette(
         &report.provider,
         info.name,
         &target.source,
         &exchanges,
         &scrub,
-    );
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("not recorded: {e}"));
+            return report;
+        }
+    };
     let path = Cassette::path_in(&target.out_dir, info.name);
     let written = std::fs::create_dir_all(&target.out_dir)
         .and_then(|()| std::fs::write(&path, cassette.to_json_pretty()));
@@ -465,7 +471,7 @@ fn build_cassette(
     source: &str,
     exchanges: &[Exchange],
     scrub: &Scrubber,
-) -> Cassette {
+) -> Result<Cassette, String> {
     let interactions = exchanges
         .iter()
         .map(|ex| {
@@ -547,9 +553,12 @@ fn build_cassette(
         order: Order::Strict,
         interactions,
     };
-    let mut value = serde_json::to_value(&cassette).unwrap_or(Value::Null);
+    let mut value = serde_json::to_value(&cassette)
+        .map_err(|e| format!("cannot serialise the cassette: {e}"))?;
     scrub.value(&mut value);
-    let mut cassette: Cassette = serde_json::from_value(value).unwrap_or(cassette);
+    // Never fall back to the unscrubbed cassette: a scrub that breaks the structure is an error.
+    let mut cassette: Cassette = serde_json::from_value(value)
+        .map_err(|e| format!("scrubbing left an invalid cassette ({e}); check the scrub rules"))?;
     // A signed parameter sits in the query map without its `?name=` prefix, so the URL rule
     // above cannot see it: scrub it by name unless a literal rule already made it a placeholder.
     // It becomes `{{any}}`: the adapter signs with the replay token, so the value differs.
@@ -569,7 +578,7 @@ fn build_cassette(
             }
         }
     }
-    cassette
+    Ok(cassette)
 }
 
 fn decode_component(text: &str) -> String {
@@ -671,7 +680,8 @@ mod tests {
             ("live-secret-token".into(), "{{token}}".into()),
             ("sbxlive42".into(), "{{sandbox_id}}".into()),
         ]);
-        let c = build_cassette("demo", "exec_exit_codes", "test", &exchanges, &scrub);
+        let c = build_cassette("demo", "exec_exit_codes", "test", &exchanges, &scrub)
+            .expect("cassette");
         let text = c.to_json_pretty();
         assert!(
             !text.contains("live-secret-token") && !text.contains("sbxlive42"),
@@ -730,7 +740,8 @@ mod tests {
             "test",
             &exchanges,
             &Scrubber::from_pairs(Vec::new()),
-        );
+        )
+        .expect("cassette");
         let text = c.to_json_pretty();
         for secret in ["deadbeef1234", "v1_s3cr3tsig", "opaque-live"] {
             assert!(!text.contains(secret), "{secret} survived: {text}");
@@ -738,6 +749,28 @@ mod tests {
         let query = &c.interactions[0].request.query;
         assert_eq!(query["signature"], QueryValue::One("{{any}}".into()));
         assert_eq!(query["page"], QueryValue::One("2".into()));
+    }
+
+    #[test]
+    fn a_scrub_that_breaks_the_cassette_is_an_error_not_the_raw_recording() {
+        use bytes::Bytes;
+        let exchanges = vec![Exchange {
+            request: LoggedRequest {
+                method: "GET".into(),
+                path: "/status".into(),
+                query: None,
+                headers: Vec::new(),
+                body: Bytes::new(),
+            },
+            status: 200,
+            headers: Vec::new(),
+            chunks: Vec::new(),
+            error: None,
+        }];
+        // A secret that happens to spell a structural key of the cassette.
+        let scrub = Scrubber::from_pairs(vec![("status".into(), "{{token}}".into())]);
+        let err = build_cassette("demo", "connect", "test", &exchanges, &scrub).unwrap_err();
+        assert!(err.contains("scrubbing left an invalid cassette"), "{err}");
     }
 
     #[test]
