@@ -1199,35 +1199,10 @@ impl Sandbox for DaytonaSandbox {
         }
     }
 
-    /// Sets Daytona's wall-clock TTL so the sandbox is destroyed `timeout` from now (the TTL
-    /// counts from creation, so the elapsed time is added, rounded up to whole minutes).
+    /// Sets Daytona's TTL so the sandbox is destroyed `timeout` from now: `setTtl` re-anchors
+    /// the TTL at the current time (api.json), so the minutes asked for are `timeout` rounded up.
     async fn set_timeout(&self, timeout: Duration) -> Result<()> {
-        let response = self
-            .inner
-            .http
-            .request(Method::Get, &Inner::sandbox_path(&self.id))
-            .operation("set_timeout")
-            .sandbox_id(&self.id)
-            .send()
-            .await?;
-        // "Now" is the server's clock (its Date header) when it sends one, so a skewed local
-        // clock does not shift the TTL.
-        let now = response
-            .header("date")
-            .and_then(|d| httpdate::parse_http_date(d).ok())
-            .unwrap_or_else(SystemTime::now);
-        let dto: SandboxDto = response.json().await?;
-        let elapsed = dto
-            .created_at
-            .as_deref()
-            .and_then(parse_rfc3339)
-            .and_then(|c| now.duration_since(c).ok())
-            .unwrap_or_default();
-        let minutes = elapsed
-            .saturating_add(timeout)
-            .as_secs()
-            .div_ceil(60)
-            .max(1);
+        let minutes = timeout.as_secs().div_ceil(60).max(1);
         self.interval_call("set_timeout", "ttl", minutes.to_string())
             .await
     }
