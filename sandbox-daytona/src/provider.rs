@@ -277,6 +277,7 @@ impl DaytonaProvider {
         let path = format!("/snapshots/{}", encode_path_segment(&name));
         let deadline = crate::time::instant_after(self.inner.config.start_timeout);
         let mut created = false;
+        let mut activated = false;
         loop {
             let found = self
                 .inner
@@ -302,7 +303,9 @@ impl DaytonaProvider {
                         .with_provider(PROVIDER)
                         .with_operation("prepare"));
                     }
-                    "inactive" => {
+                    // Activate once; the state may read `inactive` for a while after that.
+                    "inactive" if !activated => {
+                        activated = true;
                         self.inner
                             .http
                             .request(

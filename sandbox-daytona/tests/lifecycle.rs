@@ -792,3 +792,30 @@ async fn fork_waits_out_a_state_change_in_progress_then_waits_for_the_fork() {
     use sandbox_sdk_core::Sandbox;
     assert_eq!(fork.id(), "sb2");
 }
+
+#[tokio::test]
+async fn prepare_activates_an_inactive_snapshot_once_and_waits() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex_snapshot())
+        .respond_with(ok(json!({"id": "snap-1", "state": "inactive"})))
+        .up_to_n_times(3)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex_snapshot())
+        .respond_with(ok(json!({"id": "snap-1", "state": "active"})))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/snapshots/snap-1/activate"))
+        .respond_with(ok(json!({"id": "snap-1", "state": "active"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    provider(&server)
+        .prepare("ubuntu:24.04", SnapshotSize::default(), None, None)
+        .await
+        .unwrap();
+}
