@@ -101,7 +101,16 @@ pub(crate) async fn upload(
         let next = if current.len() < chunk {
             Bytes::new()
         } else {
-            read_chunk(&mut body, chunk).await?
+            match read_chunk(&mut body, chunk).await {
+                Ok(next) => next,
+                Err(e) => {
+                    // The caller's body failed after chunks were sent: leave no partial file.
+                    if !first {
+                        remove_part(api, machine, &part).await;
+                    }
+                    return Err(e);
+                }
+            }
         };
         let last = next.is_empty();
         pacer.ready().await;
@@ -121,9 +130,9 @@ pub(crate) async fn upload(
         .await
         .and_then(|r| check(r, "upload", machine, &format!("writing {path}")));
         if let Err(e) = sent {
-            if !first {
-                let _ = run_script(api, machine, scripts::CLEANUP, &[&part], None, 10).await;
-            }
+            // Even a failed first call may have created the partial file (a lost answer, a
+            // failed rename of a one-chunk file); `rm -f` of a missing file is harmless.
+            remove_part(api, machine, &part).await;
             return Err(e);
         }
         total += current.len() as u64;
@@ -135,6 +144,13 @@ pub(crate) async fn upload(
             });
         }
         current = next;
+    }
+}
+
+/// Best effort removal of a partial upload after a failure (the failure is what gets reported).
+async fn remove_part(api: &Api, machine: &str, part: &str) {
+    if let Err(e) = run_script(api, machine, scripts::CLEANUP, &[part], None, 10).await {
+        tracing::debug!(error = %e, "fly: could not remove a partial upload");
     }
 }
 

@@ -166,6 +166,45 @@ async fn a_download_that_ends_before_the_stat_size_is_an_error_not_a_short_file(
     r.verify().await;
 }
 
+/// Hands out its bytes, then fails like a broken disk or socket.
+struct FailingBody(std::io::Cursor<&'static [u8]>);
+
+impl tokio::io::AsyncRead for FailingBody {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::io::Read;
+        let mut tmp = vec![0u8; buf.remaining()];
+        let n = self.0.read(&mut tmp).unwrap_or(0);
+        if n == 0 {
+            return std::task::Poll::Ready(Err(std::io::Error::other("the body broke")));
+        }
+        buf.put_slice(&tmp[..n]);
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn a_failed_upload_removes_its_partial_file() {
+    let r = Replay::start("fly_upload_cleanup").await;
+    let fly = r.builder().file_chunk(4).build().unwrap();
+    let sandbox = fly.connect_machine(ID).await.unwrap();
+    // The body fails after one chunk went out: the partial file is removed.
+    let body: sandbox_sdk_core::UploadBody =
+        Box::pin(FailingBody(std::io::Cursor::new(b"01234567")));
+    let err = sandbox.upload("dir/broken.bin", body).await.unwrap_err();
+    assert!(err.message().contains("the body broke"), "{err}");
+    // The one and only chunk fails in the machine: removed too.
+    let err = sandbox
+        .write_file("dir/full.bin", Bytes::from_static(b"ab"))
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("No space left"), "{err}");
+    r.verify().await;
+}
+
 #[tokio::test]
 async fn a_retried_create_adopts_the_machine_made_under_its_key() {
     let r = Replay::start("fly_idempotent_create").await;
