@@ -346,7 +346,7 @@ async fn list_follows_next_token_lazily_and_filters() {
                     {"sandboxID": "a1", "templateID": "t", "state": "running", "metadata": {"suite": "conformance"}}
                 ])),
         )
-        .expect(1)
+        .expect(2)
         .mount(&server)
         .await;
     Mock::given(method("GET"))
@@ -363,6 +363,17 @@ async fn list_follows_next_token_lazily_and_filters() {
     let filter = ListFilter::new()
         .metadata("suite", "conformance")
         .state(SandboxState::Running);
+    // Lazily: the first item comes from page one, and page two is not asked for until needed.
+    let mut stream = p.list(&filter);
+    assert_eq!(stream.try_next().await.unwrap().unwrap().id, "a1");
+    drop(stream);
+    let page_two_asked = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .any(|r| r.url.query().unwrap_or("").contains("nextToken"));
+    assert!(!page_two_asked, "page two was fetched before it was needed");
     let ids: Vec<String> = p
         .list(&filter)
         .map_ok(|i| i.id)
