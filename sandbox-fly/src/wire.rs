@@ -97,11 +97,13 @@ impl std::fmt::Debug for MachineConfig {
     }
 }
 
-/// Stdin may carry secrets (a file being uploaded), so `Debug` shows its length only.
+/// Stdin may carry secrets (a file being uploaded), and the argv carries the command's
+/// environment as `env K=V` arguments, so `Debug` shows the program and the sizes only.
 impl std::fmt::Debug for ExecRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecRequest")
-            .field("command", &self.command)
+            .field("program", &self.command.first())
+            .field("args", &self.command.len().saturating_sub(1))
             .field("timeout", &self.timeout)
             .field("stdin_len", &self.stdin.as_ref().map(String::len))
             .finish()
@@ -613,11 +615,13 @@ mod tests {
         assert!(text.contains("API_KEY"));
         assert!(!text.contains("canary"), "{text}");
         let req = ExecRequest {
-            command: vec!["cat".into()],
+            command: vec!["env".into(), "API_KEY=canary-argv".into(), "cat".into()],
             timeout: None,
             stdin: Some("canary-stdin".into()),
         };
-        assert!(!format!("{req:?}").contains("canary"));
+        let text = format!("{req:?}");
+        assert!(!text.contains("canary"), "{text}");
+        assert!(text.contains("env"), "{text}");
     }
 
     #[test]
