@@ -581,6 +581,20 @@ async fn connect_finds_sandboxes_across_providers_and_rejects_unknown_ids() {
 }
 
 #[tokio::test]
+async fn destroy_kills_processes_a_finished_command_left_running() {
+    let sb = sandbox().await;
+    let out = sb
+        .run(&Command::shell("sleep 1000 >/dev/null 2>&1 & echo $!"))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let orphan: i32 = out.stdout_lossy().trim().parse().unwrap();
+    assert!(!gone(orphan), "the orphan should still run before destroy");
+    sb.destroy().await.unwrap();
+    eventually("the orphaned sleep is gone", || gone(orphan)).await;
+}
+
+#[tokio::test]
 async fn destroy_kills_everything_removes_the_directory_and_only_works_once() {
     let sb = sandbox().await;
     let dir = sb.dir().to_owned();

@@ -20,6 +20,9 @@
 //!   plus [`CreateSpec::env`](crate::CreateSpec) plus [`Command::env`]. Stdout and stderr are
 //!   streamed live and apart, read only as the stream is polled (a slow reader slows the child).
 //!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group.
+//!   Every process carries the sandbox id in [`SANDBOX_MARKER`]; on Linux, destroy also kills each
+//!   process still carrying it (one started with `&` by a finished command, or one that left its
+//!   group), unless it cleared its environment.
 //!   Process ids are host pids. A foreground stream ends when every holder of the child's
 //!   stdout and stderr has closed them (as with a shell's `$(...)`): a grandchild left running in
 //!   the background with inherited output keeps the stream open until it exits or is killed.
@@ -84,6 +87,10 @@ use std::time::{Duration, SystemTime};
 
 /// The provider's name.
 const NAME: &str = "local";
+
+/// Environment variable carrying the sandbox id into every process it starts (and, by
+/// inheritance, their children), so destroy finds processes that left their process group.
+pub const SANDBOX_MARKER: &str = "SANDBOX_SDK_LOCAL_SANDBOX";
 
 /// What the `local` provider does. Everything not listed as native here is unsupported.
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -435,6 +442,7 @@ impl Inner {
                 .current_dir(&cwd)
                 .envs(&self.env)
                 .envs(&command.env)
+                .env(SANDBOX_MARKER, &self.id)
                 .process_group(0)
                 .stdin(if command.stdin {
                     Stdio::piped()
@@ -642,6 +650,9 @@ impl LocalSandbox {
         }
         lock(&REGISTRY).remove(&inner.id);
         inner.signal_all(Signal::SIGKILL);
+        let id = inner.id.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || process::kill_marked(SANDBOX_MARKER, &id)).await;
         let base = inner.base.clone();
         // A dying process may still create a file for a moment; try a few times.
         let mut last = None;

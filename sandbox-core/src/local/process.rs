@@ -377,3 +377,46 @@ pub(crate) fn tail_stream(
     })
     .boxed()
 }
+
+/// Sends `SIGKILL` to every process of this user whose environment holds `marker=id`, found by
+/// scanning `/proc` (Linux); where `/proc` is absent this does nothing. Repeats while it finds
+/// some, so children forked during the sweep are caught too.
+pub(crate) fn kill_marked(marker: &str, id: &str) {
+    let needle = format!("{marker}={id}");
+    let own = std::process::id();
+    for _ in 0..5 {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        let mut killed = 0;
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == own {
+                continue;
+            }
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if environ
+                .split(|b| *b == 0)
+                .any(|var| var == needle.as_bytes())
+            {
+                let Ok(raw) = i32::try_from(pid) else {
+                    continue;
+                };
+                if nix::sys::signal::kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
+                    killed += 1;
+                }
+            }
+        }
+        if killed == 0 {
+            return;
+        }
+    }
+}
