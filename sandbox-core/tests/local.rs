@@ -581,6 +581,24 @@ async fn connect_finds_sandboxes_across_providers_and_rejects_unknown_ids() {
 }
 
 #[tokio::test]
+async fn remove_refuses_the_host_root_and_the_sandbox_itself() {
+    let sb = sandbox().await;
+    for path in [
+        "/",
+        ".",
+        "..",
+        "a/../..",
+        "../../../../../../../..",
+        sb.dir().to_str().unwrap(),
+    ] {
+        let err = sb.remove(path).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{path}: {err}");
+    }
+    assert!(sb.dir().exists());
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
 async fn destroy_kills_processes_a_finished_command_left_running() {
     let sb = sandbox().await;
     let out = sb

@@ -88,6 +88,22 @@ use std::time::{Duration, SystemTime};
 /// The provider's name.
 const NAME: &str = "local";
 
+/// `path` with `.` and `..` resolved by text, without touching the filesystem.
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Environment variable carrying the sandbox id into every process it starts (and, by
 /// inheritance, their children), so destroy finds processes that left their process group.
 pub const SANDBOX_MARKER: &str = "SANDBOX_SDK_LOCAL_SANDBOX";
@@ -812,6 +828,13 @@ impl Sandbox for LocalSandbox {
     async fn remove(&self, path: &str) -> Result<()> {
         self.files_op("remove", |inner| async move {
             let target = inner.resolve(path)?;
+            // Absolute paths are host paths; never remove a host root or the sandbox itself.
+            let target_clean = lexically_normal(&target);
+            if target_clean.parent().is_none() || inner.work.starts_with(&target_clean) {
+                return Err(Error::validation(format!(
+                    "refusing to remove {path}: it contains the sandbox's working directory"
+                )));
+            }
             fs::remove(&target, path).await
         })
         .await
