@@ -280,6 +280,28 @@ async fn the_timeout_error_of_a_command_with_secret_args_does_not_show_them() {
 }
 
 #[tokio::test]
+async fn background_processes_can_be_attached_and_killed_by_tag() {
+    let sb = sandbox().await;
+    let cmd = Command::shell("printf ready; sleep 100")
+        .background()
+        .tag("web");
+    let pid: i32 = sb.exec(&cmd).await.unwrap().pid().parse().unwrap();
+    let listed = sb.processes().await.unwrap();
+    assert!(
+        listed.iter().any(|p| p.tag.as_deref() == Some("web")),
+        "{listed:?}"
+    );
+    let attached = sb.attach("web").await.unwrap();
+    assert_eq!(attached.pid(), pid.to_string());
+    sb.kill_process("web").await.unwrap();
+    assert!(attached.wait().await.unwrap().signal.is_some());
+    eventually("the tagged process is gone", || gone(pid)).await;
+    let err = sb.attach("no-such-tag").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test]
 async fn background_processes_outlive_their_handle_and_can_be_listed_attached_and_killed() {
     let sb = sandbox().await;
     let mut p = sb

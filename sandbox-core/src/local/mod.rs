@@ -580,11 +580,19 @@ impl Inner {
         }))
     }
 
+    /// A process by pid, or else by tag (if several carry it, the one with the highest pid).
     fn find_process(&self, pid: &str) -> Result<Arc<ProcState>> {
-        let found = pid
-            .parse::<u32>()
-            .ok()
-            .and_then(|n| lock(&self.processes).get(&n).cloned());
+        let processes = lock(&self.processes);
+        let by_pid = pid.parse::<u32>().ok().and_then(|n| processes.get(&n));
+        let by_tag = || {
+            processes
+                .iter()
+                .filter(|(_, state)| state.tag.as_deref() == Some(pid))
+                .max_by_key(|(n, _)| **n)
+                .map(|(_, state)| state)
+        };
+        let found = by_pid.or_else(by_tag).cloned();
+        drop(processes);
         found.ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
@@ -612,9 +620,10 @@ impl Inner {
         err.seek(std::io::SeekFrom::End(0))
             .await
             .map_err(|e| fs::io_error(e, "cannot read output of process", pid))?;
+        let real_pid = state.pgid.to_string();
         let control = Arc::new(GroupControl(state.clone(), self.id.clone()));
         let events = self.in_context(process::tail_stream(out, err, state), "attach");
-        Ok(Process::new(pid, events, None, control).with_emulated_streaming())
+        Ok(Process::new(real_pid, events, None, control).with_emulated_streaming())
     }
 }
 
