@@ -71,12 +71,15 @@ pub fn poll_script() -> String {
 }
 
 /// `sh -c KILL sh DIR [CLEAN]`: kills the process's session (or the process and its children),
+/// the group spelled `kill -s KILL -- -PID` (dash rejects `kill -KILL -- -PID`) or, failing that,
+/// `kill -KILL -PID`;
 /// and records `s9` as its exit when it had not exited yet. With CLEAN=1 it then removes the
 /// process directory (nobody will poll it again: a timed-out or dropped foreground process).
 pub const KILL: &str = r#"d=$1 c=$2
 p=$(cat "$d/pid" 2>/dev/null) || { echo "no such process" >&2; exit 44; }
 if [ ! -f "$d/exit" ]; then
-  kill -KILL -- "-$p" 2>/dev/null || { pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }
+  kill -s KILL -- "-$p" 2>/dev/null || kill -KILL "-$p" 2>/dev/null ||
+    { pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }
   [ -f "$d/exit" ] || { echo s9 >"$d/exit.t"; mv "$d/exit.t" "$d/exit"; }
 fi
 if [ "$c" = 1 ]; then rm -rf "$d"; fi
@@ -310,6 +313,63 @@ mod tests {
         assert!(!exit.success(), "{exit:?}");
         let gone = run(KILL, &[&format!("{root_s}/nope")], b"");
         assert_eq!(gone.status.code(), Some(44));
+
+        // The whole session dies, grandchildren included (not just the wrapping shell).
+        let grandchild = root.join("grandchild.pid");
+        let dir4 = format!("{root_s}/tree");
+        let out = run(
+            &run_script(),
+            &[
+                &dir4,
+                "0",
+                "0",
+                "0",
+                "0",
+                "{}",
+                "0",
+                "sh",
+                "-c",
+                "sleep 33 & echo $! >\"$1\"; wait",
+                "sh",
+                grandchild.to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut pid = String::new();
+        for _ in 0..100 {
+            pid = std::fs::read_to_string(&grandchild).unwrap_or_default();
+            if pid.ends_with('\n') {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let pid = pid.trim().to_owned();
+        assert!(!pid.is_empty(), "the grandchild started");
+        assert!(run(KILL, &[&dir4], b"").status.success());
+        // Gone, or a zombie waiting for a reaper: either way no longer running.
+        let stat = format!("/proc/{pid}/stat");
+        let mut dead = false;
+        for _ in 0..100 {
+            dead = std::fs::read_to_string(&stat)
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .unwrap_or(true);
+            if dead {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(dead, "grandchild {pid} survived the kill");
 
         // A kill with CLEAN=1 (timeout, dropped handle) leaves nothing behind in the machine.
         let dir3 = format!("{root_s}/overdue");
