@@ -81,6 +81,10 @@ impl fmt::Debug for E2bSandbox {
     }
 }
 
+/// The time to live a new sandbox gets when none is asked for: `NewSandboxV2`'s `timeout`
+/// default, which the SDKs rely on (PROTOCOL.md §1.2).
+const DEFAULT_TTL: Duration = Duration::from_secs(300);
+
 /// Whole seconds, rounded up; saturates for absurd durations (`Duration::MAX`) instead of
 /// overflowing, so the service rejects them rather than the caller panicking.
 fn secs(d: Duration) -> u64 {
@@ -225,21 +229,25 @@ impl E2bSandbox {
     }
 
     /// Forks into `count` children (1..=100); each child is reported on its own, so a partial
-    /// failure leaves the others usable.
+    /// failure leaves the others usable. Each child lives as long as the caller asked for this
+    /// sandbox, or 300 s (the create default) when nothing was asked.
     pub async fn fork_many(&self, count: u32) -> Result<Vec<ForkOutcome>> {
         if !(1..=100).contains(&count) {
             return Err(Error::validation("fork count must be between 1 and 100")
                 .with_provider(PROVIDER)
                 .with_operation("fork"));
         }
-        let ttl = self.ttl();
+        // PROTOCOL.md §1.2: the fork endpoint's own `timeout` default is 15 s, while a create
+        // (`POST /v2/sandboxes`, `NewSandboxV2`) defaults to 300 s, which is what the SDKs use. So
+        // the TTL is always sent: the one the caller asked for the parent, else that 300 s.
+        let ttl = self.ttl().unwrap_or(DEFAULT_TTL);
         let results: Vec<ForkResult> = self
             .shared
             .api
             .request(Method::Post, &self.path("/fork"))
             .json(&ForkBody {
                 count,
-                timeout: ttl.map(secs),
+                timeout: Some(secs(ttl)),
             })
             .operation("fork")
             .sandbox_id(&self.id)
@@ -248,7 +256,7 @@ impl E2bSandbox {
         Ok(results
             .into_iter()
             .map(|r| match (r.sandbox, r.error) {
-                (Some(created), _) => E2bSandbox::new(self.shared.clone(), created, ttl),
+                (Some(created), _) => E2bSandbox::new(self.shared.clone(), created, Some(ttl)),
                 (None, error) => {
                     let (status, message) =
                         error.map(|e| (e.code, e.message)).unwrap_or((None, None));

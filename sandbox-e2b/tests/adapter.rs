@@ -417,7 +417,9 @@ async fn fork_reports_each_child_and_partial_failures() {
     let sandbox = connected(&server).await;
     Mock::given(method("POST"))
         .and(path(format!("/sandboxes/{SB}/fork")))
-        .and(body_json(serde_json::json!({"count": 2})))
+        // Opened with `connect(id)` and no TTL: the children get the create default (300 s),
+        // never the fork endpoint's own default of 15 s.
+        .and(body_json(serde_json::json!({"count": 2, "timeout": 300})))
         .respond_with(ResponseTemplate::new(201).set_body_json(serde_json::json!([
             {"sandbox": created_body("ichild0000000000000001")},
             {"error": {"code": 503, "message": "no capacity"}}
@@ -431,6 +433,31 @@ async fn fork_reports_each_child_and_partial_failures() {
     let e = children[1].as_ref().unwrap_err();
     assert_eq!(e.status(), Some(503));
     assert!(e.message().contains("no capacity"));
+}
+
+#[tokio::test]
+async fn fork_gives_children_the_ttl_the_caller_asked_for_the_parent() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({"timeout": 45})))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.set_timeout(Duration::from_secs(45)).await.unwrap();
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/fork")))
+        .and(body_json(serde_json::json!({"count": 1, "timeout": 45})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(serde_json::json!([
+            {"sandbox": created_body("ichild0000000000000001")}
+        ])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let children = sandbox.fork_many(1).await.unwrap();
+    assert_eq!(children[0].as_ref().unwrap().id(), "ichild0000000000000001");
 }
 
 #[tokio::test]
