@@ -47,6 +47,16 @@ impl fmt::Debug for FlySandbox {
     }
 }
 
+/// A Go duration for the stop body: whole seconds as `10s`, anything finer in milliseconds
+/// (`1500ms`), so a sub-second grace period does not become `0s` (an immediate kill).
+fn go_duration(t: Duration) -> String {
+    if t.subsec_nanos() == 0 {
+        format!("{}s", t.as_secs())
+    } else {
+        format!("{}ms", t.as_millis().max(1))
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -227,7 +237,7 @@ impl FlySandbox {
     pub async fn stop_with(&self, signal: Option<&str>, timeout: Option<Duration>) -> Result<()> {
         let body = StopRequest {
             signal: signal.map(str::to_owned),
-            timeout: timeout.map(|t| format!("{}s", t.as_secs())),
+            timeout: timeout.map(go_duration),
         };
         let nonce = self.lease_nonce();
         self.api
@@ -496,5 +506,19 @@ impl Sandbox for FlySandbox {
 
     async fn metrics(&self) -> Result<Metrics> {
         Err(self.unsupported("metrics"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_grace_periods_keep_their_precision() {
+        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(go_duration(Duration::from_millis(500)), "500ms");
+        assert_eq!(go_duration(Duration::from_nanos(1)), "1ms");
+        assert_eq!(go_duration(Duration::ZERO), "0s");
     }
 }
