@@ -6,7 +6,7 @@ use crate::capabilities::CAPABILITIES;
 use crate::sandbox::E2bSandbox;
 use crate::wire::{
     AutoResume, ConnectBody, NetworkConfig, NewSandbox, NewVolume, SandboxCreated, SandboxDetail,
-    SnapshotWire, Volume, VolumeMount,
+    SnapshotWire, TimeoutBody, Volume, VolumeMount,
 };
 use futures::{StreamExt, TryStreamExt};
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
@@ -219,9 +219,26 @@ impl E2bProvider {
     }
 
     /// Connects to a sandbox, resuming it when paused (`POST /v2/sandboxes/{id}/connect`). With
-    /// `timeout`, the time to live is extended to at least that long from now. The id the
-    /// service returns is the one kept.
+    /// `timeout`, the sandbox then lives exactly that long from now, shorter or longer than
+    /// before. The id the service returns is the one kept.
     pub async fn connect_sandbox(&self, id: &str, timeout: Option<Duration>) -> Result<E2bSandbox> {
+        let created = self.connect_raw(id, timeout, "connect").await?;
+        E2bSandbox::new(self.shared.clone(), created, timeout)
+    }
+
+    /// `POST /v2/sandboxes/{id}/connect`, then, when the caller gave a TTL,
+    /// `POST /sandboxes/{id}/timeout` with it on the id the service returned.
+    ///
+    /// PROTOCOL.md §1.2: connect only ever extends the TTL, while `/timeout` sets it to
+    /// *now + timeout* and can shorten it. The connect answer (`Sandbox`) carries no end time to
+    /// compare with, so the follow-up is sent whenever a TTL was given: one more call, and the
+    /// sandbox lives exactly as long as asked. Without a TTL, the TTL is left as it is.
+    pub(crate) async fn connect_raw(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+        operation: &str,
+    ) -> Result<SandboxCreated> {
         let created: SandboxCreated = self
             .shared
             .api
@@ -232,11 +249,27 @@ impl E2bProvider {
             .json(&ConnectBody {
                 timeout: timeout.map(secs),
             })
-            .operation("connect")
+            .operation(operation)
             .sandbox_id(id)
             .send_json()
             .await?;
-        E2bSandbox::new(self.shared.clone(), created, timeout)
+        if let Some(timeout) = timeout {
+            let kept = &created.sandbox_id;
+            self.shared
+                .api
+                .request(
+                    Method::Post,
+                    &format!("/sandboxes/{}/timeout", encode_path_segment(kept)),
+                )
+                .json(&TimeoutBody {
+                    timeout: secs(timeout),
+                })
+                .operation(operation)
+                .sandbox_id(kept)
+                .send_empty()
+                .await?;
+        }
+        Ok(created)
     }
 
     /// Details of one sandbox (`GET /sandboxes/{id}`) in the common shape.

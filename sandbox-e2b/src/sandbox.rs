@@ -9,7 +9,7 @@ use crate::files::file_signature;
 use crate::process;
 use crate::provider::{E2bProvider, Shared};
 use crate::wire::{
-    ConnectBody, ForkBody, ForkResult, ListResponse, LogEntry, LogsWire, NetworkUpdate, PauseBody,
+    ForkBody, ForkResult, ListResponse, LogEntry, LogsWire, NetworkUpdate, PauseBody,
     SandboxCreated, SandboxMetric, Selector, SnapshotBody, SnapshotWire, TimeoutBody,
 };
 use bytes::Bytes;
@@ -201,22 +201,13 @@ impl E2bSandbox {
     }
 
     /// Resumes (or refreshes) the sandbox through connect with `timeout` as its time to live;
-    /// `None` keeps what the caller asked for before.
+    /// `None` keeps what the caller asked for before. When a TTL applies, the sandbox then lives
+    /// exactly that long from now, even if it had more left (connect alone only extends).
     pub async fn resume_with(&self, timeout: Option<Duration>) -> Result<()> {
         let timeout = timeout.or_else(|| self.ttl());
-        let created: SandboxCreated = self
-            .shared
-            .api
-            .request(
-                Method::Post,
-                &format!("/v2/sandboxes/{}/connect", encode_path_segment(&self.id)),
-            )
-            .json(&ConnectBody {
-                timeout: timeout.map(secs),
-            })
-            .operation("resume")
-            .sandbox_id(&self.id)
-            .send_json()
+        let created = self
+            .provider()
+            .connect_raw(&self.id, timeout, "resume")
             .await?;
         if created.sandbox_id != self.id {
             return Err(bad_response(
@@ -225,6 +216,7 @@ impl E2bSandbox {
                 "the service resumed a sandbox with another id; connect to it by that id",
             ));
         }
+        *self.ttl.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
         Ok(())
     }
 

@@ -226,6 +226,14 @@ async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
         .expect(1)
         .mount(&server)
         .await;
+    // The TTL the create asked for applies to the reused sandbox too, shorter or not.
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({"timeout": 60})))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
     Mock::given(method("POST"))
         .and(path("/v2/sandboxes"))
         .respond_with(ResponseTemplate::new(500))
@@ -292,7 +300,8 @@ async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
         .and(path(format!("/sandboxes/{SB}/timeout")))
         .and(body_json(serde_json::json!({"timeout": 600})))
         .respond_with(ResponseTemplate::new(204))
-        .expect(1)
+        // Once by set_timeout, once after resume reapplies the TTL through connect.
+        .expect(2)
         .mount(&server)
         .await;
     sandbox.set_timeout(Duration::from_secs(600)).await.unwrap();
@@ -329,6 +338,91 @@ async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
         .mount(&server)
         .await;
     sandbox.resume().await.unwrap();
+}
+
+/// The methods and paths the server saw, in order.
+async fn seen(server: &MockServer) -> Vec<String> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.url.path()))
+        .collect()
+}
+
+#[tokio::test]
+async fn connect_with_a_ttl_then_sets_exactly_that_ttl() {
+    // Connect only ever extends the TTL (PROTOCOL.md §1.2), so a shorter TTL than the sandbox
+    // has left would be ignored; the follow-up `POST /sandboxes/{id}/timeout` applies it.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .and(body_json(serde_json::json!({"timeout": 60})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({"timeout": 60})))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server)
+        .connect_sandbox(SB, Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), SB);
+    assert_eq!(
+        seen(&server).await,
+        [
+            format!("POST /v2/sandboxes/{SB}/connect"),
+            format!("POST /sandboxes/{SB}/timeout"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn resume_with_a_ttl_then_sets_exactly_that_ttl() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .and(body_json(serde_json::json!({"timeout": 30})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({"timeout": 30})))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox
+        .resume_with(Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(
+        seen(&server).await[1..],
+        [
+            format!("POST /v2/sandboxes/{SB}/connect"),
+            format!("POST /sandboxes/{SB}/timeout"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn connect_without_a_ttl_leaves_the_ttl_alone() {
+    let server = MockServer::start().await;
+    let _sandbox = connected(&server).await;
+    assert_eq!(
+        seen(&server).await,
+        [format!("POST /v2/sandboxes/{SB}/connect")]
+    );
 }
 
 #[tokio::test]
