@@ -721,7 +721,13 @@ pub(crate) async fn start_polled(
             let input = collected.await?;
             let path = format!("{}.in", process_dir(&ids[0]));
             crate::files::upload_bytes(&api, &machine, &path, input).await?;
-            launch(&api, &machine, &ids, &cmd, clean, true, reuse).await
+            let launched = launch(&api, &machine, &ids, &cmd, clean, true, reuse).await;
+            if launched.is_err() {
+                // The launch moves the stdin file into the process directory; when it failed
+                // (the tag is taken, ...) the file would stay beside the directories forever.
+                crate::files::remove_part(&api, &machine, &path).await;
+            }
+            launched
         }
         .await;
         match started {

@@ -147,8 +147,9 @@ pub(crate) async fn upload(
     }
 }
 
-/// Best effort removal of a partial upload after a failure (the failure is what gets reported).
-async fn remove_part(api: &Api, machine: &str, part: &str) {
+/// Best effort removal of a partial upload (or of a stdin file nobody will read) after a
+/// failure; the failure is what gets reported.
+pub(crate) async fn remove_part(api: &Api, machine: &str, part: &str) {
     if let Err(e) = run_script(api, machine, scripts::CLEANUP, &[part], None, 10).await {
         tracing::debug!(error = %e, "fly: could not remove a partial upload");
     }

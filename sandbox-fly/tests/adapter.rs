@@ -206,6 +206,27 @@ async fn a_failed_upload_removes_its_partial_file() {
 }
 
 #[tokio::test]
+async fn a_launch_that_fails_removes_the_stdin_file_it_uploaded() {
+    let r = Replay::start("fly_stdin_cleanup").await;
+    let sandbox = r.provider().connect_machine(ID).await.unwrap();
+    let mut p = sandbox
+        .exec(&Command::new("cat").stdin().tag("job"))
+        .await
+        .unwrap();
+    let mut stdin = p.take_stdin().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"hi")
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::shutdown(&mut stdin)
+        .await
+        .unwrap();
+    let err = p.output().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    assert!(err.message().contains("process id job"), "{err}");
+    r.verify().await;
+}
+
+#[tokio::test]
 async fn a_retried_create_adopts_the_machine_made_under_its_key() {
     let r = Replay::start("fly_idempotent_create").await;
     let fly = r.provider();
