@@ -21,7 +21,7 @@ use sandbox_sdk_core::{
 };
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How [`E2bSandbox::pause_with`] pauses.
@@ -52,14 +52,47 @@ pub struct LogQuery {
 /// One child of [`E2bSandbox::fork_many`]: the new sandbox, or why it did not start.
 pub type ForkOutcome = Result<E2bSandbox>;
 
-/// A running E2B sandbox. Cheap to clone.
+/// How to reach a sandbox, as the service's latest answer for it says: replaced when a resume
+/// returns another domain or envd token.
+#[derive(Clone)]
+struct Conn {
+    envd: Envd,
+    domain: String,
+    traffic_token: Option<String>,
+}
+
+impl Conn {
+    /// From a create/connect answer: its `domain` replaces the client's for envd and hosts
+    /// (PROTOCOL.md §0), and its envd token is the one sent.
+    fn from_answer(shared: &Shared, created: &SandboxCreated) -> Result<Self> {
+        let domain = created
+            .domain
+            .clone()
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| shared.domain.clone());
+        let base = envd_base_url(shared.sandbox_url.as_deref(), &domain, &created.sandbox_id);
+        let http = shared.envd.with_base_url(&base)?;
+        let envd = Envd {
+            http,
+            sandbox_id: created.sandbox_id.clone(),
+            access_token: created.envd_access_token.clone(),
+            user: shared.user.clone(),
+            request_timeout: shared.envd.timeout(),
+        };
+        Ok(Conn {
+            envd,
+            domain,
+            traffic_token: created.traffic_access_token.clone(),
+        })
+    }
+}
+
+/// A running E2B sandbox. Cheap to clone; clones share what a resume learns.
 #[derive(Clone)]
 pub struct E2bSandbox {
     id: String,
     shared: Arc<Shared>,
-    envd: Envd,
-    domain: String,
-    traffic_token: Option<String>,
+    conn: Arc<RwLock<Conn>>,
     envd_version: Option<String>,
     template: Option<String>,
     ttl: Arc<Mutex<Option<Duration>>>,
@@ -67,13 +100,14 @@ pub struct E2bSandbox {
 
 impl fmt::Debug for E2bSandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let conn = self.conn();
         f.debug_struct("E2bSandbox")
             .field("id", &self.id)
-            .field("domain", &self.domain)
-            .field("envd", &self.envd)
+            .field("domain", &conn.domain)
+            .field("envd", &conn.envd)
             .field(
                 "traffic_token",
-                &self.traffic_token.as_ref().map(|_| "<redacted>"),
+                &conn.traffic_token.as_ref().map(|_| "<redacted>"),
             )
             .field("envd_version", &self.envd_version)
             .field("template", &self.template)
@@ -121,26 +155,11 @@ impl E2bSandbox {
         created: SandboxCreated,
         ttl: Option<Duration>,
     ) -> Result<Self> {
-        let domain = created
-            .domain
-            .clone()
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| shared.domain.clone());
-        let base = envd_base_url(shared.sandbox_url.as_deref(), &domain, &created.sandbox_id);
-        let http = shared.envd.with_base_url(&base)?;
-        let envd = Envd {
-            http,
-            sandbox_id: created.sandbox_id.clone(),
-            access_token: created.envd_access_token.clone(),
-            user: shared.user.clone(),
-            request_timeout: shared.envd.timeout(),
-        };
+        let conn = Conn::from_answer(&shared, &created)?;
         Ok(E2bSandbox {
             id: created.sandbox_id,
             shared,
-            envd,
-            domain,
-            traffic_token: created.traffic_access_token,
+            conn: Arc::new(RwLock::new(conn)),
             envd_version: created.envd_version,
             template: created.alias.or(created.template_id),
             ttl: Arc::new(Mutex::new(ttl)),
@@ -155,6 +174,14 @@ impl E2bSandbox {
         format!("/sandboxes/{}{suffix}", encode_path_segment(&self.id))
     }
 
+    fn conn(&self) -> Conn {
+        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn envd(&self) -> Envd {
+        self.conn().envd
+    }
+
     fn ttl(&self) -> Option<Duration> {
         *self.ttl.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -164,9 +191,9 @@ impl E2bSandbox {
         self.envd_version.as_deref()
     }
 
-    /// The domain of the sandbox's hosts.
-    pub fn domain(&self) -> &str {
-        &self.domain
+    /// The domain of the sandbox's hosts, as the service last said.
+    pub fn domain(&self) -> String {
+        self.conn().domain
     }
 
     /// The template it was made from, when the service said.
@@ -203,21 +230,24 @@ impl E2bSandbox {
     /// Resumes (or refreshes) the sandbox through connect with `timeout` as its time to live;
     /// `None` keeps what the caller asked for before. When a TTL applies, the sandbox then lives
     /// exactly that long from now, even if it had more left (connect alone only extends).
-    pub async fn resume_with(&self, timeout: Option<Duration>) -> Result<()> {
+    ///
+    /// Returns the sandbox as the service answered: the id it returns is the one kept, and a new
+    /// `domain` or envd token in the answer is used from now on. When the id is unchanged, this
+    /// handle (and its clones) is updated too and the returned handle is a clone of it; when the
+    /// service returns another id, use the returned handle.
+    pub async fn resume_with(&self, timeout: Option<Duration>) -> Result<E2bSandbox> {
         let timeout = timeout.or_else(|| self.ttl());
         let created = self
             .provider()
             .connect_raw(&self.id, timeout, "resume")
             .await?;
         if created.sandbox_id != self.id {
-            return Err(bad_response(
-                "resume",
-                Some(&self.id),
-                "the service resumed a sandbox with another id; connect to it by that id",
-            ));
+            return E2bSandbox::new(self.shared.clone(), created, timeout);
         }
+        let conn = Conn::from_answer(&self.shared, &created)?;
+        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = conn;
         *self.ttl.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
-        Ok(())
+        Ok(self.clone())
     }
 
     /// Forks into `count` children (1..=100); each child is reported on its own, so a partial
@@ -342,7 +372,7 @@ impl E2bSandbox {
         } else {
             "SIGNAL_SIGKILL"
         };
-        process::send_signal(&self.envd, Selector::parse(pid_or_tag), signal).await
+        process::send_signal(&self.envd(), Selector::parse(pid_or_tag), signal).await
     }
 
     /// Writes several files in one multipart request (one part per file).
@@ -354,8 +384,9 @@ impl E2bSandbox {
             total += data.len() as u64;
             form = form.bytes("file", &path, "application/octet-stream", data);
         }
-        let mut req = self.envd.request(Method::Post, "/files", "write_file");
-        if let Some(user) = &self.envd.user {
+        let envd = self.envd();
+        let mut req = envd.request(Method::Post, "/files", "write_file");
+        if let Some(user) = &envd.user {
             req = req.query("username", user);
         }
         let _written: Vec<crate::wire::WrittenEntry> = req.multipart(form).send_json().await?;
@@ -373,7 +404,8 @@ impl E2bSandbox {
         expires_in: Option<Duration>,
     ) -> Result<String> {
         sandbox_sdk_core::validate_path(path)?;
-        let token = self.envd.access_token.as_deref().ok_or_else(|| {
+        let conn = self.conn();
+        let token = conn.envd.access_token.as_deref().ok_or_else(|| {
             Error::new(
                 ErrorKind::NotSupported,
                 "this sandbox has no envd access token, so its file URLs need no signature",
@@ -381,7 +413,7 @@ impl E2bSandbox {
             .with_provider(PROVIDER)
             .with_sandbox_id(&self.id)
         })?;
-        let user = user.or(self.envd.user.as_deref());
+        let user = user.or(conn.envd.user.as_deref());
         let expiration = expires_in.map(|d| {
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -392,7 +424,7 @@ impl E2bSandbox {
         let signature = file_signature(path, operation, user.unwrap_or(""), token, expiration);
         let mut url = url::Url::parse(&format!(
             "https://{}/files",
-            port_host(ENVD_PORT, &self.id, &self.domain)
+            port_host(ENVD_PORT, &self.id, &conn.domain)
         ))
         .map_err(|e| Error::validation(format!("invalid sandbox URL: {e}")))?;
         {
@@ -457,12 +489,12 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn exec(&self, command: &Command) -> Result<Process> {
-        process::start(&self.envd, command).await
+        process::start(&self.envd(), command).await
     }
 
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         let list: ListResponse = self
-            .envd
+            .envd()
             .unary("process.Process/List", "processes", &serde_json::json!({}))
             .await?;
         Ok(list
@@ -483,11 +515,11 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn attach(&self, pid: &str) -> Result<Process> {
-        process::attach(&self.envd, Selector::parse(pid)).await
+        process::attach(&self.envd(), Selector::parse(pid)).await
     }
 
     async fn kill_process(&self, pid: &str) -> Result<()> {
-        process::send_signal(&self.envd, Selector::parse(pid), "SIGNAL_SIGKILL").await
+        process::send_signal(&self.envd(), Selector::parse(pid), "SIGNAL_SIGKILL").await
     }
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
@@ -495,39 +527,39 @@ impl Sandbox for E2bSandbox {
             .envd_version
             .as_deref()
             .is_none_or(|v| version_at_least(v, [0, 5, 7]));
-        self.envd.upload_stream(path, body, raw_ok).await
+        self.envd().upload_stream(path, body, raw_ok).await
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
-        self.envd.upload_multipart(path, data).await
+        self.envd().upload_multipart(path, data).await
     }
 
     async fn download(&self, path: &str) -> Result<Download> {
-        self.envd.download(path).await
+        self.envd().download(path).await
     }
 
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
-        self.envd.list_dir(path, options).await
+        self.envd().list_dir(path, options).await
     }
 
     async fn stat(&self, path: &str) -> Result<FileInfo> {
-        self.envd.stat(path).await
+        self.envd().stat(path).await
     }
 
     async fn mkdir(&self, path: &str) -> Result<()> {
-        self.envd.make_dir(path).await
+        self.envd().make_dir(path).await
     }
 
     async fn remove(&self, path: &str) -> Result<()> {
-        self.envd.remove(path).await
+        self.envd().remove(path).await
     }
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.envd.rename(from, to).await
+        self.envd().rename(from, to).await
     }
 
     async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
-        self.envd.watch(path, recursive).await
+        self.envd().watch(path, recursive).await
     }
 
     async fn stop(&self) -> Result<()> {
@@ -539,7 +571,22 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn resume(&self) -> Result<()> {
-        self.resume_with(None).await
+        let resumed = self.resume_with(None).await?;
+        if resumed.id != self.id {
+            // This handle's id cannot change under the trait; the inherent `resume_with`
+            // hands back the sandbox under the id the service kept.
+            return Err(Error::new(
+                ErrorKind::Provider,
+                format!(
+                    "sandbox {} was resumed as sandbox {}; use E2bSandbox::resume_with or connect to that id",
+                    self.id, resumed.id
+                ),
+            )
+            .with_provider(PROVIDER)
+            .with_operation("resume")
+            .with_sandbox_id(&self.id));
+        }
+        Ok(())
     }
 
     async fn destroy(&self) -> Result<()> {
@@ -576,15 +623,16 @@ impl Sandbox for E2bSandbox {
         if port == 0 {
             return Err(Error::validation("port 0 cannot be exposed").with_provider(PROVIDER));
         }
+        let conn = self.conn();
         let mut headers = BTreeMap::new();
-        if let Some(token) = &self.traffic_token {
+        if let Some(token) = &conn.traffic_token {
             headers.insert("e2b-traffic-access-token".to_owned(), token.clone());
         }
         Ok(PreviewLink {
-            url: format!("https://{}", port_host(port, &self.id, &self.domain)),
+            url: format!("https://{}", port_host(port, &self.id, &conn.domain)),
             port,
             headers,
-            token: self.traffic_token.clone(),
+            token: conn.traffic_token,
             expires_at: None,
         })
     }

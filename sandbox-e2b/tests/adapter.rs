@@ -415,6 +415,96 @@ async fn resume_with_a_ttl_then_sets_exactly_that_ttl() {
     );
 }
 
+/// The connect answer for `id` with its own domain and envd token.
+fn resumed_body(id: &str, domain: &str, token: &str) -> serde_json::Value {
+    let mut body = created_body(id);
+    body["domain"] = domain.into();
+    body["envdAccessToken"] = token.into();
+    body
+}
+
+/// Mounts a MakeDir that only answers envd requests for `id` carrying `token`.
+async fn mkdir_for(server: &MockServer, id: &str, token: &str) {
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/MakeDir"))
+        .and(header("e2b-sandbox-id", id))
+        .and(header("x-access-token", token))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn resume_picks_up_a_new_domain_and_envd_token() {
+    // PROTOCOL.md §0: a `domain` in the connect answer replaces the client's for envd; the
+    // envd token is the one the answer carries.
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    assert_eq!(sandbox.domain(), "e2b.app");
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(resumed_body(
+            SB,
+            "eu.e2b.dev",
+            "tok_new",
+        )))
+        // Ahead of the first connect's mock, which matches the same request.
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    sandbox.resume().await.unwrap();
+    assert_eq!(sandbox.domain(), "eu.e2b.dev");
+    assert_eq!(
+        sandbox.preview_link(8080).await.unwrap().url,
+        format!("https://8080-{SB}.eu.e2b.dev")
+    );
+    mkdir_for(&server, SB, "tok_new").await;
+    sandbox.mkdir("/home/user/d").await.unwrap();
+}
+
+#[tokio::test]
+async fn resume_keeps_the_id_the_service_returns() {
+    const NEW: &str = "inew00000000000000001";
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(resumed_body(
+            NEW,
+            "eu.e2b.dev",
+            "tok_new",
+        )))
+        // Ahead of the first connect's mock, which matches the same request.
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let resumed = sandbox.resume_with(None).await.unwrap();
+    assert_eq!(resumed.id(), NEW);
+    assert_eq!(resumed.domain(), "eu.e2b.dev");
+    mkdir_for(&server, NEW, "tok_new").await;
+    resumed.mkdir("/home/user/d").await.unwrap();
+}
+
+#[tokio::test]
+async fn trait_resume_under_another_id_fails_naming_it() {
+    const NEW: &str = "inew00000000000000001";
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(NEW)))
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = sandbox.resume().await.unwrap_err();
+    assert!(e.message().contains(NEW), "{e}");
+    assert_eq!(sandbox.id(), SB);
+}
+
 #[tokio::test]
 async fn connect_without_a_ttl_leaves_the_ttl_alone() {
     let server = MockServer::start().await;
