@@ -207,7 +207,7 @@ impl E2bSandbox {
     }
 
     /// Pauses the sandbox, keeping memory or only the filesystem. `false` when it was already
-    /// paused (409).
+    /// paused (a 409 saying so); a 409 for a state change in progress is a `Conflict` error.
     pub async fn pause_with(&self, mode: PauseMode) -> Result<bool> {
         let r = self
             .shared
@@ -222,7 +222,16 @@ impl E2bSandbox {
             .await;
         match r {
             Ok(()) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::Conflict => Ok(false),
+            // PROTOCOL.md §1.2: 409 on pause is "already paused" (the SDKs return false), but a
+            // 409 also answers a sandbox still changing state (REST "state change in progress",
+            // the proxy's "still transitioning", §0): that pause did not happen, so only a body
+            // saying "already paused" is `false`; any other conflict stays an error.
+            Err(e)
+                if e.kind() == ErrorKind::Conflict
+                    && e.message().to_ascii_lowercase().contains("already paused") =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }

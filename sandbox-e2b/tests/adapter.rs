@@ -516,6 +516,40 @@ async fn connect_without_a_ttl_leaves_the_ttl_alone() {
 }
 
 #[tokio::test]
+async fn pause_conflicts_other_than_already_paused_are_errors() {
+    // PROTOCOL.md §1.2: a 409 on pause means "already paused" (SDK returns false), but a 409
+    // also comes for a sandbox still changing state (§0's "still transitioning"): that pause
+    // did not happen, so it is an error, not `false`.
+    for body in [
+        format!(r#"{{"code":409,"message":"Sandbox {SB} state change in progress"}}"#),
+        format!(
+            r#"{{"sandboxId":"{SB}","message":"The sandbox is still transitioning. Try again in a moment.","code":409}}"#
+        ),
+    ] {
+        let server = MockServer::start().await;
+        let sandbox = connected(&server).await;
+        Mock::given(method("POST"))
+            .and(path(format!("/sandboxes/{SB}/pause")))
+            .respond_with(
+                ResponseTemplate::new(409)
+                    .set_body_raw(body.clone(), "application/json; charset=utf-8"),
+            )
+            .expect(2)
+            .mount(&server)
+            .await;
+        let e = sandbox
+            .pause_with(sandbox_e2b::PauseMode::Memory)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{body}");
+        assert_eq!(
+            sandbox.pause().await.unwrap_err().kind(),
+            ErrorKind::Conflict
+        );
+    }
+}
+
+#[tokio::test]
 async fn list_follows_next_token_lazily_and_filters() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
