@@ -35,7 +35,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, examples, README table",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures",
         run: ci::run,
     },
     Task {
