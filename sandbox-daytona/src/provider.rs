@@ -132,6 +132,43 @@ impl DaytonaCreate {
         }
     }
 
+    /// Refuses what Daytona would answer 400 to (PROTOCOL.md §1.1), before sending anything:
+    /// resources with a snapshot (a snapshot fixes the size), and a snapshot with an image.
+    fn check(&self) -> Result<()> {
+        let Some(snapshot) = &self.snapshot else {
+            return Ok(());
+        };
+        if self.image.is_some() {
+            return Err(Error::validation(format!(
+                "snapshot {snapshot:?} and image cannot both be set: Daytona starts a sandbox \
+                 from one or the other; keep only one"
+            ))
+            .with_provider(PROVIDER)
+            .with_operation("create"));
+        }
+        let resources: Vec<&str> = [
+            ("cpu", self.cpu.is_some()),
+            ("memory_gb", self.memory_gb.is_some()),
+            ("disk_gb", self.disk_gb.is_some()),
+            ("gpu", self.gpu.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
+        if resources.is_empty() {
+            return Ok(());
+        }
+        Err(Error::validation(format!(
+            "snapshot {snapshot:?} cannot be combined with resources ({}): Daytona sizes a \
+             sandbox from its snapshot; drop the resources, or set image instead of snapshot \
+             (resources apply to an image build), or make a snapshot of that size with \
+             DaytonaProvider::prepare",
+            resources.join(", ")
+        ))
+        .with_provider(PROVIDER)
+        .with_operation("create"))
+    }
+
     fn body(&self, default_target: Option<&String>) -> CreateSandboxBody {
         let csv = |v: &Vec<String>| (!v.is_empty()).then(|| v.join(","));
         CreateSandboxBody {
@@ -238,6 +275,7 @@ impl DaytonaProvider {
     /// (bounded by the builder's start timeout). A sandbox that ends in `error` or
     /// `build_failed` fails with the server's reason.
     pub async fn create_sandbox(&self, options: &DaytonaCreate) -> Result<DaytonaSandbox> {
+        options.check()?;
         let body = options.body(self.inner.config.target.as_ref());
         let dto: SandboxDto = self
             .inner
@@ -743,6 +781,7 @@ impl Provider for DaytonaProvider {
                 return Err(Error::validation(format!("env {key} contains a NUL byte")));
             }
         }
+        check_template_without_resources(spec)?;
         if let Some(key) = &spec.idempotency_key
             && let Some(dto) = self.find_by_idempotency_key(key).await?
         {
@@ -811,6 +850,37 @@ impl Provider for DaytonaProvider {
 }
 
 use futures::TryStreamExt;
+
+/// The core spec's template becomes a Daytona snapshot, and Daytona refuses resources with a
+/// snapshot (400 "Cannot specify Sandbox resources when using a snapshot", PROTOCOL.md §1.1),
+/// so that pair is refused here, in the spec's own field names, before anything is sent.
+fn check_template_without_resources(spec: &CreateSpec) -> Result<()> {
+    let Some(template) = &spec.template else {
+        return Ok(());
+    };
+    let r = &spec.resources;
+    let set: Vec<&str> = [
+        ("resources.cpus", r.cpus.is_some()),
+        ("resources.memory_mb", r.memory_mb.is_some()),
+        ("resources.disk_gb", r.disk_gb.is_some()),
+        ("resources.gpus", r.gpus.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    if set.is_empty() {
+        return Ok(());
+    }
+    Err(Error::validation(format!(
+        "template {template:?} cannot be combined with {}: on Daytona a template is a snapshot, \
+         which fixes the sandbox's size; drop the resources and use a snapshot of the size \
+         wanted (DaytonaProvider::prepare makes one), or create from an image with \
+         DaytonaProvider::create_sandbox and DaytonaCreate::image, where resources apply",
+        set.join(", ")
+    ))
+    .with_provider(PROVIDER)
+    .with_operation("create"))
+}
 
 #[cfg(test)]
 mod tests {

@@ -819,3 +819,56 @@ async fn prepare_activates_an_inactive_snapshot_once_and_waits() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_template_with_resources_is_refused_before_anything_is_sent() {
+    // Daytona answers 400 "Cannot specify Sandbox resources when using a snapshot"
+    // (PROTOCOL.md §1.1); the adapter says so itself, naming both fields and the way out.
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ok(sandbox("sb1", "started")))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let provider = provider(&server);
+    let spec = CreateSpec::new()
+        .template("snap")
+        .resources(sandbox_sdk_core::Resources {
+            cpus: Some(2),
+            memory_mb: Some(4096),
+            ..Default::default()
+        });
+    let err = provider.create(&spec).await.map(|_| ()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    let message = err.to_string();
+    for needle in ["template", "resources.cpus", "resources.memory_mb", "image"] {
+        assert!(message.contains(needle), "{needle} missing from: {message}");
+    }
+    // The same with Daytona's own options: a snapshot fixes the size.
+    let err = provider
+        .create_sandbox(&DaytonaCreate {
+            snapshot: Some("snap".into()),
+            disk_gb: Some(20),
+            gpu: Some(1),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    let message = err.to_string();
+    for needle in ["snapshot", "disk_gb", "gpu", "image"] {
+        assert!(message.contains(needle), "{needle} missing from: {message}");
+    }
+    // A snapshot and an image at once is refused too.
+    let err = provider
+        .create_sandbox(&DaytonaCreate {
+            snapshot: Some("snap".into()),
+            image: Some("python:3.12".into()),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+}
