@@ -611,7 +611,8 @@ pub(crate) fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
 }
 
 /// Opens the follow WebSocket with the same headers as every toolbox request. A refused
-/// upgrade goes through the adapter's error mapping like any other answer.
+/// upgrade goes through the adapter's error mapping and state check
+/// ([`Toolbox::explain_bad_gateway`]) like any other toolbox answer.
 async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Ws> {
     let config = &tb.inner.config;
     let url = ws_url(&tb.base, path)?;
@@ -654,7 +655,7 @@ async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Ws> {
             }
             let status = response.status().as_u16();
             let body = response.into_body().map(Bytes::from).unwrap_or_default();
-            return Err(map_error(&ErrorResponse {
+            let error = map_error(&ErrorResponse {
                 status,
                 headers: h,
                 body,
@@ -664,7 +665,10 @@ async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Ws> {
                 method: "GET".into(),
                 path: path.to_owned(),
                 provider: PROVIDER.into(),
-            }));
+            });
+            // The same state check as the HTTP path: an empty 502 from a stopped sandbox is
+            // `NotRunning` whichever way the request went.
+            return Err(tb.explain_bad_gateway(error).await);
         }
         Ok(Err(e)) => return Err(ws_error("log stream upgrade failed", e)),
         Ok(Ok(ok)) => ok,

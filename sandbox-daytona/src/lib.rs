@@ -47,7 +47,7 @@
 //! - **Errors**: one function, [`map_error`], reads both body shapes (API and daemon/proxy),
 //!   turns `Retry-After-{throttler}` headers into `QuotaExceeded` with the delay, and the
 //!   proxy's empty 502 into `Transport` — or `NotRunning` once a look at the sandbox shows it
-//!   is not started.
+//!   is not started, whether the 502 answered an HTTP request or a log-stream WebSocket upgrade.
 //! - **Previews**: preview links carry `x-daytona-preview-token` and the warning-skip header;
 //!   signed URLs expire; a 307 to the login page is `Unauthorized`.
 //! - **SSH**: access tokens are cached once per sandbox for the whole process (minting revokes

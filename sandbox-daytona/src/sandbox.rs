@@ -836,13 +836,22 @@ impl DaytonaSandbox {
     /// state: a sandbox that is not `started` turns it into `NotRunning`.
     async fn toolbox_send(&self, request: sandbox_sdk_core::http::Request) -> Result<Response> {
         match request.send().await {
-            Err(e) if is_empty_bad_gateway(&e) => Err(self.explain_bad_gateway(e).await),
-            other => other,
+            Err(e) => Err(self.toolbox.explain_bad_gateway(e).await),
+            ok => ok,
         }
     }
+}
 
-    async fn explain_bad_gateway(&self, error: Error) -> Error {
-        match self.inner.fetch(&self.id, "check").await {
+impl Toolbox {
+    /// The one place a toolbox failure (HTTP answer or refused WebSocket upgrade, both mapped by
+    /// [`map_error`](crate::error::map_error)) is checked against the sandbox's state: the
+    /// proxy's empty-body 502 from a sandbox that is not `started`, or is gone, becomes
+    /// `NotRunning`. Any other error, or a 502 from a sandbox still `started`, is returned as is.
+    pub(crate) async fn explain_bad_gateway(&self, error: Error) -> Error {
+        if !is_empty_bad_gateway(&error) {
+            return error;
+        }
+        match self.inner.fetch(&self.sandbox_id, "check").await {
             Ok(dto) if dto.state.as_deref() != Some("started") => Error::new(
                 ErrorKind::NotRunning,
                 format!(
@@ -854,7 +863,7 @@ impl DaytonaSandbox {
             .or_context(
                 PROVIDER,
                 error.operation().unwrap_or("toolbox"),
-                Some(&self.id),
+                Some(&self.sandbox_id),
             ),
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 Error::new(ErrorKind::NotRunning, "the sandbox is gone")
@@ -862,7 +871,7 @@ impl DaytonaSandbox {
                     .or_context(
                         PROVIDER,
                         error.operation().unwrap_or("toolbox"),
-                        Some(&self.id),
+                        Some(&self.sandbox_id),
                     )
             }
             _ => error,

@@ -192,6 +192,52 @@ async fn a_refused_upgrade_goes_through_the_error_mapping() {
     assert!(!format!("{err} {err:?}").contains(KEY));
 }
 
+/// Runs `true` with the log-stream upgrade refused by an empty-body 502, with the sandbox
+/// `state` the check after the failure reads, and returns the error.
+async fn refused_upgrade_with_empty_502(state: &str) -> sandbox_sdk_core::Error {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Refuse(502, String::new()),
+    );
+    // From here on the sandbox reads as `state`.
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox_toward("sb1", state, state)))
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = process.output().await.unwrap_err();
+    assert_eq!(front.upgrades().len(), 1);
+    err
+}
+
+#[tokio::test]
+async fn a_refused_upgrade_with_an_empty_502_is_not_running_when_the_sandbox_stopped() {
+    // The same mapping and state check as the HTTP path (an_empty_502_from_the_proxy_...).
+    let err = refused_upgrade_with_empty_502("stopped").await;
+    assert_eq!(err.kind(), ErrorKind::NotRunning, "{err}");
+    assert_eq!(err.status(), Some(502));
+    assert!(err.to_string().contains("stopped"), "{err}");
+}
+
+#[tokio::test]
+async fn a_refused_upgrade_with_an_empty_502_on_a_running_sandbox_stays_transport() {
+    let err = refused_upgrade_with_empty_502("started").await;
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    assert_eq!(err.status(), Some(502));
+    assert!(err.is_retryable());
+}
+
 #[tokio::test]
 async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     let server = MockServer::start().await;
