@@ -137,7 +137,9 @@ impl E2bBuilder {
         self
     }
 
-    /// Timeout of each control-plane and unary envd request (default 60 s). Streams (exec
+    /// Timeout of each control-plane and unary envd request (default 60 s), and of opening a
+    /// stream (exec, attach and watch must get their response head and `start` event within
+    /// it; a command's `request_timeout` overrides it for exec). Once open, streams (exec
     /// output, downloads, watches) have none; a process's lifetime is set per command.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);

@@ -114,6 +114,33 @@ impl Envd {
             .await
     }
 
+    /// Bounds the opening of a server stream by `limit`, else the client's request timeout
+    /// (none when neither is set). `open` covers the response head and, where the protocol
+    /// sends one, the first `start` event; what is read after it has no timeout (streams may
+    /// legitimately live for hours). Running out is a `Timeout` error naming `operation`, with
+    /// `what` (`"the process did not start"`) as its message.
+    pub async fn establish<T>(
+        &self,
+        limit: Option<Duration>,
+        operation: &str,
+        what: &str,
+        open: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match limit.or(self.request_timeout) {
+            None => open.await,
+            Some(limit) => match tokio::time::timeout(limit, open).await {
+                Ok(result) => result,
+                Err(_) => Err(sandbox_sdk_core::Error::new(
+                    sandbox_sdk_core::ErrorKind::Timeout,
+                    format!("{what} within {}ms", limit.as_millis()),
+                )
+                .with_provider(crate::PROVIDER)
+                .with_operation(operation)
+                .with_sandbox_id(&self.sandbox_id)),
+            },
+        }
+    }
+
     /// Opens a server stream: one enveloped request, a stream of envelopes back.
     /// `deadline` becomes `Connect-Timeout-Ms` when given (never a hidden default).
     pub async fn server_stream<Req: Serialize>(

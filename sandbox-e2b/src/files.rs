@@ -309,35 +309,41 @@ impl Envd {
         Ok(())
     }
 
-    /// `WatchDir`: waits for `start`, then streams changes until the stream ends.
+    /// `WatchDir`: waits for `start` (within the request timeout), then streams changes until
+    /// the stream ends, with no timeout.
     pub(crate) async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
         validate_path(path)?;
-        let mut stream = self
-            .server_stream(
-                "filesystem.Filesystem/WatchDir",
-                "watch",
-                &WatchRequest {
-                    path: path.into(),
-                    recursive,
-                },
-                None,
-                None,
-            )
-            .await?;
-        loop {
-            match stream.next_json::<WatchResponse>().await {
-                None => {
-                    return Err(bad_response(
-                        "watch",
-                        Some(&self.sandbox_id),
-                        "the watch ended before it started",
-                    ));
+        let open = async {
+            let mut stream = self
+                .server_stream(
+                    "filesystem.Filesystem/WatchDir",
+                    "watch",
+                    &WatchRequest {
+                        path: path.into(),
+                        recursive,
+                    },
+                    None,
+                    None,
+                )
+                .await?;
+            loop {
+                match stream.next_json::<WatchResponse>().await {
+                    None => {
+                        return Err(bad_response(
+                            "watch",
+                            Some(&self.sandbox_id),
+                            "the watch ended before it started",
+                        ));
+                    }
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(r)) if r.start.is_some() => return Ok(stream),
+                    Some(Ok(_)) => {}
                 }
-                Some(Err(e)) => return Err(e),
-                Some(Ok(r)) if r.start.is_some() => break,
-                Some(Ok(_)) => {}
             }
-        }
+        };
+        let stream = self
+            .establish(None, "watch", "the watch did not start", open)
+            .await?;
         Ok(watch_events(stream, path.to_owned()))
     }
 }

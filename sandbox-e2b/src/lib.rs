@@ -37,6 +37,9 @@
 //! - A command's [`timeout`](sandbox_sdk_core::Command::timeout) is sent as `Connect-Timeout-Ms`,
 //!   which envd also applies to the process's lifetime; `Duration::ZERO` (the default) sends no
 //!   header and means no limit. There is no hidden default.
+//! - Opening a stream (exec, attach, watch) is bounded by the request timeout (a command's
+//!   own `request_timeout` first, for exec): its response head and `start` event must arrive
+//!   within it, else a `Timeout` error naming the operation. An open stream has no timeout.
 //! - Dropping a [`Process`](sandbox_sdk_core::Process) closes its stream and leaves no task
 //!   behind; the process itself keeps running in the sandbox and can be reattached by pid or tag.
 //! - Killing a process is a unary `SendSignal` call, independent of its output stream.

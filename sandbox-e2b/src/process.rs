@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::{
-    Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
-    PtySize, Result, Stdin,
+    Command, Error, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent, PtySize,
+    Result, Stdin,
 };
 use std::sync::Arc;
 
@@ -326,7 +326,14 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
         let pid = read_start(&mut stream, "exec", &envd.sandbox_id).await?;
         Ok::<_, Error>((stream, pid))
     };
-    let (stream, pid) = with_request_timeout(command.request_timeout, open, envd).await?;
+    let (stream, pid) = envd
+        .establish(
+            command.request_timeout,
+            "exec",
+            "the process did not start",
+            open,
+        )
+        .await?;
     let pty = command.pty.is_some();
     let (stdin, pump) = match command.stdin {
         true => {
@@ -347,18 +354,25 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
     ))
 }
 
-/// Reattaches by pid or tag: a `Connect` server stream (output from now on, then the exit).
+/// Reattaches by pid or tag: a `Connect` server stream (output from now on, then the exit),
+/// whose response head and `start` event must come within the request timeout.
 pub(crate) async fn attach(envd: &Envd, selector: Selector) -> Result<Process> {
-    let mut stream = envd
-        .server_stream(
-            "process.Process/Connect",
-            "attach",
-            &SelectorRequest { process: selector },
-            None,
-            None,
-        )
+    let open = async {
+        let mut stream = envd
+            .server_stream(
+                "process.Process/Connect",
+                "attach",
+                &SelectorRequest { process: selector },
+                None,
+                None,
+            )
+            .await?;
+        let pid = read_start(&mut stream, "attach", &envd.sandbox_id).await?;
+        Ok::<_, Error>((stream, pid))
+    };
+    let (stream, pid) = envd
+        .establish(None, "attach", "the process stream did not open", open)
         .await?;
-    let pid = read_start(&mut stream, "attach", &envd.sandbox_id).await?;
     let control = Arc::new(Control {
         envd: envd.clone(),
         pid,
@@ -369,26 +383,6 @@ pub(crate) async fn attach(envd: &Envd, selector: Selector) -> Result<Process> {
         None,
         control,
     ))
-}
-
-async fn with_request_timeout<T>(
-    timeout: Option<std::time::Duration>,
-    fut: impl std::future::Future<Output = Result<T>>,
-    envd: &Envd,
-) -> Result<T> {
-    match timeout.or(envd.request_timeout) {
-        None => fut.await,
-        Some(limit) => match tokio::time::timeout(limit, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::new(
-                ErrorKind::Timeout,
-                format!("the process did not start within {}ms", limit.as_millis()),
-            )
-            .with_provider(crate::PROVIDER)
-            .with_operation("exec")
-            .with_sandbox_id(&envd.sandbox_id)),
-        },
-    }
 }
 
 #[cfg(test)]
