@@ -224,13 +224,20 @@ impl Envd {
         })
     }
 
-    /// `GET /files`, streamed as it is read.
+    /// `GET /files`, streamed as it is read: the response head must arrive within the request
+    /// timeout (like a stream's opening), the body then has no time limit.
     pub(crate) async fn download(&self, path: &str) -> Result<Download> {
         validate_path(path)?;
-        let response = self
+        let request = self
             .files_request(Method::Get, path, "download")
-            .no_timeout()
-            .send()
+            .no_timeout();
+        let response = self
+            .establish(
+                None,
+                "download",
+                "the download did not start",
+                request.send(),
+            )
             .await?;
         Ok(Download::new(response.bytes_stream()))
     }

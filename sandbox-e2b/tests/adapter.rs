@@ -1865,6 +1865,21 @@ async fn opening_a_stream_is_bounded_by_the_request_timeout() {
 }
 
 #[tokio::test]
+async fn a_download_whose_answer_never_starts_is_a_timeout() {
+    let server = MockServer::start().await;
+    let envd = stalled_envd(false).await;
+    let sandbox = connected_with_timeout(&server, &envd, Some(Duration::from_millis(200))).await;
+    let open = sandbox.download("/home/user/a.txt");
+    let e = tokio::time::timeout(Duration::from_secs(30), open)
+        .await
+        .expect("download never gave up")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert_eq!(e.operation(), Some("download"));
+    assert!(e.message().contains("did not start within 200ms"), "{e}");
+}
+
+#[tokio::test]
 async fn a_command_request_timeout_bounds_the_start_of_exec() {
     // The client default (60 s) would hang the test; the command's own limit applies instead.
     let server = MockServer::start().await;
