@@ -180,6 +180,31 @@ impl Out {
     }
 }
 
+/// Splits a non-follow session-logs answer into stdout and stderr: a JSON body (`content_type`
+/// names json) carries `stdout`/`stderr`, or only the marked `output` of older daemons; any
+/// other body is the raw marked log. A JSON body that does not parse is a `Provider` error.
+pub(crate) fn session_logs(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> sandbox_sdk_core::Result<(Vec<u8>, Vec<u8>)> {
+    if !content_type.is_some_and(|ct| ct.contains("json")) {
+        return Ok(split_log(body));
+    }
+    let logs: crate::wire::SessionLogs = serde_json::from_slice(body).map_err(|_| {
+        sandbox_sdk_core::Error::new(
+            sandbox_sdk_core::ErrorKind::Provider,
+            "command logs are not the expected JSON",
+        )
+    })?;
+    Ok(match (logs.stdout, logs.stderr, logs.output) {
+        (None, None, Some(output)) => split_log(output.as_bytes()),
+        (out, err, _) => (
+            out.unwrap_or_default().into_bytes(),
+            err.unwrap_or_default().into_bytes(),
+        ),
+    })
+}
+
 /// Splits a whole marked log (as in the JSON `output` field) into stdout and stderr.
 pub fn split_log(log: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut demux = LogDemux::new();

@@ -11,9 +11,7 @@ use crate::builder::LogFollow;
 use crate::demux::{LogDemux, LogStream};
 use crate::error::{PROVIDER, map_error};
 use crate::sandbox::Toolbox;
-use crate::wire::{
-    CreateSessionBody, SessionCommandDto, SessionExecAnswer, SessionExecBody, SessionLogs,
-};
+use crate::wire::{CreateSessionBody, SessionCommandDto, SessionExecAnswer, SessionExecBody};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
@@ -112,7 +110,7 @@ pub(crate) fn session_path(sid: &str) -> String {
     format!("/process/session/{}", encode_path_segment(sid))
 }
 
-fn command_path(sid: &str, cid: &str) -> String {
+pub(crate) fn command_path(sid: &str, cid: &str) -> String {
     format!("{}/command/{}", session_path(sid), encode_path_segment(cid))
 }
 
@@ -549,27 +547,9 @@ impl Follower {
             .sandbox_id(&self.tb.sandbox_id)
             .send()
             .await?;
-        let is_json = logs
-            .header("content-type")
-            .is_some_and(|ct| ct.contains("json"));
+        let content_type = logs.header("content-type").map(str::to_owned);
         let body = logs.bytes().await?;
-        let (stdout, stderr) = if is_json {
-            let parsed: SessionLogs = serde_json::from_slice(&body).map_err(|_| {
-                Error::new(
-                    ErrorKind::Provider,
-                    "command logs are not the expected JSON",
-                )
-            })?;
-            match (parsed.stdout, parsed.stderr, parsed.output) {
-                (None, None, Some(output)) => crate::demux::split_log(output.as_bytes()),
-                (out, err, _) => (
-                    out.unwrap_or_default().into_bytes(),
-                    err.unwrap_or_default().into_bytes(),
-                ),
-            }
-        } else {
-            crate::demux::split_log(&body)
-        };
+        let (stdout, stderr) = crate::demux::session_logs(content_type.as_deref(), &body)?;
         if stdout.len() > self.seen_stdout {
             let start = self.seen_stdout;
             self.seen_stdout = stdout.len();

@@ -14,7 +14,7 @@ use crate::wire::{
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::http::{
-    HttpClient, Method, Multipart, Response, StreamBody, encode_path_segment,
+    HttpClient, Method, Multipart, Request, Response, StreamBody, encode_path_segment,
 };
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, FileKind,
@@ -429,17 +429,13 @@ impl DaytonaSandbox {
         }
         let secs = timeout.map(|t| t.as_secs().max(1));
         let mut request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/process/execute")
+            .toolbox_request(Method::Post, "/process/execute", "execute")
             .json(&ExecuteBody {
                 command: command.to_owned(),
                 cwd: cwd.map(str::to_owned),
                 envs: env.clone(),
                 timeout: secs,
-            })
-            .operation("execute")
-            .sandbox_id(&self.id);
+            });
         if let Some(secs) = secs {
             // The daemon enforces the timeout; give the HTTP call a little longer.
             request = request.timeout(Duration::from_secs(secs + 5));
@@ -454,14 +450,10 @@ impl DaytonaSandbox {
     /// Creates a session: a persistent shell where `cd` and exports carry over between commands.
     pub async fn create_session(&self, session_id: &str) -> Result<()> {
         let request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/process/session")
+            .toolbox_request(Method::Post, "/process/session", "create_session")
             .json(&CreateSessionBody {
                 session_id: session_id.to_owned(),
-            })
-            .operation("create_session")
-            .sandbox_id(&self.id);
+            });
         self.toolbox_send(request).await?.bytes().await.map(drop)
     }
 
@@ -475,18 +467,15 @@ impl DaytonaSandbox {
         run_async: bool,
     ) -> Result<SessionExec> {
         let request = self
-            .toolbox
-            .http
-            .request(
+            .toolbox_request(
                 Method::Post,
                 &format!("{}/exec", exec::session_path(session_id)),
+                "session_exec",
             )
             .json(&SessionExecBody {
                 command: command.to_owned(),
                 run_async,
-            })
-            .operation("session_exec")
-            .sandbox_id(&self.id);
+            });
         let request = if run_async {
             request
         } else {
@@ -507,19 +496,11 @@ impl DaytonaSandbox {
         session_id: &str,
         command_id: &str,
     ) -> Result<SessionCommand> {
-        let request = self
-            .toolbox
-            .http
-            .request(
-                Method::Get,
-                &format!(
-                    "{}/command/{}",
-                    exec::session_path(session_id),
-                    encode_path_segment(command_id)
-                ),
-            )
-            .operation("session_command")
-            .sandbox_id(&self.id);
+        let request = self.toolbox_request(
+            Method::Get,
+            &exec::command_path(session_id, command_id),
+            "session_command",
+        );
         let dto: crate::wire::SessionCommandDto = self.toolbox_send(request).await?.json().await?;
         Ok(SessionCommand {
             id: dto.id,
@@ -536,21 +517,14 @@ impl DaytonaSandbox {
         data: &str,
     ) -> Result<()> {
         let request = self
-            .toolbox
-            .http
-            .request(
+            .toolbox_request(
                 Method::Post,
-                &format!(
-                    "{}/command/{}/input",
-                    exec::session_path(session_id),
-                    encode_path_segment(command_id)
-                ),
+                &format!("{}/input", exec::command_path(session_id, command_id)),
+                "session_input",
             )
             .json(&InputBody {
                 data: data.to_owned(),
-            })
-            .operation("session_input")
-            .sandbox_id(&self.id);
+            });
         self.toolbox_send(request).await?.bytes().await.map(drop)
     }
 
@@ -558,42 +532,16 @@ impl DaytonaSandbox {
     /// are the daemon's: each line ends with a newline (follow a command with `attach` for the
     /// exact output of commands this SDK started).
     pub async fn session_logs(&self, session_id: &str, command_id: &str) -> Result<(Bytes, Bytes)> {
-        let request = self
-            .toolbox
-            .http
-            .request(
-                Method::Get,
-                &format!(
-                    "{}/command/{}/logs",
-                    exec::session_path(session_id),
-                    encode_path_segment(command_id)
-                ),
-            )
-            .operation("session_logs")
-            .sandbox_id(&self.id);
+        let request = self.toolbox_request(
+            Method::Get,
+            &format!("{}/logs", exec::command_path(session_id, command_id)),
+            "session_logs",
+        );
         let response = self.toolbox_send(request).await?;
-        let is_json = response
-            .header("content-type")
-            .is_some_and(|ct| ct.contains("json"));
+        let content_type = response.header("content-type").map(str::to_owned);
         let body = response.bytes().await?;
-        let (stdout, stderr) = if is_json {
-            let logs: crate::wire::SessionLogs = serde_json::from_slice(&body).map_err(|_| {
-                Error::new(
-                    ErrorKind::Provider,
-                    "command logs are not the expected JSON",
-                )
-                .or_context(PROVIDER, "session_logs", Some(&self.id))
-            })?;
-            match (logs.stdout, logs.stderr, logs.output) {
-                (None, None, Some(output)) => crate::demux::split_log(output.as_bytes()),
-                (out, err, _) => (
-                    out.unwrap_or_default().into_bytes(),
-                    err.unwrap_or_default().into_bytes(),
-                ),
-            }
-        } else {
-            crate::demux::split_log(&body)
-        };
+        let (stdout, stderr) = crate::demux::session_logs(content_type.as_deref(), &body)
+            .map_err(|e| e.or_context(PROVIDER, "session_logs", Some(&self.id)))?;
         Ok((Bytes::from(stdout), Bytes::from(stderr)))
     }
 
@@ -604,12 +552,7 @@ impl DaytonaSandbox {
 
     /// Every session and its commands.
     pub async fn sessions(&self) -> Result<Vec<Session>> {
-        let request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/process/session")
-            .operation("sessions")
-            .sandbox_id(&self.id);
+        let request = self.toolbox_request(Method::Get, "/process/session", "sessions");
         let sessions: Vec<SessionDto> = self.toolbox_send(request).await?.json().await?;
         Ok(sessions
             .into_iter()
@@ -635,12 +578,8 @@ impl DaytonaSandbox {
     pub async fn file_info(&self, path: &str) -> Result<DaytonaFileInfo> {
         validate_path(path)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/files/info")
-            .query("path", path)
-            .operation("stat")
-            .sandbox_id(&self.id);
+            .toolbox_request(Method::Get, "/files/info", "stat")
+            .query("path", path);
         let dto: FileInfoDto = self.toolbox_send(request).await?.json().await?;
         Ok(DaytonaFileInfo {
             owner: dto.owner.clone(),
@@ -659,12 +598,8 @@ impl DaytonaSandbox {
     ) -> Result<()> {
         validate_path(path)?;
         let mut request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/files/permissions")
-            .query("path", path)
-            .operation("set_permissions")
-            .sandbox_id(&self.id);
+            .toolbox_request(Method::Post, "/files/permissions", "set_permissions")
+            .query("path", path);
         if let Some(owner) = owner {
             request = request.query("owner", owner);
         }
@@ -684,13 +619,9 @@ impl DaytonaSandbox {
     pub async fn find(&self, path: &str, pattern: &str) -> Result<Vec<FileMatch>> {
         validate_path(path)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/files/find")
+            .toolbox_request(Method::Get, "/files/find", "find")
             .query("path", path)
-            .query("pattern", pattern)
-            .operation("find")
-            .sandbox_id(&self.id);
+            .query("pattern", pattern);
         let matches: Vec<MatchDto> = self.toolbox_send(request).await?.json().await?;
         Ok(matches
             .into_iter()
@@ -706,13 +637,9 @@ impl DaytonaSandbox {
     pub async fn search(&self, path: &str, pattern: &str) -> Result<Vec<String>> {
         validate_path(path)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/files/search")
+            .toolbox_request(Method::Get, "/files/search", "search")
             .query("path", path)
-            .query("pattern", pattern)
-            .operation("search")
-            .sandbox_id(&self.id);
+            .query("pattern", pattern);
         let answer: SearchAnswer = self.toolbox_send(request).await?.json().await?;
         Ok(answer.files)
     }
@@ -732,13 +659,9 @@ impl DaytonaSandbox {
             );
         }
         let request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/files/bulk-upload")
+            .toolbox_request(Method::Post, "/files/bulk-upload", "upload")
             .multipart(form)
-            .no_timeout()
-            .operation("upload")
-            .sandbox_id(&self.id);
+            .no_timeout();
         let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
         Ok(files
             .iter()
@@ -832,9 +755,18 @@ impl DaytonaSandbox {
         request.send().await
     }
 
+    /// A toolbox request to `path` for `operation`, aimed at this sandbox.
+    fn toolbox_request(&self, method: Method, path: &str, operation: &str) -> Request {
+        self.toolbox
+            .http
+            .request(method, path)
+            .operation(operation)
+            .sandbox_id(&self.id)
+    }
+
     /// Sends a toolbox request. The proxy's empty-body 502 is checked against the sandbox's
     /// state: a sandbox that is not `started` turns it into `NotRunning`.
-    async fn toolbox_send(&self, request: sandbox_sdk_core::http::Request) -> Result<Response> {
+    async fn toolbox_send(&self, request: Request) -> Result<Response> {
         match request.send().await {
             Err(e) => Err(self.toolbox.explain_bad_gateway(e).await),
             ok => ok,
@@ -1002,12 +934,7 @@ impl Sandbox for DaytonaSandbox {
             (sid.to_owned(), cid.to_owned())
         } else {
             let sid = exec::tag_session(pid)?;
-            let request = self
-                .toolbox
-                .http
-                .request(Method::Get, &exec::session_path(&sid))
-                .operation("attach")
-                .sandbox_id(&self.id);
+            let request = self.toolbox_request(Method::Get, &exec::session_path(&sid), "attach");
             let session: SessionDto = self.toolbox_send(request).await?.json().await?;
             let last = session.commands.unwrap_or_default().pop().ok_or_else(|| {
                 Error::new(
@@ -1047,13 +974,9 @@ impl Sandbox for DaytonaSandbox {
             None,
         );
         let request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/files/bulk-upload")
+            .toolbox_request(Method::Post, "/files/bulk-upload", "upload")
             .multipart(form)
-            .no_timeout()
-            .operation("upload")
-            .sandbox_id(&self.id);
+            .no_timeout();
         let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
         let sent = counter.load(Ordering::Relaxed);
         let reported = answer
@@ -1078,13 +1001,9 @@ impl Sandbox for DaytonaSandbox {
     async fn download(&self, path: &str) -> Result<Download> {
         validate_path(path)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/files/download")
+            .toolbox_request(Method::Get, "/files/download", "download")
             .query("path", path)
-            .no_timeout()
-            .operation("download")
-            .sandbox_id(&self.id);
+            .no_timeout();
         let response = self.toolbox_send(request).await?;
         Ok(Download::new(response.bytes_stream()))
     }
@@ -1092,12 +1011,8 @@ impl Sandbox for DaytonaSandbox {
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
         validate_path(path)?;
         let mut request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/files")
-            .query("path", path)
-            .operation("list_files")
-            .sandbox_id(&self.id);
+            .toolbox_request(Method::Get, "/files", "list_files")
+            .query("path", path);
         if options.depth > 1 {
             request = request.query("depth", options.depth);
         }
@@ -1115,26 +1030,18 @@ impl Sandbox for DaytonaSandbox {
     async fn mkdir(&self, path: &str) -> Result<()> {
         validate_path(path)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/files/folder")
+            .toolbox_request(Method::Post, "/files/folder", "mkdir")
             .query("path", path)
-            .query("mode", "755")
-            .operation("mkdir")
-            .sandbox_id(&self.id);
+            .query("mode", "755");
         self.toolbox_send(request).await?.bytes().await.map(drop)
     }
 
     async fn remove(&self, path: &str) -> Result<()> {
         validate_path(path)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Delete, "/files")
+            .toolbox_request(Method::Delete, "/files", "remove")
             .query("path", path)
-            .query("recursive", "true")
-            .operation("remove")
-            .sandbox_id(&self.id);
+            .query("recursive", "true");
         self.toolbox_send(request).await?.bytes().await.map(drop)
     }
 
@@ -1142,13 +1049,9 @@ impl Sandbox for DaytonaSandbox {
         validate_path(from)?;
         validate_path(to)?;
         let request = self
-            .toolbox
-            .http
-            .request(Method::Post, "/files/move")
+            .toolbox_request(Method::Post, "/files/move", "rename")
             .query("source", from)
-            .query("destination", to)
-            .operation("rename")
-            .sandbox_id(&self.id);
+            .query("destination", to);
         self.toolbox_send(request).await?.bytes().await.map(drop)
     }
 
@@ -1283,12 +1186,7 @@ impl Sandbox for DaytonaSandbox {
     /// The daemon's latest CPU, memory and disk sample (`GET /system/metrics`, newer daemons;
     /// CPU percent is of the sandbox's CPU limit, 0 until the first sample completes).
     async fn metrics(&self) -> Result<Metrics> {
-        let request = self
-            .toolbox
-            .http
-            .request(Method::Get, "/system/metrics")
-            .operation("metrics")
-            .sandbox_id(&self.id);
+        let request = self.toolbox_request(Method::Get, "/system/metrics", "metrics");
         let dto: crate::wire::SystemMetricsDto = self.toolbox_send(request).await?.json().await?;
         let timestamp = match (dto.timestamp_unix, dto.timestamp.as_deref()) {
             (Some(secs), _) if secs >= 0 => {
