@@ -149,13 +149,10 @@ pub(crate) fn split_pid(pid: &str) -> Result<(&str, &str)> {
 const MAX_NAME_TRIES: u32 = 64;
 
 async fn create_session(tb: &Toolbox, sid: &str) -> Result<()> {
-    tb.http
-        .request(Method::Post, "/process/session")
+    tb.request(Method::Post, "/process/session", "exec")
         .json(&CreateSessionBody {
             session_id: sid.to_owned(),
         })
-        .operation("exec")
-        .sandbox_id(&tb.sandbox_id)
         .send_empty()
         .await
 }
@@ -197,15 +194,16 @@ pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process
         }
     };
     let answer = tb
-        .http
-        .request(Method::Post, &format!("{}/exec", session_path(&sid)))
+        .request(
+            Method::Post,
+            &format!("{}/exec", session_path(&sid)),
+            "exec",
+        )
         .json(&SessionExecBody {
             command: line,
             run_async: true,
         })
         .timeout_opt(command.request_timeout)
-        .operation("exec")
-        .sandbox_id(&tb.sandbox_id)
         .send_json::<SessionExecAnswer>()
         .await;
     let answer =
@@ -269,10 +267,7 @@ pub(crate) fn process(tb: Arc<Toolbox>, sid: String, cid: String, owned: bool) -
 }
 
 pub(crate) async fn delete_session(tb: &Toolbox, sid: &str) -> Result<()> {
-    tb.http
-        .request(Method::Delete, &session_path(sid))
-        .operation("kill_process")
-        .sandbox_id(&tb.sandbox_id)
+    tb.request(Method::Delete, &session_path(sid), "kill_process")
         .send_empty()
         .await
 }
@@ -463,10 +458,7 @@ impl Follower {
     async fn fetch_command(&self) -> Result<Option<SessionCommandDto>> {
         let found = self
             .tb
-            .http
-            .request(Method::Get, &command_path(&self.sid, &self.cid))
-            .operation("exec")
-            .sandbox_id(&self.tb.sandbox_id)
+            .request(Method::Get, &command_path(&self.sid, &self.cid), "exec")
             .send_json::<SessionCommandDto>()
             .await;
         match found {
@@ -538,13 +530,11 @@ impl Follower {
         };
         let logs = self
             .tb
-            .http
             .request(
                 Method::Get,
                 &format!("{}/logs", command_path(&self.sid, &self.cid)),
+                "exec",
             )
-            .operation("exec")
-            .sandbox_id(&self.tb.sandbox_id)
             .send()
             .await?;
         let content_type = logs.header("content-type").map(str::to_owned);

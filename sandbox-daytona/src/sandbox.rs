@@ -243,15 +243,26 @@ impl DaytonaSandbox {
             .await
     }
 
-    /// Starts (or resumes, or restores from archive) the sandbox and waits until `started`.
-    pub async fn start(&self) -> Result<()> {
-        let deadline = self.start_deadline();
+    /// A lifecycle call without query or body (`suffix`), then polls until `target`.
+    async fn transition(
+        &self,
+        operation: &str,
+        suffix: &str,
+        target: &str,
+        deadline: Instant,
+    ) -> Result<()> {
         let dto = self
-            .lifecycle("start", "/start", &[], None, deadline)
+            .lifecycle(operation, suffix, &[], None, deadline)
             .await?;
-        self.settle("start", dto, "started", deadline)
+        self.settle(operation, dto, target, deadline)
             .await
             .map(drop)
+    }
+
+    /// Starts (or resumes, or restores from archive) the sandbox and waits until `started`.
+    pub async fn start(&self) -> Result<()> {
+        self.transition("start", "/start", "started", self.start_deadline())
+            .await
     }
 
     /// Stops the sandbox (`force` sends SIGKILL instead of SIGTERM) and waits until `stopped`.
@@ -271,24 +282,14 @@ impl DaytonaSandbox {
 
     /// Archives a stopped sandbox and waits until `archived`.
     pub async fn archive(&self) -> Result<()> {
-        let deadline = self.deadline();
-        let dto = self
-            .lifecycle("archive", "/archive", &[], None, deadline)
-            .await?;
-        self.settle("archive", dto, "archived", deadline)
+        self.transition("archive", "/archive", "archived", self.deadline())
             .await
-            .map(drop)
     }
 
     /// Recovers a sandbox in a recoverable `error` state and waits until `started`.
     pub async fn recover(&self) -> Result<()> {
-        let deadline = self.start_deadline();
-        let dto = self
-            .lifecycle("recover", "/recover", &[], None, deadline)
-            .await?;
-        self.settle("recover", dto, "started", deadline)
+        self.transition("recover", "/recover", "started", self.start_deadline())
             .await
-            .map(drop)
     }
 
     /// Resizes CPU (cores), memory and disk (GB; disk only grows, only when stopped) and waits
@@ -323,15 +324,8 @@ impl DaytonaSandbox {
         labels: BTreeMap<String, String>,
     ) -> Result<BTreeMap<String, String>> {
         let answer: Labels = self
-            .inner
-            .http
-            .request(
-                Method::Put,
-                &format!("{}/labels", Inner::sandbox_path(&self.id)),
-            )
+            .api_request(Method::Put, "/labels", "set_labels")
             .json(&Labels { labels })
-            .operation("set_labels")
-            .sandbox_id(&self.id)
             .send_json()
             .await?;
         Ok(answer.labels)
@@ -429,7 +423,8 @@ impl DaytonaSandbox {
         }
         let secs = timeout.map(|t| t.as_secs().max(1));
         let mut request = self
-            .toolbox_request(Method::Post, "/process/execute", "execute")
+            .toolbox
+            .request(Method::Post, "/process/execute", "execute")
             .json(&ExecuteBody {
                 command: command.to_owned(),
                 cwd: cwd.map(str::to_owned),
@@ -450,7 +445,8 @@ impl DaytonaSandbox {
     /// Creates a session: a persistent shell where `cd` and exports carry over between commands.
     pub async fn create_session(&self, session_id: &str) -> Result<()> {
         let request = self
-            .toolbox_request(Method::Post, "/process/session", "create_session")
+            .toolbox
+            .request(Method::Post, "/process/session", "create_session")
             .json(&CreateSessionBody {
                 session_id: session_id.to_owned(),
             });
@@ -467,7 +463,8 @@ impl DaytonaSandbox {
         run_async: bool,
     ) -> Result<SessionExec> {
         let request = self
-            .toolbox_request(
+            .toolbox
+            .request(
                 Method::Post,
                 &format!("{}/exec", exec::session_path(session_id)),
                 "session_exec",
@@ -496,7 +493,7 @@ impl DaytonaSandbox {
         session_id: &str,
         command_id: &str,
     ) -> Result<SessionCommand> {
-        let request = self.toolbox_request(
+        let request = self.toolbox.request(
             Method::Get,
             &exec::command_path(session_id, command_id),
             "session_command",
@@ -517,7 +514,8 @@ impl DaytonaSandbox {
         data: &str,
     ) -> Result<()> {
         let request = self
-            .toolbox_request(
+            .toolbox
+            .request(
                 Method::Post,
                 &format!("{}/input", exec::command_path(session_id, command_id)),
                 "session_input",
@@ -532,7 +530,7 @@ impl DaytonaSandbox {
     /// are the daemon's: each line ends with a newline (follow a command with `attach` for the
     /// exact output of commands this SDK started).
     pub async fn session_logs(&self, session_id: &str, command_id: &str) -> Result<(Bytes, Bytes)> {
-        let request = self.toolbox_request(
+        let request = self.toolbox.request(
             Method::Get,
             &format!("{}/logs", exec::command_path(session_id, command_id)),
             "session_logs",
@@ -552,7 +550,9 @@ impl DaytonaSandbox {
 
     /// Every session and its commands.
     pub async fn sessions(&self) -> Result<Vec<Session>> {
-        let request = self.toolbox_request(Method::Get, "/process/session", "sessions");
+        let request = self
+            .toolbox
+            .request(Method::Get, "/process/session", "sessions");
         let sessions: Vec<SessionDto> = self.toolbox_send(request).await?.json().await?;
         Ok(sessions
             .into_iter()
@@ -578,7 +578,8 @@ impl DaytonaSandbox {
     pub async fn file_info(&self, path: &str) -> Result<DaytonaFileInfo> {
         validate_path(path)?;
         let request = self
-            .toolbox_request(Method::Get, "/files/info", "stat")
+            .toolbox
+            .request(Method::Get, "/files/info", "stat")
             .query("path", path);
         let dto: FileInfoDto = self.toolbox_send(request).await?.json().await?;
         Ok(DaytonaFileInfo {
@@ -598,7 +599,8 @@ impl DaytonaSandbox {
     ) -> Result<()> {
         validate_path(path)?;
         let mut request = self
-            .toolbox_request(Method::Post, "/files/permissions", "set_permissions")
+            .toolbox
+            .request(Method::Post, "/files/permissions", "set_permissions")
             .query("path", path);
         if let Some(owner) = owner {
             request = request.query("owner", owner);
@@ -619,7 +621,8 @@ impl DaytonaSandbox {
     pub async fn find(&self, path: &str, pattern: &str) -> Result<Vec<FileMatch>> {
         validate_path(path)?;
         let request = self
-            .toolbox_request(Method::Get, "/files/find", "find")
+            .toolbox
+            .request(Method::Get, "/files/find", "find")
             .query("path", path)
             .query("pattern", pattern);
         let matches: Vec<MatchDto> = self.toolbox_send(request).await?.json().await?;
@@ -637,7 +640,8 @@ impl DaytonaSandbox {
     pub async fn search(&self, path: &str, pattern: &str) -> Result<Vec<String>> {
         validate_path(path)?;
         let request = self
-            .toolbox_request(Method::Get, "/files/search", "search")
+            .toolbox
+            .request(Method::Get, "/files/search", "search")
             .query("path", path)
             .query("pattern", pattern);
         let answer: SearchAnswer = self.toolbox_send(request).await?.json().await?;
@@ -659,7 +663,8 @@ impl DaytonaSandbox {
             );
         }
         let request = self
-            .toolbox_request(Method::Post, "/files/bulk-upload", "upload")
+            .toolbox
+            .request(Method::Post, "/files/bulk-upload", "upload")
             .multipart(form)
             .no_timeout();
         let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
@@ -687,18 +692,12 @@ impl DaytonaSandbox {
     ) -> Result<PreviewLink> {
         let secs = expires_in.as_secs().clamp(1, 86_400);
         let dto: PreviewUrlDto = self
-            .inner
-            .http
-            .request(
+            .api_request(
                 Method::Get,
-                &format!(
-                    "{}/ports/{port}/signed-preview-url",
-                    Inner::sandbox_path(&self.id)
-                ),
+                &format!("/ports/{port}/signed-preview-url"),
+                "preview_link",
             )
             .query("expiresInSeconds", secs)
-            .operation("preview_link")
-            .sandbox_id(&self.id)
             .send_json()
             .await?;
         let mut headers = BTreeMap::new();
@@ -717,20 +716,16 @@ impl DaytonaSandbox {
 
     /// Revokes a signed preview URL before it expires.
     pub async fn expire_signed_preview_link(&self, port: u16, token: &str) -> Result<()> {
-        self.inner
-            .http
-            .request(
-                Method::Post,
-                &format!(
-                    "{}/ports/{port}/signed-preview-url/{}/expire",
-                    Inner::sandbox_path(&self.id),
-                    encode_path_segment(token)
-                ),
-            )
-            .operation("preview_link")
-            .sandbox_id(&self.id)
-            .send_empty()
-            .await
+        self.api_request(
+            Method::Post,
+            &format!(
+                "/ports/{port}/signed-preview-url/{}/expire",
+                encode_path_segment(token)
+            ),
+            "preview_link",
+        )
+        .send_empty()
+        .await
     }
 
     /// Sends `GET {link.url}{path}` with the link's headers and returns the answer. A request
@@ -755,11 +750,14 @@ impl DaytonaSandbox {
         request.send().await
     }
 
-    /// A toolbox request to `path` for `operation`, aimed at this sandbox.
-    fn toolbox_request(&self, method: Method, path: &str, operation: &str) -> Request {
-        self.toolbox
+    /// A control-plane request to `suffix` below this sandbox's path, for `operation`.
+    fn api_request(&self, method: Method, suffix: &str, operation: &str) -> Request {
+        self.inner
             .http
-            .request(method, path)
+            .request(
+                method,
+                &format!("{}{suffix}", Inner::sandbox_path(&self.id)),
+            )
             .operation(operation)
             .sandbox_id(&self.id)
     }
@@ -775,6 +773,15 @@ impl DaytonaSandbox {
 }
 
 impl Toolbox {
+    /// A toolbox request to `path` (below the toolbox base) for `operation`, aimed at this
+    /// sandbox.
+    pub(crate) fn request(&self, method: Method, path: &str, operation: &str) -> Request {
+        self.http
+            .request(method, path)
+            .operation(operation)
+            .sandbox_id(&self.sandbox_id)
+    }
+
     /// The one place a toolbox failure (HTTP answer or refused WebSocket upgrade, both mapped by
     /// [`map_error`](crate::error::map_error)) is checked against the sandbox's state: the
     /// proxy's empty-body 502 from a sandbox that is not `started`, or is gone, becomes
@@ -934,7 +941,9 @@ impl Sandbox for DaytonaSandbox {
             (sid.to_owned(), cid.to_owned())
         } else {
             let sid = exec::tag_session(pid)?;
-            let request = self.toolbox_request(Method::Get, &exec::session_path(&sid), "attach");
+            let request = self
+                .toolbox
+                .request(Method::Get, &exec::session_path(&sid), "attach");
             let session: SessionDto = self.toolbox_send(request).await?.json().await?;
             let last = session.commands.unwrap_or_default().pop().ok_or_else(|| {
                 Error::new(
@@ -974,7 +983,8 @@ impl Sandbox for DaytonaSandbox {
             None,
         );
         let request = self
-            .toolbox_request(Method::Post, "/files/bulk-upload", "upload")
+            .toolbox
+            .request(Method::Post, "/files/bulk-upload", "upload")
             .multipart(form)
             .no_timeout();
         let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
@@ -1001,7 +1011,8 @@ impl Sandbox for DaytonaSandbox {
     async fn download(&self, path: &str) -> Result<Download> {
         validate_path(path)?;
         let request = self
-            .toolbox_request(Method::Get, "/files/download", "download")
+            .toolbox
+            .request(Method::Get, "/files/download", "download")
             .query("path", path)
             .no_timeout();
         let response = self.toolbox_send(request).await?;
@@ -1011,7 +1022,8 @@ impl Sandbox for DaytonaSandbox {
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
         validate_path(path)?;
         let mut request = self
-            .toolbox_request(Method::Get, "/files", "list_files")
+            .toolbox
+            .request(Method::Get, "/files", "list_files")
             .query("path", path);
         if options.depth > 1 {
             request = request.query("depth", options.depth);
@@ -1030,7 +1042,8 @@ impl Sandbox for DaytonaSandbox {
     async fn mkdir(&self, path: &str) -> Result<()> {
         validate_path(path)?;
         let request = self
-            .toolbox_request(Method::Post, "/files/folder", "mkdir")
+            .toolbox
+            .request(Method::Post, "/files/folder", "mkdir")
             .query("path", path)
             .query("mode", "755");
         self.toolbox_send(request).await?.bytes().await.map(drop)
@@ -1039,7 +1052,8 @@ impl Sandbox for DaytonaSandbox {
     async fn remove(&self, path: &str) -> Result<()> {
         validate_path(path)?;
         let request = self
-            .toolbox_request(Method::Delete, "/files", "remove")
+            .toolbox
+            .request(Method::Delete, "/files", "remove")
             .query("path", path)
             .query("recursive", "true");
         self.toolbox_send(request).await?.bytes().await.map(drop)
@@ -1049,7 +1063,8 @@ impl Sandbox for DaytonaSandbox {
         validate_path(from)?;
         validate_path(to)?;
         let request = self
-            .toolbox_request(Method::Post, "/files/move", "rename")
+            .toolbox
+            .request(Method::Post, "/files/move", "rename")
             .query("source", from)
             .query("destination", to);
         self.toolbox_send(request).await?.bytes().await.map(drop)
@@ -1064,13 +1079,8 @@ impl Sandbox for DaytonaSandbox {
     }
 
     async fn pause(&self) -> Result<()> {
-        let deadline = self.deadline();
-        let dto = self
-            .lifecycle("pause", "/pause", &[], None, deadline)
-            .await?;
-        self.settle("pause", dto, "paused", deadline)
+        self.transition("pause", "/pause", "paused", self.deadline())
             .await
-            .map(drop)
     }
 
     /// Starts the sandbox again. Daytona keeps the time to live (`ttlMinutes`, wall-clock since
@@ -1124,14 +1134,11 @@ impl Sandbox for DaytonaSandbox {
     /// every start.
     async fn preview_link(&self, port: u16) -> Result<PreviewLink> {
         let dto: PreviewUrlDto = self
-            .inner
-            .http
-            .request(
+            .api_request(
                 Method::Get,
-                &format!("{}/ports/{port}/preview-url", Inner::sandbox_path(&self.id)),
+                &format!("/ports/{port}/preview-url"),
+                "preview_link",
             )
-            .operation("preview_link")
-            .sandbox_id(&self.id)
             .send_json()
             .await?;
         let mut headers = BTreeMap::new();
@@ -1186,7 +1193,9 @@ impl Sandbox for DaytonaSandbox {
     /// The daemon's latest CPU, memory and disk sample (`GET /system/metrics`, newer daemons;
     /// CPU percent is of the sandbox's CPU limit, 0 until the first sample completes).
     async fn metrics(&self) -> Result<Metrics> {
-        let request = self.toolbox_request(Method::Get, "/system/metrics", "metrics");
+        let request = self
+            .toolbox
+            .request(Method::Get, "/system/metrics", "metrics");
         let dto: crate::wire::SystemMetricsDto = self.toolbox_send(request).await?.json().await?;
         let timestamp = match (dto.timestamp_unix, dto.timestamp.as_deref()) {
             (Some(secs), _) if secs >= 0 => {
