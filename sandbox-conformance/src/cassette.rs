@@ -778,10 +778,41 @@ pub(crate) fn percent_decode(text: &str, plus_is_space: bool) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// `"METHOD path"` of each interaction of a cassette read as raw JSON (such as one a recording
+/// just wrote), in order; a missing method or path reads as empty, and a value with no
+/// `interactions` array gives no lines. Tests use it to check what a recording captured.
+pub fn request_lines(cassette: &Value) -> Vec<String> {
+    cassette["interactions"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|i| {
+                    let field = |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
+                    format!("{} {}", field("method"), field("path"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn request_lines_lists_method_and_path_of_each_interaction() {
+        let c: Value = serde_json::from_str(SAMPLE).unwrap();
+        assert_eq!(request_lines(&c), ["GET /sandboxes/{{sandbox_id}}"]);
+        let c = json!({"interactions": [
+            {"request": {"method": "POST", "path": "/a", "body": {"json": {}}}},
+            {"request": {"path": "/b"}},
+            {"request": {"method": "DELETE"}}
+        ]});
+        assert_eq!(request_lines(&c), ["POST /a", " /b", "DELETE "]);
+        assert!(request_lines(&json!({"provider": "demo"})).is_empty());
+        assert!(request_lines(&json!({"interactions": {}})).is_empty());
+    }
 
     const SAMPLE: &str = r#"{
       "provider": "demo",

@@ -336,22 +336,6 @@ mod recording {
         api
     }
 
-    /// `METHOD path` of each interaction of a cassette.
-    fn request_lines(cassette: &Value) -> Vec<String> {
-        cassette["interactions"]
-            .as_array()
-            .map(|all| {
-                all.iter()
-                    .map(|i| {
-                        let field =
-                            |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
-                        format!("{} {}", field("method"), field("path"))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// The whole recording path against loopback stand-ins for the API and the toolbox proxy:
     /// the sandbox is created and destroyed directly, the scenario's fetch goes through the
     /// proxy to the API and its file calls to the toolbox proxy, with the live key; the
@@ -409,7 +393,7 @@ mod recording {
         let c: Value = serde_json::from_str(&text).expect("json");
         assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
         assert_eq!(
-            request_lines(&c),
+            cassette::request_lines(&c),
             [
                 "GET /api/sandbox/{{sandbox_id}}",
                 "GET /toolbox/{{sandbox_id}}/files/download",

@@ -304,22 +304,6 @@ mod recording {
         api
     }
 
-    /// `METHOD path` of each interaction of a cassette.
-    fn request_lines(cassette: &serde_json::Value) -> Vec<String> {
-        cassette["interactions"]
-            .as_array()
-            .map(|all| {
-                all.iter()
-                    .map(|i| {
-                        let field =
-                            |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
-                        format!("{} {}", field("method"), field("path"))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// The whole recording path against a loopback stand-in for the control plane: the sandbox
     /// is created and destroyed directly, the scenario goes through the proxy with the live key,
     /// and the cassette written has the key, the envd token, the id and the address scrubbed.
@@ -345,7 +329,7 @@ mod recording {
         }
         let c: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
-        let lines = request_lines(&c);
+        let lines = cassette::request_lines(&c);
         assert_eq!(
             lines,
             [
@@ -412,7 +396,7 @@ mod recording {
         }
         let c: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(
-            request_lines(&c),
+            cassette::request_lines(&c),
             [
                 "POST /v2/sandboxes/{{sandbox_id}}/connect",
                 "GET /files",

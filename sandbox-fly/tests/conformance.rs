@@ -257,15 +257,7 @@ mod recording {
         }
         let c: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
-        let lines: Vec<String> = c["interactions"]
-            .as_array()
-            .expect("interactions")
-            .iter()
-            .map(|i| {
-                let field = |name: &str| i["request"][name].as_str().unwrap_or("").to_owned();
-                format!("{} {}", field("method"), field("path"))
-            })
-            .collect();
+        let lines = cassette::request_lines(&c);
         assert!(!lines.is_empty(), "{text}");
         for line in &lines {
             assert_eq!(
