@@ -12,7 +12,7 @@ use sandbox_sdk_core::{
 };
 use std::time::Duration;
 use wiremock::matchers::{body_json, body_string_contains, header, method, path, query_param};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{Mock, MockBuilder, MockServer, Request, ResponseTemplate};
 
 const KEY: &str = "e2b_0123456789abcdef0123456789abcdef01234567";
 const SB: &str = "ilxb3ba8bnc0gpyx3i8ax";
@@ -79,6 +79,16 @@ fn stream_body(messages: &[&str], end: &str) -> Vec<u8> {
 
 fn connect_response(body: Vec<u8>) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(body, "application/connect+json")
+}
+
+/// A Connect stream answering `messages` in order, then a clean end of stream.
+fn events(messages: &[&str]) -> ResponseTemplate {
+    connect_response(stream_body(messages, "{}"))
+}
+
+/// A mock of envd's `POST /process.Process/Start` (exec's Connect stream).
+fn process_start() -> MockBuilder {
+    Mock::given(method("POST")).and(path("/process.Process/Start"))
 }
 
 fn request_envelope_json(req: &Request) -> serde_json::Value {
@@ -762,8 +772,7 @@ async fn snapshots_metrics_logs_network() {
 async fn exec_streams_stdout_and_sends_no_deadline_by_default() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .and(header("content-type", "application/connect+json"))
         .and(header("connect-protocol-version", "1"))
         .and(header("e2b-sandbox-id", SB))
@@ -777,14 +786,11 @@ async fn exec_streams_stdout_and_sends_no_deadline_by_default() {
                 && request_envelope_json(r)
                     == serde_json::json!({"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi"]},"stdin":false})
         })
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":412}}}"#,
-                r#"{"event":{"data":{"stdout":"aGkK"}}}"#,
-                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
-            ],
-            "{}",
-        )))
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":412}}}"#,
+            r#"{"event":{"data":{"stdout":"aGkK"}}}"#,
+            r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+        ]))
         .expect(1)
         .mount(&server)
         .await;
@@ -802,19 +808,15 @@ async fn exec_streams_stdout_and_sends_no_deadline_by_default() {
 async fn exec_keeps_stderr_apart_and_reports_exit_code() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .and(header("connect-timeout-ms", "60000"))
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":413}}}"#,
-                r#"{"event":{"data":{"stdout":"b3V0"}}}"#,
-                r#"{"event":{"data":{"stderr":"b29wcwo="}}}"#,
-                r#"{"event":{"keepalive":{}}}"#,
-                r#"{"event":{"end":{"exitCode":3, "exited":true, "status":"exit status 3", "error":"exit status 3"}}}"#,
-            ],
-            "{}",
-        )))
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":413}}}"#,
+            r#"{"event":{"data":{"stdout":"b3V0"}}}"#,
+            r#"{"event":{"data":{"stderr":"b29wcwo="}}}"#,
+            r#"{"event":{"keepalive":{}}}"#,
+            r#"{"event":{"end":{"exitCode":3, "exited":true, "status":"exit status 3", "error":"exit status 3"}}}"#,
+        ]))
         .expect(1)
         .mount(&server)
         .await;
@@ -832,8 +834,7 @@ async fn exec_keeps_stderr_apart_and_reports_exit_code() {
 async fn exec_error_before_first_event_fails_exec() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .and(header("authorization", "Basic cm9vdDo="))
         .respond_with(connect_response(envelope(
             2,
@@ -855,8 +856,7 @@ async fn exec_error_before_first_event_fails_exec() {
 async fn exec_deadline_exceeded_is_a_timeout() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .and(header("connect-timeout-ms", "1000"))
         .respond_with(connect_response(stream_body(
             &[
@@ -895,9 +895,8 @@ async fn utf8_split_across_frames_is_kept_byte_exact() {
     all.extend(messages);
     all.push(r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#.into());
     let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
-        .respond_with(connect_response(stream_body(&refs, "{}")))
+    process_start()
+        .respond_with(events(&refs))
         .mount(&server)
         .await;
     let mut p = sandbox.exec(&Command::new("cat").arg("x")).await.unwrap();
@@ -930,15 +929,11 @@ async fn killed_process_reports_the_signal_and_kill_is_unary() {
         .expect(2)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":77}}}"#,
-                r#"{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}"#,
-            ],
-            "{}",
-        )))
+    process_start()
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":77}}}"#,
+            r#"{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}"#,
+        ]))
         .mount(&server)
         .await;
     let p = sandbox
@@ -957,17 +952,13 @@ async fn killed_process_reports_the_signal_and_kill_is_unary() {
 async fn stdin_is_sent_as_input_then_closed() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .and(|r: &Request| request_envelope_json(r)["stdin"] == serde_json::json!(true))
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":5}}}"#,
-                r#"{"event":{"data":{"stdout":"aGVsbG8="}}}"#,
-                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
-            ],
-            "{}",
-        )))
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":5}}}"#,
+            r#"{"event":{"data":{"stdout":"aGVsbG8="}}}"#,
+            r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+        ]))
         .mount(&server)
         .await;
     Mock::given(method("POST"))
@@ -1001,19 +992,15 @@ async fn stdin_is_sent_as_input_then_closed() {
 async fn pty_exec_and_resize() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .and(|r: &Request| {
             request_envelope_json(r)["pty"] == serde_json::json!({"size":{"cols":100,"rows":30}})
         })
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":6}}}"#,
-                r#"{"event":{"data":{"pty":"MzAgMTAwDQo="}}}"#,
-                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
-            ],
-            "{}",
-        )))
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":6}}}"#,
+            r#"{"event":{"data":{"pty":"MzAgMTAwDQo="}}}"#,
+            r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+        ]))
         .expect(1)
         .mount(&server)
         .await;
@@ -1062,14 +1049,11 @@ async fn attach_by_tag_and_list_processes() {
     Mock::given(method("POST"))
         .and(path("/process.Process/Connect"))
         .and(|r: &Request| request_envelope_json(r) == serde_json::json!({"process":{"tag":"bg"}}))
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"event":{"start":{"pid":12}}}"#,
-                r#"{"event":{"data":{"stdout":"ZG9uZQ=="}}}"#,
-                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
-            ],
-            "{}",
-        )))
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":12}}}"#,
+            r#"{"event":{"data":{"stdout":"ZG9uZQ=="}}}"#,
+            r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+        ]))
         .expect(1)
         .mount(&server)
         .await;
@@ -1095,8 +1079,7 @@ async fn attach_by_tag_and_list_processes() {
 async fn edge_proxy_sandbox_not_found_is_not_running() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .respond_with(ResponseTemplate::new(502).set_body_raw(
             format!(r#"{{"sandboxId":"{SB}","message":"The sandbox was not found","code":502}}"#),
             "application/json; charset=utf-8",
@@ -1113,8 +1096,7 @@ async fn edge_proxy_sandbox_not_found_is_not_running() {
 async fn envd_plain_401_on_an_rpc_path_is_unauthorized() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/Start"))
+    process_start()
         .respond_with(ResponseTemplate::new(401).set_body_raw(
             "{\"code\":401,\"message\":\"unauthorized access, please provide a valid access token or method signing if supported\"}\n",
             "application/json; charset=utf-8",
@@ -1129,21 +1111,7 @@ async fn envd_plain_401_on_an_rpc_path_is_unauthorized() {
 
 /// A sandbox whose envd is `envd_url` (a raw loopback server) and whose control plane is `server`.
 async fn connected_to(server: &MockServer, envd_url: &str) -> E2bSandbox {
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
-        .expect(1)
-        .mount(server)
-        .await;
-    E2bBuilder::new()
-        .api_key(KEY)
-        .api_url(server.uri())
-        .sandbox_url(envd_url)
-        .build()
-        .unwrap()
-        .connect_sandbox(SB, None)
-        .await
-        .unwrap()
+    connected_with_timeout(server, envd_url, None).await
 }
 
 /// Accepts one connection on `listener`, reads one request (head and `Content-Length` body),
@@ -1463,15 +1431,12 @@ async fn watch_streams_events_after_start() {
         .and(|r: &Request| {
             request_envelope_json(r) == serde_json::json!({"path":"/home/user","recursive":true})
         })
-        .respond_with(connect_response(stream_body(
-            &[
-                r#"{"start":{}}"#,
-                r#"{"filesystem":{"name":"a.txt","type":"EVENT_TYPE_CREATE"}}"#,
-                r#"{"keepalive":{}}"#,
-                r#"{"filesystem":{"name":"a.txt","type":"EVENT_TYPE_WRITE"}}"#,
-            ],
-            "{}",
-        )))
+        .respond_with(events(&[
+            r#"{"start":{}}"#,
+            r#"{"filesystem":{"name":"a.txt","type":"EVENT_TYPE_CREATE"}}"#,
+            r#"{"keepalive":{}}"#,
+            r#"{"filesystem":{"name":"a.txt","type":"EVENT_TYPE_WRITE"}}"#,
+        ]))
         .expect(1)
         .mount(&server)
         .await;
