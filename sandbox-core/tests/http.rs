@@ -26,6 +26,23 @@ fn assert_no_secret(text: &str) {
     assert!(!text.contains(SECRET), "secret leaked into: {text}");
 }
 
+/// Sends `GET /x` through the client `make` builds for a server that answers any GET with 200,
+/// and returns the one request the server received.
+async fn sent_get(make: impl FnOnce(&MockServer) -> HttpClient) -> wiremock::Request {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(1)
+        .mount(&server)
+        .await;
+    make(&server)
+        .request(Method::Get, "/x")
+        .send_empty()
+        .await
+        .unwrap();
+    server.received_requests().await.unwrap().remove(0)
+}
+
 #[tokio::test]
 async fn bearer_auth_header_defaults_and_user_agent_are_sent() {
     let server = MockServer::start().await;
@@ -55,18 +72,8 @@ async fn bearer_auth_header_defaults_and_user_agent_are_sent() {
 
 #[tokio::test]
 async fn default_user_agent_names_the_sdk() {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    client(&server)
-        .request(Method::Get, "/")
-        .send_empty()
-        .await
-        .unwrap();
-    let received = server.received_requests().await.unwrap();
-    let ua = received[0]
+    let received = sent_get(client).await;
+    let ua = received
         .headers
         .get("user-agent")
         .unwrap()
@@ -603,18 +610,8 @@ async fn request_timeout_is_a_timeout_error() {
 
 #[tokio::test]
 async fn no_accept_encoding_unless_the_caller_asks_for_gzip() {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    client(&server)
-        .request(Method::Get, "/x")
-        .send_empty()
-        .await
-        .unwrap();
-    let received = server.received_requests().await.unwrap();
-    let accept_encoding = received[0]
+    let received = sent_get(client).await;
+    let accept_encoding = received
         .headers
         .get("accept-encoding")
         .map(|v| v.to_str().unwrap().to_owned());
@@ -627,21 +624,14 @@ async fn no_accept_encoding_unless_the_caller_asks_for_gzip() {
 #[cfg(feature = "gzip")]
 #[tokio::test]
 async fn gzip_is_asked_for_when_the_caller_turns_it_on() {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&server)
-        .await;
-    HttpClient::builder("test", &server.uri())
-        .gzip(true)
-        .build()
-        .unwrap()
-        .request(Method::Get, "/x")
-        .send_empty()
-        .await
-        .unwrap();
-    let received = server.received_requests().await.unwrap();
-    let accept_encoding = received[0].headers.get("accept-encoding").unwrap();
+    let received = sent_get(|server| {
+        HttpClient::builder("test", &server.uri())
+            .gzip(true)
+            .build()
+            .unwrap()
+    })
+    .await;
+    let accept_encoding = received.headers.get("accept-encoding").unwrap();
     assert!(accept_encoding.to_str().unwrap().contains("gzip"));
 }
 
