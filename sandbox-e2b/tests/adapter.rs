@@ -50,8 +50,7 @@ fn created_body(id: &str) -> serde_json::Value {
 }
 
 async fn connected(server: &MockServer) -> E2bSandbox {
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .and(header("x-api-key", KEY))
         .and(body_json(serde_json::json!({})))
         .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
@@ -84,6 +83,18 @@ fn connect_response(body: Vec<u8>) -> ResponseTemplate {
 /// A Connect stream answering `messages` in order, then a clean end of stream.
 fn events(messages: &[&str]) -> ResponseTemplate {
     connect_response(stream_body(messages, "{}"))
+}
+
+/// A mock of the control plane's `POST /v2/sandboxes/{SB}/connect`.
+fn connect_call() -> MockBuilder {
+    Mock::given(method("POST")).and(path(format!("/v2/sandboxes/{SB}/connect")))
+}
+
+/// A mock of the control plane's `POST /sandboxes/{SB}/timeout` asking for a TTL of `seconds`.
+fn set_ttl_call(seconds: u64) -> MockBuilder {
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({ "timeout": seconds })))
 }
 
 /// A mock of envd's `POST /process.Process/Start` (exec's Connect stream).
@@ -229,17 +240,14 @@ async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .and(body_json(serde_json::json!({"timeout": 60})))
         .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
         .expect(1)
         .mount(&server)
         .await;
     // The TTL the create asked for applies to the reused sandbox too, shorter or not.
-    Mock::given(method("POST"))
-        .and(path(format!("/sandboxes/{SB}/timeout")))
-        .and(body_json(serde_json::json!({"timeout": 60})))
+    set_ttl_call(60)
         .respond_with(ResponseTemplate::new(204))
         .expect(1)
         .mount(&server)
@@ -306,9 +314,7 @@ async fn info_destroy_and_already_gone() {
 async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path(format!("/sandboxes/{SB}/timeout")))
-        .and(body_json(serde_json::json!({"timeout": 600})))
+    set_ttl_call(600)
         .respond_with(ResponseTemplate::new(204))
         // Once by set_timeout, once after resume reapplies the TTL through connect.
         .expect(2)
@@ -340,8 +346,7 @@ async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
             .await
             .unwrap()
     );
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .and(body_json(serde_json::json!({"timeout": 600})))
         .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
         .expect(1)
@@ -366,16 +371,13 @@ async fn connect_with_a_ttl_then_sets_exactly_that_ttl() {
     // Connect only ever extends the TTL (PROTOCOL.md §1.2), so a shorter TTL than the sandbox
     // has left would be ignored; the follow-up `POST /sandboxes/{id}/timeout` applies it.
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .and(body_json(serde_json::json!({"timeout": 60})))
         .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/sandboxes/{SB}/timeout")))
-        .and(body_json(serde_json::json!({"timeout": 60})))
+    set_ttl_call(60)
         .respond_with(ResponseTemplate::new(204))
         .expect(1)
         .mount(&server)
@@ -398,16 +400,13 @@ async fn connect_with_a_ttl_then_sets_exactly_that_ttl() {
 async fn resume_with_a_ttl_then_sets_exactly_that_ttl() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .and(body_json(serde_json::json!({"timeout": 30})))
         .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/sandboxes/{SB}/timeout")))
-        .and(body_json(serde_json::json!({"timeout": 30})))
+    set_ttl_call(30)
         .respond_with(ResponseTemplate::new(204))
         .expect(1)
         .mount(&server)
@@ -452,8 +451,7 @@ async fn resume_picks_up_a_new_domain_and_envd_token() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
     assert_eq!(sandbox.domain(), "e2b.app");
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(201).set_body_json(resumed_body(
             SB,
             "eu.e2b.dev",
@@ -479,8 +477,7 @@ async fn resume_keeps_the_id_the_service_returns() {
     const NEW: &str = "inew00000000000000001";
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(201).set_body_json(resumed_body(
             NEW,
             "eu.e2b.dev",
@@ -503,8 +500,7 @@ async fn trait_resume_under_another_id_fails_naming_it() {
     const NEW: &str = "inew00000000000000001";
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(201).set_body_json(created_body(NEW)))
         .with_priority(1)
         .expect(1)
@@ -622,8 +618,7 @@ async fn list_follows_next_token_lazily_and_filters() {
 #[tokio::test]
 async fn rate_limit_is_quota_exceeded_with_retry_after_and_sent_once() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(
             ResponseTemplate::new(429)
                 .insert_header("retry-after", "7")
@@ -667,9 +662,7 @@ async fn fork_reports_each_child_and_partial_failures() {
 async fn fork_gives_children_the_ttl_the_caller_asked_for_the_parent() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path(format!("/sandboxes/{SB}/timeout")))
-        .and(body_json(serde_json::json!({"timeout": 45})))
+    set_ttl_call(45)
         .respond_with(ResponseTemplate::new(204))
         .expect(1)
         .mount(&server)
@@ -1272,8 +1265,7 @@ async fn upload_to_an_old_envd_streams_one_multipart_part() {
     let server = MockServer::start().await;
     let mut body = created_body(SB);
     body["envdVersion"] = "0.5.6".into();
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(200).set_body_json(body))
         .mount(&server)
         .await;
@@ -1478,9 +1470,7 @@ async fn absurd_durations_saturate_instead_of_panicking() {
         url.contains(&format!("signature_expiration={}", u64::MAX)),
         "{url}"
     );
-    Mock::given(method("POST"))
-        .and(path(format!("/sandboxes/{SB}/timeout")))
-        .and(body_json(serde_json::json!({"timeout": u64::MAX})))
+    set_ttl_call(u64::MAX)
         .respond_with(
             ResponseTemplate::new(400)
                 .set_body_string(r#"{"code":400,"message":"timeout out of range"}"#),
@@ -1495,8 +1485,7 @@ async fn absurd_durations_saturate_instead_of_panicking() {
 #[tokio::test]
 async fn upload_urls_carry_user_and_expiration() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
         .mount(&server)
         .await;
@@ -1570,8 +1559,7 @@ async fn private_preview_carries_the_traffic_token() {
     let mut body = created_body(SB);
     body["trafficAccessToken"] = "traffic-secret".into();
     body["domain"] = "example.test".into();
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(200).set_body_json(body))
         .mount(&server)
         .await;
@@ -1748,8 +1736,7 @@ async fn connected_with_timeout(
     envd_url: &str,
     timeout: Option<Duration>,
 ) -> E2bSandbox {
-    Mock::given(method("POST"))
-        .and(path(format!("/v2/sandboxes/{SB}/connect")))
+    connect_call()
         .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
         .expect(1)
         .mount(server)
