@@ -759,30 +759,28 @@ async fn multipart_arrives_with_the_right_parts() {
     assert_eq!(parts.len(), 3);
     assert!(parts[0].0.contains(r#"name="path""#), "{}", parts[0].0);
     assert_eq!(parts[0].1, "/home/user/ü.txt".as_bytes());
-    assert!(
-        parts[1].0.contains(r#"name="file"; filename="data.bin""#),
-        "{}",
-        parts[1].0
-    );
-    assert!(
-        parts[1]
-            .0
-            .to_ascii_lowercase()
-            .contains("content-type: application/octet-stream")
-    );
-    assert_eq!(parts[1].1, binary);
-    assert!(
-        parts[2].0.contains(r#"name="big"; filename="big.bin""#),
-        "{}",
-        parts[2].0
-    );
-    assert!(
-        parts[2]
-            .0
-            .to_ascii_lowercase()
-            .contains("content-type: application/x-test")
-    );
-    assert_eq!(parts[2].1, streamed);
+    // The two file parts: disposition, content type and content.
+    let files = [
+        (
+            r#"name="file"; filename="data.bin""#,
+            "application/octet-stream",
+            &binary,
+        ),
+        (
+            r#"name="big"; filename="big.bin""#,
+            "application/x-test",
+            &streamed,
+        ),
+    ];
+    for ((headers, body), (disposition, content_type, content)) in parts[1..].iter().zip(files) {
+        assert!(headers.contains(disposition), "{headers}");
+        let content_type = format!("content-type: {content_type}");
+        assert!(
+            headers.to_ascii_lowercase().contains(&content_type),
+            "{headers}"
+        );
+        assert_eq!(body, content);
+    }
 }
 
 /// Splits a multipart body into (headers, content) pairs.
