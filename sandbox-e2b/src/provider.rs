@@ -318,45 +318,20 @@ impl E2bProvider {
         let metadata = (!query.metadata.is_empty()).then(|| metadata_query(&query.metadata));
         let states = (!query.states.is_empty()).then(|| query.states.join(","));
         let limit = query.limit;
-        futures::stream::try_unfold(Some(None::<String>), move |next| {
-            let api = api.clone();
-            let metadata = metadata.clone();
-            let states = states.clone();
-            async move {
-                let Some(token) = next else {
-                    return Ok(None);
-                };
-                let mut req = api.request(Method::Get, "/v2/sandboxes").operation("list");
-                if let Some(m) = &metadata {
-                    req = req.query("metadata", m);
-                }
-                if let Some(s) = &states {
-                    req = req.query("state", s);
-                }
-                if let Some(l) = limit {
-                    req = req.query("limit", l);
-                }
-                if let Some(t) = &token {
-                    req = req.query("nextToken", t);
-                }
-                let response = req.send().await?;
-                let next = response
-                    .header("x-next-token")
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_owned);
-                let page: Vec<SandboxDetail> = response.json().await?;
-                let items = futures::stream::iter(page.into_iter().map(|d| Ok(sandbox_info(d))));
-                // Stop when the service gives no token, or the same one again.
-                let next = match next {
-                    Some(t) if Some(&t) != token.as_ref() => Some(Some(t)),
-                    _ => None,
-                };
-                Ok::<_, Error>(Some((items, next)))
+        let request = move || {
+            let mut req = api.request(Method::Get, "/v2/sandboxes").operation("list");
+            if let Some(m) = &metadata {
+                req = req.query("metadata", m);
             }
-        })
-        .try_flatten()
-        .boxed()
+            if let Some(s) = &states {
+                req = req.query("state", s);
+            }
+            if let Some(l) = limit {
+                req = req.query("limit", l);
+            }
+            req
+        };
+        paged(request, |d: SandboxDetail| sandbox_info(d))
     }
 
     /// Snapshots, page by page (`GET /snapshots`), optionally of one sandbox.
@@ -366,43 +341,19 @@ impl E2bProvider {
     ) -> futures::stream::BoxStream<'static, Result<SnapshotInfo>> {
         let api = self.shared.api.clone();
         let sandbox_id = sandbox_id.map(str::to_owned);
-        futures::stream::try_unfold(Some(None::<String>), move |next| {
-            let api = api.clone();
-            let sandbox_id = sandbox_id.clone();
-            async move {
-                let Some(token) = next else {
-                    return Ok(None);
-                };
-                let mut req = api
-                    .request(Method::Get, "/snapshots")
-                    .operation("list_snapshots");
-                if let Some(id) = &sandbox_id {
-                    req = req.query("sandboxID", id);
-                }
-                if let Some(t) = &token {
-                    req = req.query("nextToken", t);
-                }
-                let response = req.send().await?;
-                let next = response
-                    .header("x-next-token")
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_owned);
-                let page: Vec<SnapshotWire> = response.json().await?;
-                let sid = sandbox_id.clone();
-                let items = futures::stream::iter(
-                    page.into_iter()
-                        .map(move |s| Ok(crate::sandbox::snapshot_info(s, sid.clone()))),
-                );
-                let next = match next {
-                    Some(t) if Some(&t) != token.as_ref() => Some(Some(t)),
-                    _ => None,
-                };
-                Ok::<_, Error>(Some((items, next)))
+        let sid = sandbox_id.clone();
+        let request = move || {
+            let mut req = api
+                .request(Method::Get, "/snapshots")
+                .operation("list_snapshots");
+            if let Some(id) = &sandbox_id {
+                req = req.query("sandboxID", id);
             }
+            req
+        };
+        paged(request, move |s: SnapshotWire| {
+            crate::sandbox::snapshot_info(s, sid.clone())
         })
-        .try_flatten()
-        .boxed()
     }
 
     /// The latest resource sample of several sandboxes at once (`GET /sandboxes/metrics`).
@@ -529,6 +480,48 @@ impl Provider for E2bProvider {
         .try_filter(move |info| std::future::ready(filter.matches(info)))
         .boxed()
     }
+}
+
+/// A stream over E2B's `X-Next-Token` pagination: each page is fetched as the stream is polled,
+/// with `nextToken` added to the request `request` builds; it ends when the service sends no
+/// token, or the same one again.
+fn paged<T, U>(
+    request: impl Fn() -> sandbox_sdk_core::http::Request + Send + Sync + 'static,
+    map: impl Fn(T) -> U + Send + Sync + Clone + 'static,
+) -> futures::stream::BoxStream<'static, Result<U>>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+    U: Send + 'static,
+{
+    let request = std::sync::Arc::new(request);
+    futures::stream::try_unfold(Some(None::<String>), move |next| {
+        let request = request.clone();
+        let map = map.clone();
+        async move {
+            let Some(token) = next else {
+                return Ok(None);
+            };
+            let mut req = request();
+            if let Some(t) = &token {
+                req = req.query("nextToken", t);
+            }
+            let response = req.send().await?;
+            let next = response
+                .header("x-next-token")
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
+            let page: Vec<T> = response.json().await?;
+            let items = futures::stream::iter(page.into_iter().map(move |x| Ok(map(x))));
+            let next = match next {
+                Some(t) if Some(&t) != token.as_ref() => Some(Some(t)),
+                _ => None,
+            };
+            Ok::<_, Error>(Some((items, next)))
+        }
+    })
+    .try_flatten()
+    .boxed()
 }
 
 #[cfg(test)]
