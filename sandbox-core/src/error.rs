@@ -103,6 +103,7 @@ struct Inner {
     request_id: Option<String>,
     retry_after: Option<Duration>,
     retryable: Option<bool>,
+    ambiguous: bool,
     attempts: Vec<Attempt>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -123,6 +124,7 @@ impl Error {
             request_id: None,
             retry_after: None,
             retryable: None,
+            ambiguous: false,
             attempts: Vec::new(),
             source: None,
         }))
@@ -199,6 +201,21 @@ impl Error {
         self
     }
 
+    /// Marks whether the request may have taken effect although no answer said so (see
+    /// [`Error::is_ambiguous`]).
+    pub fn with_ambiguous(mut self, ambiguous: bool) -> Self {
+        self.0.ambiguous = ambiguous;
+        self
+    }
+
+    /// Adds a sentence to the message (for example how many attempts a retried call made).
+    pub fn with_note(mut self, note: impl AsRef<str>) -> Self {
+        self.0.message.push_str(" (");
+        self.0.message.push_str(note.as_ref());
+        self.0.message.push(')');
+        self
+    }
+
     /// Keeps the underlying cause. Its text is not shown by `Display`.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.0.source = Some(Box::new(source));
@@ -259,6 +276,15 @@ impl Error {
     /// Each provider tried, for [`ErrorKind::AllProvidersFailed`]; empty otherwise.
     pub fn attempts(&self) -> &[Attempt] {
         &self.0.attempts
+    }
+
+    /// Whether the request may have taken effect although it failed: it timed out or lost its
+    /// connection after it was sent, or a gateway answered for a server that may have processed
+    /// it (HTTP 408, 500, 502, 504). A `create` that fails this way may have made a sandbox, so it
+    /// is looked up before it is sent again ([`crate::idempotency`]). A connection refused, a
+    /// 429 or a 503 is not ambiguous: nothing was done.
+    pub fn is_ambiguous(&self) -> bool {
+        self.0.ambiguous
     }
 
     /// Whether retrying the same request can succeed: the adapter's override if it set one,
@@ -323,6 +349,7 @@ impl fmt::Debug for Error {
             .field("request_id", &inner.request_id)
             .field("retry_after", &inner.retry_after)
             .field("retryable", &self.is_retryable())
+            .field("ambiguous", &self.0.ambiguous)
             .field("attempts", &inner.attempts)
             .field("has_source", &inner.source.is_some())
             .finish()

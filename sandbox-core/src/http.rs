@@ -139,12 +139,19 @@ pub enum StreamBody {
 const READER_CHUNK: usize = 256 * 1024;
 
 impl StreamBody {
-    fn into_reqwest(self) -> reqwest::Body {
-        match self {
-            StreamBody::Stream(stream) => reqwest::Body::wrap_stream(stream),
-            StreamBody::Reader(reader) => reqwest::Body::wrap_stream(
-                tokio_util::io::ReaderStream::with_capacity(reader, READER_CHUNK),
-            ),
+    /// The body for reqwest; each chunk taken counts as progress for an idle bound.
+    fn into_reqwest(self, progress: Option<Progress>) -> reqwest::Body {
+        let stream: ByteStream = match self {
+            StreamBody::Stream(stream) => stream,
+            StreamBody::Reader(reader) => {
+                tokio_util::io::ReaderStream::with_capacity(reader, READER_CHUNK)
+                    .map(|chunk| chunk.map_err(Error::from))
+                    .boxed()
+            }
+        };
+        match progress {
+            Some(progress) => reqwest::Body::wrap_stream(stream.inspect(move |_| progress.touch())),
+            None => reqwest::Body::wrap_stream(stream),
         }
     }
 }
@@ -287,6 +294,7 @@ pub struct HttpClientBuilder {
     request_id_header: String,
     user_agent: String,
     mapper: Option<Mapper>,
+    http1_only: bool,
     #[cfg(feature = "gzip")]
     gzip: bool,
 }
@@ -333,6 +341,14 @@ impl HttpClientBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "gzip")))]
     pub fn gzip(mut self, enabled: bool) -> Self {
         self.gzip = enabled;
+        self
+    }
+
+    /// Speaks only HTTP/1.1, never HTTP/2, even where the server offers it. For servers whose
+    /// HTTP/2 framing trips hyper's limits (E2B's sandbox proxy pads bodies with empty DATA
+    /// frames, which hyper answers with `ENHANCE_YOUR_CALM` after 100). Default: off.
+    pub fn http1_only(mut self, enabled: bool) -> Self {
+        self.http1_only = enabled;
         self
     }
 
@@ -394,6 +410,9 @@ impl HttpClientBuilder {
         }
         if let Some(timeout) = self.connect_timeout {
             builder = builder.connect_timeout(timeout);
+        }
+        if self.http1_only {
+            builder = builder.http1_only();
         }
         let client = builder.build().map_err(|e| {
             Error::new(
@@ -495,6 +514,7 @@ impl HttpClient {
             request_id_header: DEFAULT_REQUEST_ID_HEADER.to_owned(),
             user_agent: DEFAULT_USER_AGENT.to_owned(),
             mapper: None,
+            http1_only: false,
             #[cfg(feature = "gzip")]
             gzip: false,
         }
@@ -636,6 +656,43 @@ enum TimeoutChoice {
     Default,
     Fixed(Duration),
     Unlimited,
+    /// No total limit: the head within the client's timeout of the last body chunk sent, then
+    /// each response chunk within the given idle bound of the previous one.
+    Idle(Duration),
+}
+
+/// When the last request-body chunk of an idle-bounded request was handed to the connection.
+#[derive(Clone)]
+pub(crate) struct Progress(Arc<std::sync::Mutex<tokio::time::Instant>>);
+
+impl Progress {
+    fn new() -> Self {
+        Progress(Arc::new(std::sync::Mutex::new(tokio::time::Instant::now())))
+    }
+
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `future` until it ends, or `None` once `limit` passes with no progress.
+    async fn bound<F: std::future::Future>(&self, limit: Duration, future: F) -> Option<F::Output> {
+        tokio::pin!(future);
+        loop {
+            let deadline = self.last() + limit;
+            tokio::select! {
+                out = &mut future => return Some(out),
+                () = tokio::time::sleep_until(deadline) => {
+                    if self.last() + limit <= tokio::time::Instant::now() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// One request being built. Nothing is sent until [`Request::send`] (or `send_json`,
@@ -758,7 +815,19 @@ impl Request {
         }
     }
 
-    /// No timeout at all, for long-lived streams.
+    /// No total timeout, but no silence either: for transfers and long-lived streams. The
+    /// response head must arrive within the client's timeout (or `idle`, when the client has
+    /// none) of the last request-body chunk being sent, and each response-body chunk within
+    /// `idle` of the previous one. A silent head is [`ErrorKind::Timeout`]; a body that goes
+    /// silent ends with [`ErrorKind::Transport`]. Large transfers still work: only silence ends
+    /// them.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.timeout = TimeoutChoice::Idle(idle);
+        self
+    }
+
+    /// No timeout at all. Prefer [`Request::idle_timeout`]: a request without any bound waits
+    /// forever on a silent server.
     pub fn no_timeout(mut self) -> Self {
         self.timeout = TimeoutChoice::Unlimited;
         self
@@ -825,14 +894,38 @@ impl Request {
         let site = self.call_site();
         let shared = self.client.inner.shared.clone();
         let secrets = self.secrets();
-        let prepared = self.prepare(&site, &shared)?;
+        let idle = match self.timeout {
+            TimeoutChoice::Idle(idle) => Some(idle),
+            _ => None,
+        };
+        let (prepared, progress) = self.prepare(&site, &shared)?;
         let started = Instant::now();
-        let result = prepared.send().await;
+        let result = match (&progress, idle) {
+            (Some(progress), Some(idle)) => {
+                let head = shared.timeout.unwrap_or(idle);
+                match progress.bound(head, prepared.send()).await {
+                    Some(result) => result.map_err(|e| site.transport_error(Stage::Request, e)),
+                    None => Err(site.context(
+                        Error::new(
+                            ErrorKind::Timeout,
+                            format!(
+                                "{} {}: no response within {head:?} of the request being sent",
+                                site.method, site.path
+                            ),
+                        )
+                        .with_ambiguous(true),
+                    )),
+                }
+            }
+            _ => prepared
+                .send()
+                .await
+                .map_err(|e| site.transport_error(Stage::Request, e)),
+        };
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let response = match result {
             Ok(response) => response,
-            Err(e) => {
-                let error = site.transport_error(Stage::Request, e);
+            Err(error) => {
                 tracing::debug!(
                     provider = %site.provider,
                     method = site.method,
@@ -864,6 +957,7 @@ impl Request {
                 headers,
                 request_id,
                 site,
+                idle,
             });
         }
         // A provider that echoes a credential in its error must not get it into our messages.
@@ -893,6 +987,9 @@ impl Request {
             None => default_error_mapper(&error_response),
         };
         let mut error = site.context(mapped);
+        if AMBIGUOUS_STATUSES.contains(&status) {
+            error = error.with_ambiguous(true);
+        }
         if error.status().is_none() {
             error = error.with_status(status);
         }
@@ -919,7 +1016,13 @@ impl Request {
         self.send().await?.bytes().await.map(drop)
     }
 
-    fn prepare(self, site: &CallSite, shared: &Shared) -> Result<reqwest::RequestBuilder> {
+    /// The reqwest request, and the progress clock of an idle-bounded one.
+    fn prepare(
+        self,
+        site: &CallSite,
+        shared: &Shared,
+    ) -> Result<(reqwest::RequestBuilder, Option<Progress>)> {
+        let progress = matches!(self.timeout, TimeoutChoice::Idle(_)).then(Progress::new);
         let invalid = |message: String| site.context(Error::validation(message));
         let mut url = self.url.map_err(invalid)?;
         if !self.query.is_empty() {
@@ -969,23 +1072,23 @@ impl Request {
                 if let Some(length) = length {
                     header_map.insert(reqwest::header::CONTENT_LENGTH, HeaderValue::from(length));
                 }
-                builder = builder.body(stream.into_reqwest());
+                builder = builder.body(stream.into_reqwest(progress.clone()));
             }
             Body::Multipart(form) => {
                 header_map.remove(reqwest::header::CONTENT_TYPE);
-                builder = builder.multipart(form.into_reqwest().map_err(invalid)?);
+                builder = builder.multipart(form.into_reqwest(progress.clone()).map_err(invalid)?);
             }
         }
         builder = builder.headers(header_map);
         let timeout = match self.timeout {
             TimeoutChoice::Default => shared.timeout,
             TimeoutChoice::Fixed(t) => Some(t),
-            TimeoutChoice::Unlimited => None,
+            TimeoutChoice::Unlimited | TimeoutChoice::Idle(_) => None,
         };
         if let Some(timeout) = timeout {
             builder = builder.timeout(timeout);
         }
-        Ok(builder)
+        Ok((builder, progress))
     }
 }
 
@@ -1028,6 +1131,10 @@ impl fmt::Debug for Request {
             .finish()
     }
 }
+
+/// Statuses after which the request may still have taken effect: a request timeout, an internal
+/// error mid-way, or a gateway that lost (502) or gave up on (504) the server behind it.
+const AMBIGUOUS_STATUSES: [u16; 4] = [408, 500, 502, 504];
 
 /// Credential values shorter than this are not scrubbed from error bodies (too likely to match
 /// ordinary text).
@@ -1079,6 +1186,8 @@ pub struct Response {
     headers: Headers,
     request_id: Option<String>,
     site: CallSite,
+    /// The longest silence allowed between body chunks, for idle-bounded requests.
+    idle: Option<Duration>,
 }
 
 impl Response {
@@ -1107,13 +1216,23 @@ impl Response {
         self.header("content-length")?.parse().ok()
     }
 
-    /// Reads the whole body. A body cut short is [`ErrorKind::Transport`].
+    /// Reads the whole body. A body cut short (or silent past an idle bound) is
+    /// [`ErrorKind::Transport`].
     pub async fn bytes(self) -> Result<Bytes> {
-        let site = self.site;
-        self.inner
-            .bytes()
-            .await
-            .map_err(|e| site.transport_error(Stage::ResponseBody, e))
+        if self.idle.is_none() {
+            let site = self.site;
+            return self
+                .inner
+                .bytes()
+                .await
+                .map_err(|e| site.transport_error(Stage::ResponseBody, e));
+        }
+        let mut body = Vec::new();
+        let mut chunks = self.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            body.extend_from_slice(&chunk?);
+        }
+        Ok(Bytes::from(body))
     }
 
     /// Reads the whole body as UTF-8 text; invalid UTF-8 is [`ErrorKind::Provider`].
@@ -1160,13 +1279,47 @@ impl Response {
     /// The body as a lazy stream of chunks, read as the caller polls it, in constant memory. A
     /// body cut short ends the stream with an [`ErrorKind::Transport`] error; passing the
     /// request's timeout gives [`ErrorKind::Timeout`].
+    ///
+    /// For a request sent with [`Request::idle_timeout`], a silence longer than the bound ends
+    /// the stream with an [`ErrorKind::Transport`] error naming the bound.
     pub fn bytes_stream(self) -> ByteStream {
         let site = self.site;
-        self.inner
+        let context = site.clone();
+        let chunks = self
+            .inner
             .bytes_stream()
             .map(move |chunk| chunk.map_err(|e| site.transport_error(Stage::ResponseBody, e)))
-            .boxed()
+            .boxed();
+        match self.idle {
+            Some(idle) => idle_bounded(chunks, idle)
+                .map(move |chunk| chunk.map_err(|e| context.context(e)))
+                .boxed(),
+            None => chunks,
+        }
     }
+}
+
+/// Ends `stream` with an [`ErrorKind::Transport`] error when no item arrives for `idle`.
+pub fn idle_bounded<T: Send + 'static>(
+    stream: futures::stream::BoxStream<'static, Result<T>>,
+    idle: Duration,
+) -> futures::stream::BoxStream<'static, Result<T>> {
+    futures::stream::unfold(Some(stream), move |state| async move {
+        let mut stream = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(item)) => Some((item, Some(stream))),
+            Ok(None) => None,
+            Err(_) => Some((
+                Err(Error::new(
+                    ErrorKind::Transport,
+                    format!("the stream went silent: no data for {idle:?}"),
+                )
+                .with_ambiguous(true)),
+                None,
+            )),
+        }
+    })
+    .boxed()
 }
 
 impl fmt::Debug for Response {

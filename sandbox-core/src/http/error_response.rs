@@ -391,7 +391,13 @@ impl CallSite {
             message.push_str(": ");
             message.push_str(&cause);
         }
-        self.context(Error::new(kind, message).with_source(err.without_url()))
+        // Only a failure to connect (or to build the request) proves nothing reached the server.
+        let ambiguous = !err.is_connect() && !err.is_builder();
+        self.context(
+            Error::new(kind, message)
+                .with_ambiguous(ambiguous)
+                .with_source(err.without_url()),
+        )
     }
 }
 

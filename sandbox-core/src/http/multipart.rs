@@ -109,7 +109,11 @@ impl Multipart {
     }
 
     /// Converts to reqwest's form. Fails on a content type reqwest cannot parse.
-    pub(crate) fn into_reqwest(self) -> Result<reqwest::multipart::Form, String> {
+    /// Streamed parts count as progress for `progress`, the idle bound of their request.
+    pub(crate) fn into_reqwest(
+        self,
+        progress: Option<super::Progress>,
+    ) -> Result<reqwest::multipart::Form, String> {
         let mut form = reqwest::multipart::Form::new();
         for part in self.parts {
             let mut p = match part.body {
@@ -118,11 +122,12 @@ impl Multipart {
                     reqwest::Body::from(bytes.clone()),
                     bytes.len() as u64,
                 ),
-                PartBody::Stream(body, Some(len)) => {
-                    reqwest::multipart::Part::stream_with_length(body.into_reqwest(), len)
-                }
+                PartBody::Stream(body, Some(len)) => reqwest::multipart::Part::stream_with_length(
+                    body.into_reqwest(progress.clone()),
+                    len,
+                ),
                 PartBody::Stream(body, None) => {
-                    reqwest::multipart::Part::stream(body.into_reqwest())
+                    reqwest::multipart::Part::stream(body.into_reqwest(progress.clone()))
                 }
             };
             if let Some(filename) = part.filename {

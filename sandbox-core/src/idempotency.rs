@@ -1,0 +1,215 @@
+//! Creates that may have happened: look before sending again.
+//!
+//! A create whose answer never arrived (a timeout, a connection lost after the request was sent, a
+//! gateway error; see [`Error::is_ambiguous`]) may still have made a sandbox, and the provider may
+//! go on making it for a while after the client gave up. Sending it again at once makes a second
+//! sandbox: the look-up before the retry runs before the first one is visible. So an adapter
+//! creates through [`create_once`]: with an idempotency key it looks the key up first, sends the
+//! create once, and after an ambiguous failure keeps looking the key up for the provider's
+//! [`CreateLookup::window`] (checking at once, then backing off). Only when the window passes
+//! with no match does the error go back to the caller (or the retry layer), which may then send
+//! the create again.
+//!
+//! A failure that proves nothing was made (a refused connection, 429, 503, a 4xx) returns at
+//! once, as does any failure of a create without a key: there is nothing to look up.
+
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::time::Duration;
+
+/// How long and how often to look for the sandbox an ambiguous create may have made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateLookup {
+    /// How long after the failure the provider may still be making the sandbox. Zero looks once.
+    pub window: Duration,
+    /// The pause after the first look-up; it doubles after each one, up to `max_interval`.
+    pub first_interval: Duration,
+    /// The longest pause between look-ups.
+    pub max_interval: Duration,
+}
+
+impl CreateLookup {
+    /// Looks for `window`, starting 25 ms apart and doubling up to 1 s.
+    pub const fn new(window: Duration) -> Self {
+        CreateLookup {
+            window,
+            first_interval: Duration::from_millis(25),
+            max_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// Sets the first and the longest pause between look-ups.
+    pub const fn intervals(mut self, first: Duration, max: Duration) -> Self {
+        self.first_interval = first;
+        self.max_interval = max;
+        self
+    }
+}
+
+/// Creates at most once per call, settling an ambiguous failure by looking `key` up.
+///
+/// With a `key`: `lookup` runs first and a sandbox it finds is returned without sending
+/// anything; otherwise `send` runs once, and if it fails ambiguously `lookup` runs at once and
+/// then with backoff until it finds the sandbox (returned as the create's answer) or
+/// `settings.window` passes (the error is returned, noting the look-up). A look-up that fails
+/// counts as "not found yet". Without a key, `send` runs once and its result is returned.
+pub async fn create_once<T, S, SF, L, LF>(
+    key: Option<&str>,
+    settings: &CreateLookup,
+    send: S,
+    mut lookup: L,
+) -> Result<T>
+where
+    S: FnOnce() -> SF,
+    SF: Future<Output = Result<T>>,
+    L: FnMut() -> LF,
+    LF: Future<Output = Result<Option<T>>>,
+{
+    if key.is_some()
+        && let Some(existing) = lookup().await?
+    {
+        tracing::debug!("create: adopting the sandbox already made under this idempotency key");
+        return Ok(existing);
+    }
+    let error = match send().await {
+        Ok(created) => return Ok(created),
+        Err(error) if key.is_none() || !error.is_ambiguous() => return Err(error),
+        Err(error) => error,
+    };
+    tracing::warn!(
+        error = %error,
+        window_ms = settings.window.as_millis() as u64,
+        "create may have happened: looking the idempotency key up before anything is sent again"
+    );
+    let started = tokio::time::Instant::now();
+    let mut pause = settings.first_interval;
+    loop {
+        match lookup().await {
+            Ok(Some(found)) => {
+                tracing::info!(
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "create: the ambiguous create made a sandbox; adopting it"
+                );
+                return Ok(found);
+            }
+            Ok(None) => {}
+            Err(lookup_error) => {
+                tracing::debug!(error = %lookup_error, "create: look-up failed; trying again");
+            }
+        }
+        let left = settings.window.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(note_window(error, settings.window));
+        }
+        tokio::time::sleep(pause.min(left)).await;
+        pause = pause.saturating_mul(2).min(settings.max_interval);
+    }
+}
+
+fn note_window(error: Error, window: Duration) -> Error {
+    error.with_note(format!(
+        "no sandbox appeared under the idempotency key within {window:?} of looking"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn ambiguous() -> Error {
+        Error::new(ErrorKind::Timeout, "timed out").with_ambiguous(true)
+    }
+
+    /// A look-up that finds the sandbox on its `visible_at`-th call.
+    fn lookup_visible_at(
+        visible_at: usize,
+        calls: Arc<AtomicUsize>,
+    ) -> impl FnMut() -> std::future::Ready<Result<Option<&'static str>>> {
+        move || {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            std::future::ready(Ok((n >= visible_at).then_some("sb-1")))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ambiguous_failure_waits_for_the_sandbox_instead_of_sending_again() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let sends = AtomicUsize::new(0);
+        let settings = CreateLookup::new(Duration::from_secs(30));
+        let found = create_once(
+            Some("job-1"),
+            &settings,
+            || async {
+                sends.fetch_add(1, Ordering::SeqCst);
+                Err::<&str, _>(ambiguous())
+            },
+            // Not there before the send, nor at the first two look-ups after it.
+            lookup_visible_at(4, calls.clone()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(found, "sb-1");
+        assert_eq!(sends.load(Ordering::SeqCst), 1);
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_window_is_bounded_and_the_error_says_so() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let settings = CreateLookup::new(Duration::from_secs(2));
+        let started = tokio::time::Instant::now();
+        let error = create_once(
+            Some("job-1"),
+            &settings,
+            || async { Err::<&str, _>(ambiguous()) },
+            lookup_visible_at(usize::MAX, calls.clone()),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Timeout);
+        assert!(error.to_string().contains("within 2s"), "{error}");
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        // 1 before sending, then at 0, 25, 75, 175, 375, 775, 1775 ms and at the window's end.
+        assert_eq!(calls.load(Ordering::SeqCst), 9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_existing_sandbox_is_adopted_and_nothing_is_sent() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let found = create_once(
+            Some("job-1"),
+            &CreateLookup::new(Duration::from_secs(30)),
+            || async { panic!("sent") },
+            lookup_visible_at(1, calls),
+        )
+        .await
+        .unwrap();
+        assert_eq!(found, "sb-1");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_that_prove_nothing_was_made_return_at_once() {
+        for (key, error) in [
+            (Some("job-1"), Error::new(ErrorKind::Transport, "refused")),
+            (Some("job-1"), Error::new(ErrorKind::QuotaExceeded, "429")),
+            (None, ambiguous()),
+        ] {
+            let calls = Arc::new(AtomicUsize::new(0));
+            let started = tokio::time::Instant::now();
+            let kind = error.kind();
+            let result = create_once(
+                key,
+                &CreateLookup::new(Duration::from_secs(30)),
+                || async { Err::<&str, _>(error) },
+                lookup_visible_at(usize::MAX, calls.clone()),
+            )
+            .await;
+            assert_eq!(result.unwrap_err().kind(), kind);
+            assert_eq!(started.elapsed(), Duration::ZERO);
+            assert_eq!(calls.load(Ordering::SeqCst), usize::from(key.is_some()));
+        }
+    }
+}
