@@ -49,14 +49,15 @@ pub trait SandboxExt: Sandbox {
         }
     }
 
-    /// Polls [`Sandbox::info`] every `interval` until the sandbox is running, failing with
-    /// `Timeout` after `deadline` and at once if it reaches a terminal state.
+    /// Polls [`Sandbox::info`] until the sandbox is running: at once, then backing off from
+    /// 25 ms up to `interval` ([`crate::wait::Backoff`]); fails with `Timeout` after `deadline`
+    /// and at once if it reaches a terminal state.
     async fn wait_until_running(
         &self,
         interval: Duration,
         deadline: Duration,
     ) -> Result<SandboxInfo> {
-        let started = tokio::time::Instant::now();
+        let mut backoff = crate::wait::Backoff::new(interval).within(deadline);
         loop {
             let info = self.info().await?;
             match info.state {
@@ -70,18 +71,17 @@ pub trait SandboxExt: Sandbox {
                 }
                 _ => {}
             }
-            if started.elapsed().saturating_add(interval) > deadline {
+            if !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
                         "sandbox still {} after {}ms",
                         info.state,
-                        started.elapsed().as_millis()
+                        backoff.elapsed().as_millis()
                     ),
                 )
                 .with_sandbox_id(self.id()));
             }
-            tokio::time::sleep(interval).await;
         }
     }
 }
