@@ -295,6 +295,7 @@ pub struct HttpClientBuilder {
     user_agent: String,
     mapper: Option<Mapper>,
     http1_only: bool,
+    root_certificates: Vec<Vec<u8>>,
     #[cfg(feature = "gzip")]
     gzip: bool,
 }
@@ -349,6 +350,13 @@ impl HttpClientBuilder {
     /// frames, which hyper answers with `ENHANCE_YOUR_CALM` after 100). Default: off.
     pub fn http1_only(mut self, enabled: bool) -> Self {
         self.http1_only = enabled;
+        self
+    }
+
+    /// Also trusts the certificate authority in `pem` (PEM-encoded), besides the webpki roots:
+    /// for self-hosted services behind a private CA, and for loopback TLS servers in tests.
+    pub fn root_certificate_pem(mut self, pem: &[u8]) -> Self {
+        self.root_certificates.push(pem.to_vec());
         self
     }
 
@@ -413,6 +421,13 @@ impl HttpClientBuilder {
         }
         if self.http1_only {
             builder = builder.http1_only();
+        }
+        for pem in &self.root_certificates {
+            let certificate = reqwest::Certificate::from_pem(pem).map_err(|_| {
+                Error::validation("the root certificate is not a valid PEM certificate")
+                    .with_provider(provider.clone())
+            })?;
+            builder = builder.add_root_certificate(certificate);
         }
         let client = builder.build().map_err(|e| {
             Error::new(
@@ -515,6 +530,7 @@ impl HttpClient {
             user_agent: DEFAULT_USER_AGENT.to_owned(),
             mapper: None,
             http1_only: false,
+            root_certificates: Vec::new(),
             #[cfg(feature = "gzip")]
             gzip: false,
         }
@@ -1409,6 +1425,11 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Validation);
         assert!(!e.to_string().contains("break-secret"), "{e}");
+        let e = HttpClient::builder("t", "https://x.example")
+            .root_certificate_pem(b"not a certificate")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
     }
 
     #[test]
