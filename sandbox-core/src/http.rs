@@ -353,7 +353,8 @@ impl HttpClientBuilder {
         self
     }
 
-    /// Also trusts the certificate authority in `pem` (PEM-encoded), besides the webpki roots:
+    /// Also trusts the certificate authorities in `pem` (one or more PEM certificates), besides
+    /// the webpki roots:
     /// for self-hosted services behind a private CA, and for loopback TLS servers in tests.
     pub fn root_certificate_pem(mut self, pem: &[u8]) -> Self {
         self.root_certificates.push(pem.to_vec());
@@ -423,11 +424,16 @@ impl HttpClientBuilder {
             builder = builder.http1_only();
         }
         for pem in &self.root_certificates {
-            let certificate = reqwest::Certificate::from_pem(pem).map_err(|_| {
-                Error::validation("the root certificate is not a valid PEM certificate")
-                    .with_provider(provider.clone())
-            })?;
-            builder = builder.add_root_certificate(certificate);
+            let certificates = reqwest::Certificate::from_pem_bundle(pem)
+                .ok()
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| {
+                    Error::validation("the root certificate is not a PEM certificate")
+                        .with_provider(provider.clone())
+                })?;
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
         }
         let client = builder.build().map_err(|e| {
             Error::new(
