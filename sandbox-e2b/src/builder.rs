@@ -221,6 +221,7 @@ impl E2bBuilder {
                 status: r.status,
                 body: &r.body,
                 retry_after: r.retry_after(),
+                should_retry: r.headers.get("should-retry"),
                 operation: &r.operation,
                 sandbox_id: r.sandbox_id.as_deref(),
                 request_id: r.request_id.as_deref(),

@@ -12,6 +12,12 @@
 //!
 //! Only the provider's `message` text is kept; nothing else from the body or headers (which may
 //! hold tokens) reaches the error.
+//!
+//! Retryability follows the E2B Python SDK 2.63 (`e2b/retry.py`, PROTOCOL.md "Retry rules"): a
+//! `Should-Retry` response header decides when present (`true` retries, any other value never
+//! does, 429 included); without it an HTTP 429, 502, 503 or 504 is retryable and any other HTTP
+//! error is not, except where the answer itself says more (an edge-proxy "sandbox was not found"
+//! 502 is `NotRunning` and final; a "still transitioning" 409 is worth another try).
 
 use crate::PROVIDER;
 use sandbox_sdk_core::{Error, ErrorKind};
@@ -27,6 +33,8 @@ pub struct Failure<'a> {
     pub body: &'a [u8],
     /// The `Retry-After` delay, when the response carried one.
     pub retry_after: Option<Duration>,
+    /// The `Should-Retry` response header, when present: it alone decides retryability.
+    pub should_retry: Option<&'a str>,
     /// The operation that failed.
     pub operation: &'a str,
     /// The sandbox the call was aimed at.
@@ -207,10 +215,27 @@ pub fn map_error(f: Failure<'_>) -> Error {
     if let Some(delay) = f.retry_after {
         error = error.with_retry_after(delay);
     }
-    if let Some(r) = retryable {
+    if let Some(r) = retryable_by_rules(f.status, f.should_retry, retryable) {
         error = error.with_retryable(r);
     }
     error
+}
+
+/// E2B's retry rules: `Should-Retry` decides when present (only `true` retries); else what the
+/// answer's body said (`decided`); else, for an HTTP error, whether the status is 429, 502, 503
+/// or 504. `None` (a Connect end-stream error with nothing decided) keeps the kind's default.
+fn retryable_by_rules(
+    status: u16,
+    should_retry: Option<&str>,
+    decided: Option<bool>,
+) -> Option<bool> {
+    if let Some(header) = should_retry {
+        return Some(header.trim().eq_ignore_ascii_case("true"));
+    }
+    if decided.is_some() || status == 200 {
+        return decided;
+    }
+    Some(matches!(status, 429 | 502 | 503 | 504))
 }
 
 /// A transport-level failure (connection, framing, malformed JSON) during `operation`.
@@ -251,6 +276,7 @@ mod tests {
             status,
             body: body.as_bytes(),
             retry_after: None,
+            should_retry: None,
             operation: "op",
             sandbox_id: Some("isb"),
             request_id: None,
@@ -289,6 +315,7 @@ mod tests {
             status: 429,
             body: br#"{"code":429,"message":"Rate limit exceeded"}"#,
             retry_after: Some(Duration::from_secs(7)),
+            should_retry: None,
             operation: "create",
             sandbox_id: None,
             request_id: None,
@@ -395,6 +422,71 @@ mod tests {
         assert_eq!(map(502, "<html>bad gateway</html>").message(), "HTTP 502");
         assert_eq!(map(404, "").kind(), ErrorKind::NotFound);
         assert_eq!(map(504, "gateway timeout").kind(), ErrorKind::Timeout);
+    }
+
+    fn map_with_header(status: u16, body: &str, should_retry: Option<&str>) -> Error {
+        map_error(Failure {
+            status,
+            body: body.as_bytes(),
+            retry_after: None,
+            should_retry,
+            operation: "op",
+            sandbox_id: None,
+            request_id: None,
+        })
+    }
+
+    #[test]
+    fn should_retry_header_decides_when_present() {
+        let rest = r#"{"code":500,"message":"boom"}"#;
+        // `true` (any case) retries even a status that is otherwise final...
+        assert!(map_with_header(500, rest, Some("true")).is_retryable());
+        assert!(map_with_header(400, r#"{"code":400,"message":"x"}"#, Some("TRUE")).is_retryable());
+        // ...and anything else never retries, 429 and 503 included.
+        for value in ["false", "", "yes", "1"] {
+            let e = map_with_header(
+                429,
+                r#"{"code":429,"message":"Rate limit exceeded"}"#,
+                Some(value),
+            );
+            assert!(!e.is_retryable(), "Should-Retry: {value:?}");
+        }
+        assert!(
+            !map_with_header(503, r#"{"code":503,"message":"x"}"#, Some("false")).is_retryable()
+        );
+        // It wins over what the body says (a transitioning sandbox is otherwise retried).
+        let transitioning = r#"{"sandboxId":"isb","message":"The sandbox is still transitioning. Try again in a moment.","code":409}"#;
+        assert!(map_with_header(409, transitioning, None).is_retryable());
+        assert!(!map_with_header(409, transitioning, Some("false")).is_retryable());
+    }
+
+    #[test]
+    fn without_the_header_only_429_502_503_504_are_retryable() {
+        for status in [429, 502, 503, 504] {
+            let body = format!(r#"{{"code":{status},"message":"x"}}"#);
+            assert!(
+                map_with_header(status, &body, None).is_retryable(),
+                "{status}"
+            );
+            assert!(
+                map_with_header(status, "", None).is_retryable(),
+                "{status}, empty body"
+            );
+        }
+        for status in [400, 401, 403, 404, 408, 409, 500, 501, 507] {
+            let body = format!(r#"{{"code":{status},"message":"x"}}"#);
+            assert!(
+                !map_with_header(status, &body, None).is_retryable(),
+                "{status}"
+            );
+        }
+        // A Connect unary `unavailable` is a 503: retried.
+        assert!(
+            map_with_header(503, r#"{"code":"unavailable","message":"x"}"#, None).is_retryable()
+        );
+        // The edge proxy's "sandbox was not found" 502 is final: the sandbox is gone.
+        let gone = r#"{"sandboxId":"isb","message":"The sandbox was not found","code":502}"#;
+        assert!(!map_with_header(502, gone, None).is_retryable());
     }
 
     #[test]

@@ -301,6 +301,7 @@ impl E2bSandbox {
                         status,
                         body: body.as_bytes(),
                         retry_after: None,
+                        should_retry: None,
                         operation: "fork",
                         sandbox_id: Some(&self.id),
                         request_id: None,

@@ -635,6 +635,36 @@ async fn rate_limit_is_quota_exceeded_with_retry_after_and_sent_once() {
 }
 
 #[tokio::test]
+async fn should_retry_header_reaches_the_error_mapper() {
+    // E2B SDK 2.63 retry.py: the header decides; without it 429/502/503/504 retry.
+    for (status, header_value, retryable) in [
+        (429, Some("false"), false),
+        (503, Some("false"), false),
+        (500, Some("true"), true),
+        (503, None, true),
+        (500, None, false),
+    ] {
+        let server = MockServer::start().await;
+        let mut answer = ResponseTemplate::new(status)
+            .set_body_string(format!(r#"{{"code":{status},"message":"x"}}"#));
+        if let Some(value) = header_value {
+            answer = answer.insert_header("Should-Retry", value);
+        }
+        connect_call()
+            .respond_with(answer)
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = provider(&server).connect(SB).await.unwrap_err();
+        assert_eq!(
+            e.is_retryable(),
+            retryable,
+            "{status} {header_value:?}: {e}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn fork_reports_each_child_and_partial_failures() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
