@@ -288,8 +288,19 @@ impl Envd {
         }
     }
 
+    /// `Stat`, then `Remove`. envd's `Remove` is Go's `os.RemoveAll`, which answers `{}` for a
+    /// path that does not exist; the trait wants `NotFound` there, and `Stat` gives it
+    /// (`not_found`, PROTOCOL.md §2.4). One extra unary call per remove. `Stat` follows
+    /// symlinks, so a dangling symlink is reported `NotFound` and left in place.
     pub(crate) async fn remove(&self, path: &str) -> Result<()> {
         validate_path(path)?;
+        let _: EntryResponse = self
+            .unary(
+                "filesystem.Filesystem/Stat",
+                "remove",
+                &PathRequest { path: path.into() },
+            )
+            .await?;
         let _: serde_json::Value = self
             .unary(
                 "filesystem.Filesystem/Remove",

@@ -1435,6 +1435,15 @@ async fn list_dir_mkdir_move_remove() {
         .await;
     sandbox.rename("a", "b").await.unwrap();
     Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Stat"))
+        .and(body_json(serde_json::json!({"path":"b"})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            serde_json::json!({"entry":{"name":"b","type":"FILE_TYPE_FILE","path":"/home/user/b"}}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
         .and(path("/filesystem.Filesystem/Remove"))
         .and(body_json(serde_json::json!({"path":"b"})))
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
@@ -1442,6 +1451,32 @@ async fn list_dir_mkdir_move_remove() {
         .mount(&server)
         .await;
     sandbox.remove("b").await.unwrap();
+}
+
+#[tokio::test]
+async fn removing_a_missing_path_is_not_found() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Stat"))
+        .and(body_json(serde_json::json!({"path":"/home/user/nope"})))
+        .respond_with(ResponseTemplate::new(404).set_body_raw(
+            r#"{"code":"not_found","message":"file not found: stat /home/user/nope: no such file or directory"}"#,
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // envd's Remove is os.RemoveAll: it answers {} for a path that does not exist.
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Remove"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let e = sandbox.remove("/home/user/nope").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert_eq!(e.operation(), Some("remove"));
 }
 
 #[tokio::test]
