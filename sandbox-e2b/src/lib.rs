@@ -67,7 +67,7 @@ pub use builder::{DEFAULT_DOMAIN, E2bBuilder, ENVD_PORT, SHARED_HOST_DOMAINS, en
 pub use capabilities::CAPABILITIES;
 pub use envd::{envd_base_url, port_host};
 pub use files::{file_signature, parse_rfc3339};
-pub use process::{exit_status, start_request};
+pub use process::{SHELL, exit_status, start_request};
 pub use provider::{
     CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_METADATA_KEY, ListQuery,
     NAME_METADATA_KEY, map_state,

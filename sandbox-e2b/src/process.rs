@@ -281,14 +281,30 @@ fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> (Stdin, Pump) {
     (stdin, Pump { exited, task })
 }
 
-/// The `StartRequest` for a command: argv as given (`cmd` = argv\[0\]), env, cwd, tag, pty, and
-/// stdin always explicit (envd treats an absent `stdin` as true).
+/// The shell both official E2B SDKs run a command line with: `commands.run(cmd)` sends
+/// `/bin/bash -l -c cmd` (PROTOCOL.md §2.3, Example A), a login bash that reads the image's
+/// profile. `sh` on E2B's images is dash, without that profile.
+pub const SHELL: [&str; 3] = ["/bin/bash", "-l", "-c"];
+
+/// The program and arguments envd is asked to run. A [`Command::shell`] line (argv exactly
+/// `["sh", "-c", LINE]`) runs as `/bin/bash -l -c LINE`, as the official SDKs run it; any other
+/// argv is sent as given (`cmd` = argv\[0\]).
+fn program_and_args(argv: &[String]) -> (String, Vec<String>) {
+    match argv {
+        [sh, c, line] if sh == "sh" && c == "-c" => (
+            SHELL[0].to_owned(),
+            vec![SHELL[1].to_owned(), SHELL[2].to_owned(), line.clone()],
+        ),
+        [program, args @ ..] => (program.clone(), args.to_vec()),
+        [] => Default::default(),
+    }
+}
+
+/// The `StartRequest` for a command: the program and arguments (a [`Command::shell`] line
+/// through [`SHELL`]), env, cwd, tag, pty, and stdin always explicit (envd treats an absent
+/// `stdin` as true).
 pub fn start_request(command: &Command) -> StartRequest {
-    let (cmd, args) = command
-        .argv
-        .split_first()
-        .map(|(c, a)| (c.clone(), a.to_vec()))
-        .unwrap_or_default();
+    let (cmd, args) = program_and_args(&command.argv);
     StartRequest {
         process: ProcessConfig {
             cmd,
@@ -562,6 +578,26 @@ mod tests {
         let got = crate::connect::encode_envelope(&json);
         assert_eq!(got.len(), 79);
         assert_eq!(&got[..], &want[..]);
+    }
+
+    #[test]
+    fn shell_lines_run_in_a_login_bash_like_the_official_sdks() {
+        // Command::shell("echo hi") is Example A's request, byte for byte.
+        let shell = start_request(&Command::shell("echo hi"));
+        let sdk = start_request(&Command::new("/bin/bash").args(["-l", "-c", "echo hi"]));
+        assert_eq!(shell, sdk);
+        // Anything that is not exactly `sh -c LINE` is sent as given.
+        for argv in [
+            vec!["sh"],
+            vec!["sh", "-c"],
+            vec!["sh", "-c", "a", "b"],
+            vec!["sh", "-e", "x"],
+            vec!["/bin/sh", "-c", "x"],
+        ] {
+            let request = start_request(&Command::new(argv[0]).args(argv[1..].iter().copied()));
+            assert_eq!(request.process.cmd, argv[0]);
+            assert_eq!(request.process.args, argv[1..]);
+        }
     }
 
     #[test]
