@@ -4,6 +4,7 @@ use crate::PROVIDER;
 use crate::error::{Failure, map_error};
 use crate::provider::{E2bProvider, Shared};
 use sandbox_sdk_core::http::{ErrorResponse, HttpClient};
+use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +25,16 @@ pub const SHARED_HOST_DOMAINS: &[&str] = &[
     "e2b-juliett.dev",
     "foxtrot-2.e2b.dev",
 ];
+
+/// How long an ambiguous create's idempotency key is looked up by default: 30 s.
+///
+/// E2B makes a sandbox in well under a second, and a few seconds when it is busy; the
+/// sandbox is listable once the create has finished on the server. 30 s covers a create the
+/// server was still finishing when the client gave up (the client's default request timeout is
+/// 60 s, so a create that slow has already failed once), and is short enough that a lost create
+/// is reported in bounded time. `Idempotency-Key` is a second line of defence when the window
+/// passes and the create is sent again.
+pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(30);
 
 /// Environment variables read by [`E2bBuilder::from_env`].
 pub mod env {
@@ -67,6 +78,8 @@ pub struct E2bBuilder {
     user: Option<String>,
     template_poll_interval: Option<Duration>,
     template_build_timeout: Option<Duration>,
+    create_lookup: Option<CreateLookup>,
+    root_certificates: Vec<Vec<u8>>,
     #[cfg(feature = "gzip")]
     gzip: bool,
 }
@@ -80,6 +93,7 @@ impl fmt::Debug for E2bBuilder {
             .field("sandbox_url", &self.sandbox_url)
             .field("request_timeout", &self.request_timeout)
             .field("user", &self.user)
+            .field("create_lookup", &self.create_lookup)
             .finish()
     }
 }
@@ -165,6 +179,23 @@ impl E2bBuilder {
         self
     }
 
+    /// How long and how often an ambiguous create's idempotency key is looked up before the
+    /// create's error is returned (default: [`DEFAULT_CREATE_LOOKUP_WINDOW`], 30 s, checking at
+    /// once, then 25 ms doubling to 1 s). See [`E2bProvider::create_sandbox`].
+    pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.create_lookup = Some(lookup);
+        self
+    }
+
+    /// Trusts a PEM certificate authority (one or more certificates) besides the system roots,
+    /// on the control plane and on envd: for a self-hosted E2B behind a private CA, or a
+    /// loopback TLS server in tests. A PEM that does not parse fails [`E2bBuilder::build`] with
+    /// `Validation`.
+    pub fn root_certificate_pem(mut self, pem: &[u8]) -> Self {
+        self.root_certificates.push(pem.to_vec());
+        self
+    }
+
     /// Asks for gzip on control-plane calls, unary envd calls and `/files` downloads, and decodes
     /// it (feature `gzip`; off unless called with `true`).
     #[cfg(feature = "gzip")]
@@ -228,11 +259,14 @@ impl E2bBuilder {
             })
         };
         let user_agent = concat!("sandbox-sdk-rs-e2b/", env!("CARGO_PKG_VERSION"));
-        let api = HttpClient::builder(PROVIDER, &api_url)
+        let mut api = HttpClient::builder(PROVIDER, &api_url)
             .auth_header("X-API-Key", api_key)
             .timeout(timeout)
             .user_agent(user_agent)
             .error_mapper(mapper);
+        for pem in &self.root_certificates {
+            api = api.root_certificate_pem(pem);
+        }
         #[cfg(feature = "gzip")]
         let api = api.gzip(self.gzip);
         let api = api.build()?;
@@ -240,10 +274,13 @@ impl E2bBuilder {
             Some(url) => url.clone(),
             None => format!("https://sandbox.{domain}"),
         };
-        let envd = HttpClient::builder(PROVIDER, &envd_base)
+        let mut envd = HttpClient::builder(PROVIDER, &envd_base)
             .timeout(timeout)
             .user_agent(user_agent)
             .error_mapper(mapper);
+        for pem in &self.root_certificates {
+            envd = envd.root_certificate_pem(pem);
+        }
         #[cfg(feature = "gzip")]
         let envd = envd.gzip(self.gzip);
         let envd = envd.build()?;
@@ -259,6 +296,9 @@ impl E2bBuilder {
             template_build_timeout: self
                 .template_build_timeout
                 .unwrap_or(Duration::from_secs(30 * 60)),
+            create_lookup: self
+                .create_lookup
+                .unwrap_or(CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW)),
         })))
     }
 }

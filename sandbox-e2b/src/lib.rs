@@ -63,14 +63,16 @@ pub mod wire;
 /// The provider's name.
 pub const PROVIDER: &str = "e2b";
 
-pub use builder::{DEFAULT_DOMAIN, E2bBuilder, ENVD_PORT, SHARED_HOST_DOMAINS, env};
+pub use builder::{
+    DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DOMAIN, E2bBuilder, ENVD_PORT, SHARED_HOST_DOMAINS, env,
+};
 pub use capabilities::CAPABILITIES;
 pub use envd::{envd_base_url, port_host};
 pub use files::{file_signature, parse_rfc3339};
 pub use process::{SHELL, exit_status, start_request};
 pub use provider::{
-    CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_METADATA_KEY, ListQuery,
-    NAME_METADATA_KEY, map_state,
+    CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_HEADER, IDEMPOTENCY_METADATA_KEY,
+    ListQuery, NAME_METADATA_KEY, idempotency_header_value, map_state,
 };
 pub use sandbox::{E2bSandbox, ForkOutcome, LogQuery, PauseMode};
 pub use templates::TemplateSpec;

@@ -10,10 +10,12 @@ use crate::wire::{
 };
 use futures::{StreamExt, TryStreamExt};
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
+use sandbox_sdk_core::idempotency::{CreateLookup, create_once};
 use sandbox_sdk_core::{
     Capabilities, CreateSpec, Error, ErrorKind, ListFilter, Provider, Result, Sandbox, SandboxInfo,
     SandboxState, SandboxStream, SnapshotInfo,
 };
+use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -25,6 +27,40 @@ pub const IDEMPOTENCY_METADATA_KEY: &str = "sandbox-sdk-idempotency-key";
 pub const NAME_METADATA_KEY: &str = "sandbox-sdk-name";
 /// The template used when the spec names none.
 pub const DEFAULT_TEMPLATE: &str = "base";
+/// The header E2B dedupes `POST /v2/sandboxes` by (E2B SDK 2.63 sends it on every try of a
+/// create).
+pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
+/// The longest `Idempotency-Key` E2B takes.
+const IDEMPOTENCY_HEADER_MAX: usize = 255;
+
+/// The `Idempotency-Key` header value for a [`CreateSpec::idempotency_key`]. E2B takes 1–255
+/// characters of `[a-z0-9-]` (PROTOCOL.md, "Idempotent create"): a key of that form is sent as
+/// it is; any other key is sent as `sdk-` followed by the lowercase hex SHA-256 of its UTF-8
+/// bytes (68 characters), so the same key always maps to the same header. Only a caller whose
+/// own key is literally `sdk-<that digest>` could collide with a mapped one. The metadata label
+/// keeps the key as given.
+///
+/// ```
+/// use sandbox_e2b::idempotency_header_value;
+///
+/// assert_eq!(idempotency_header_value("job-42"), "job-42");
+/// let mapped = idempotency_header_value("Job 42");
+/// assert!(mapped.starts_with("sdk-") && mapped.len() == 68);
+/// assert_eq!(mapped, idempotency_header_value("Job 42"));
+/// ```
+pub fn idempotency_header_value(key: &str) -> String {
+    let conforming = !key.is_empty()
+        && key.len() <= IDEMPOTENCY_HEADER_MAX
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if conforming {
+        return key.to_owned();
+    }
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sdk-{hex}")
+}
 
 /// What every handle of one provider shares.
 pub(crate) struct Shared {
@@ -35,6 +71,7 @@ pub(crate) struct Shared {
     pub user: Option<String>,
     pub template_poll_interval: Duration,
     pub template_build_timeout: Duration,
+    pub create_lookup: CreateLookup,
 }
 
 /// E2B-specific create options, beyond [`CreateSpec`].
@@ -148,6 +185,14 @@ impl E2bProvider {
     }
 
     /// Creates a sandbox with E2B-specific options (`POST /v2/sandboxes`).
+    ///
+    /// With [`CreateSpec::idempotency_key`] the create goes through
+    /// [`create_once`]: a sandbox already labelled with the key
+    /// ([`IDEMPOTENCY_METADATA_KEY`]) is connected to instead; otherwise the create is sent once
+    /// with E2B's `Idempotency-Key` header, and a failure that leaves it unknown whether the
+    /// sandbox was made (a timeout, a connection lost after sending, 500/502/504) is settled by
+    /// looking the label up for the builder's [`crate::E2bBuilder::create_lookup`] window
+    /// before the error is returned.
     pub async fn create_sandbox(
         &self,
         spec: &CreateSpec,
@@ -170,11 +215,23 @@ impl E2bProvider {
         for key in spec.env.keys() {
             sandbox_sdk_core::validate_env_name(key)?;
         }
-        if let Some(key) = &spec.idempotency_key
-            && let Some(existing) = self.find_by_idempotency_key(key).await?
-        {
-            return self.connect_sandbox(&existing, spec.timeout).await;
-        }
+        let key = spec.idempotency_key.as_deref();
+        let send = || self.send_create(spec, options);
+        let lookup = || async move {
+            let Some(key) = key else {
+                return Ok(None);
+            };
+            match self.find_by_idempotency_key(key).await? {
+                Some(id) => self.connect_sandbox(&id, spec.timeout).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        create_once(key, &self.shared.create_lookup, send, lookup).await
+    }
+
+    /// One `POST /v2/sandboxes`, with E2B's `Idempotency-Key` header when the spec has a key
+    /// (PROTOCOL.md, "Idempotent create"; see [`idempotency_header_value`]).
+    async fn send_create(&self, spec: &CreateSpec, options: &CreateOptions) -> Result<E2bSandbox> {
         let mut metadata = spec.metadata.clone();
         if let Some(key) = &spec.idempotency_key {
             metadata.insert(IDEMPOTENCY_METADATA_KEY.into(), key.clone());
@@ -197,14 +254,16 @@ impl E2bProvider {
             network: options.network.clone(),
             volume_mounts: options.volume_mounts.clone(),
         };
-        let created: SandboxCreated = self
+        let mut request = self
             .shared
             .api
             .request(Method::Post, "/v2/sandboxes")
             .json(&body)
-            .operation("create")
-            .send_json()
-            .await?;
+            .operation("create");
+        if let Some(key) = &spec.idempotency_key {
+            request = request.header(IDEMPOTENCY_HEADER, &idempotency_header_value(key));
+        }
+        let created: SandboxCreated = request.send_json().await?;
         E2bSandbox::new(self.shared.clone(), created, spec.timeout)
     }
 
@@ -561,6 +620,46 @@ mod tests {
                 .duration_since(info.created_at.unwrap())
                 .unwrap(),
             Duration::from_secs(300)
+        );
+    }
+
+    #[test]
+    fn conforming_idempotency_keys_are_sent_as_they_are() {
+        for key in ["a", "job-42", "0-0", &"k".repeat(255)] {
+            assert_eq!(idempotency_header_value(key), key);
+        }
+    }
+
+    #[test]
+    fn other_idempotency_keys_map_to_a_prefixed_sha256() {
+        let too_long = "k".repeat(256);
+        let keys = [
+            "",
+            "Job-42",
+            "job_42",
+            "job 42",
+            "jöb",
+            "conformance-key-1\n",
+            &too_long,
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for key in keys {
+            let mapped = idempotency_header_value(key);
+            assert_eq!(mapped.len(), 68, "{key:?}");
+            assert!(mapped.starts_with("sdk-"));
+            assert!(
+                mapped
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{mapped}"
+            );
+            assert_eq!(mapped, idempotency_header_value(key), "deterministic");
+            assert!(seen.insert(mapped), "{key:?} collides");
+        }
+        // SHA-256 of the empty string, a known vector.
+        assert_eq!(
+            idempotency_header_value(""),
+            "sdk-e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
     }
 

@@ -270,6 +270,135 @@ async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
 }
 
 #[tokio::test]
+async fn create_sends_the_idempotency_key_header_mapped_when_needed() {
+    for (key, header_value) in [
+        ("job-42", "job-42".to_owned()),
+        ("Job 42", sandbox_e2b::idempotency_header_value("Job 42")),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/v2/sandboxes"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([])))
+            .expect(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/v2/sandboxes"))
+            .and(header("idempotency-key", header_value.as_str()))
+            // The label keeps the key as the caller gave it.
+            .and(body_string_contains(format!(
+                r#""sandbox-sdk-idempotency-key":"{key}""#
+            )))
+            .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let sandbox = provider(&server)
+            .create(&CreateSpec::new().idempotency_key(key))
+            .await
+            .unwrap();
+        assert_eq!(sandbox.id(), SB);
+    }
+}
+
+/// The look-up of the idempotency label: `[]` for the first `misses` calls, then `SB`.
+async fn label_lookup(server: &MockServer, key: &str, misses: u64) {
+    let by_label = || {
+        Mock::given(method("GET"))
+            .and(path("/v2/sandboxes"))
+            .and(query_param(
+                "metadata",
+                format!("sandbox-sdk-idempotency-key={key}"),
+            ))
+    };
+    if misses > 0 {
+        by_label()
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([])))
+            .up_to_n_times(misses)
+            .expect(misses)
+            .mount(server)
+            .await;
+    }
+    by_label()
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+            {"sandboxID": SB, "templateID": "t", "state": "running", "metadata": {"sandbox-sdk-idempotency-key": key}}
+        ])))
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn a_create_answered_after_the_timeout_is_adopted_not_sent_again() {
+    let server = MockServer::start().await;
+    // Not there before the create, nor at the first look-up after it; then it is.
+    label_lookup(&server, "job-7", 2).await;
+    Mock::given(method("POST"))
+        .and(path("/v2/sandboxes"))
+        .and(header("idempotency-key", "job-7"))
+        .respond_with(
+            ResponseTemplate::new(201)
+                .set_body_json(created_body(SB))
+                .set_delay(Duration::from_secs(2)),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    connect_call()
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let provider = E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(server.uri())
+        .request_timeout(Duration::from_millis(300))
+        .create_lookup(sandbox_sdk_core::idempotency::CreateLookup::new(
+            Duration::from_secs(20),
+        ))
+        .build()
+        .unwrap();
+    let sandbox = provider
+        .create(&CreateSpec::new().idempotency_key("job-7"))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), SB);
+    // wiremock checks on drop: exactly one POST, two misses, one connect.
+}
+
+#[tokio::test]
+async fn a_lost_create_is_reported_once_the_look_up_window_passes() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/sandboxes"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([])))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/sandboxes"))
+        .respond_with(ResponseTemplate::new(201).set_delay(Duration::from_secs(5)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let provider = E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .request_timeout(Duration::from_millis(200))
+        .create_lookup(sandbox_sdk_core::idempotency::CreateLookup::new(
+            Duration::from_millis(300),
+        ))
+        .build()
+        .unwrap();
+    let e = provider
+        .create(&CreateSpec::new().idempotency_key("job-8"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.is_ambiguous());
+    assert!(e.to_string().contains("idempotency key"), "{e}");
+}
+
+#[tokio::test]
 async fn info_destroy_and_already_gone() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
