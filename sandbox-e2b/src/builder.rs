@@ -1,6 +1,7 @@
 //! Configuration of the E2B provider: [`E2bBuilder`], read from the environment or set in code.
 
 use crate::PROVIDER;
+use crate::envd::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT};
 use crate::error::{Failure, map_error};
 use crate::provider::{E2bProvider, Shared};
 use sandbox_sdk_core::http::{ErrorResponse, HttpClient};
@@ -79,6 +80,8 @@ pub struct E2bBuilder {
     template_poll_interval: Option<Duration>,
     template_build_timeout: Option<Duration>,
     create_lookup: Option<CreateLookup>,
+    stream_idle_timeout: Option<Duration>,
+    transfer_idle_timeout: Option<Duration>,
     root_certificates: Vec<Vec<u8>>,
     #[cfg(feature = "gzip")]
     gzip: bool,
@@ -153,8 +156,10 @@ impl E2bBuilder {
 
     /// Timeout of each control-plane and unary envd request (default 60 s), and of opening a
     /// stream (exec, attach and watch must get their response head and `start` event within
-    /// it; a command's `request_timeout` overrides it for exec). Once open, streams (exec
-    /// output, downloads, watches) have none; a process's lifetime is set per command.
+    /// it; a command's `request_timeout` overrides it for exec) or a transfer (the response
+    /// head of `/files`, counted from the last byte of an upload). Once open, streams and
+    /// transfers have no total limit, only the idle bounds below; a process's lifetime is set
+    /// per command.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
@@ -176,6 +181,23 @@ impl E2bBuilder {
     /// How long [`E2bProvider::prepare_template`] waits for a build (default 30 min).
     pub fn template_build_timeout(mut self, timeout: Duration) -> Self {
         self.template_build_timeout = Some(timeout);
+        self
+    }
+
+    /// The longest silence of an open process or watch stream before it ends with a
+    /// `Transport` error (default [`DEFAULT_STREAM_IDLE_TIMEOUT`], 65 s: envd is asked for a
+    /// keepalive after every 50 s without output, plus 15 s of margin). A bound under 50 s ends
+    /// healthy streams of quiet processes; it is meant for tests.
+    pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
+        self.stream_idle_timeout = Some(idle);
+        self
+    }
+
+    /// The longest silence between the chunks of a `/files` upload or download before it ends
+    /// with a `Transport` error (default [`DEFAULT_TRANSFER_IDLE_TIMEOUT`], 60 s). Transfers
+    /// have no total limit.
+    pub fn transfer_idle_timeout(mut self, idle: Duration) -> Self {
+        self.transfer_idle_timeout = Some(idle);
         self
     }
 
@@ -299,6 +321,12 @@ impl E2bBuilder {
             create_lookup: self
                 .create_lookup
                 .unwrap_or(CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW)),
+            stream_idle_timeout: self
+                .stream_idle_timeout
+                .unwrap_or(DEFAULT_STREAM_IDLE_TIMEOUT),
+            transfer_idle_timeout: self
+                .transfer_idle_timeout
+                .unwrap_or(DEFAULT_TRANSFER_IDLE_TIMEOUT),
         })))
     }
 }

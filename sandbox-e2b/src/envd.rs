@@ -7,15 +7,27 @@ use crate::error::{Failure, bad_response, map_error, transport};
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt;
-use sandbox_sdk_core::http::{HttpClient, Method, Request};
+use sandbox_sdk_core::http::{HttpClient, Method, Request, idle_bounded};
 use sandbox_sdk_core::{ByteStream, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::time::Duration;
 
-/// Keepalive interval asked of envd on streams, in seconds (what both official SDKs send).
+/// Keepalive interval asked of envd on streams, in seconds (what both official SDKs send):
+/// `Keepalive-Ping-Interval: 50` makes envd send a `keepalive` event after 50 s without output
+/// on `Start`, `Connect` and `WatchDir` (PROTOCOL.md §2.1; whole seconds only).
 pub const KEEPALIVE_SECS: &str = "50";
+
+/// How long an open process or watch stream may go without a single byte by default: envd's
+/// keepalive every 50 s ([`KEEPALIVE_SECS`]) plus 15 s for the edge proxy and the network.
+/// A silent stream is then ended with a `Transport` error instead of being waited on forever.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(65);
+
+/// How long a `/files` upload or download may go without moving a byte by default. Transfers
+/// have no total limit; only this silence (after the response head, which the request timeout
+/// bounds) ends them, with a `Transport` error.
+pub const DEFAULT_TRANSFER_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The envd base URL of a sandbox: the override when set, else the shared host for known
 /// domains, else `https://{port}-{id}.{domain}`.
@@ -40,6 +52,10 @@ pub(crate) struct Envd {
     pub access_token: Option<String>,
     pub user: Option<String>,
     pub request_timeout: Option<Duration>,
+    /// The longest silence of an open Connect stream.
+    pub stream_idle: Duration,
+    /// The longest silence of a `/files` transfer's body.
+    pub transfer_idle: Duration,
 }
 
 impl fmt::Debug for Envd {
@@ -116,9 +132,10 @@ impl Envd {
 
     /// Bounds the opening of a server stream by `limit`, else the client's request timeout
     /// (none when neither is set). `open` covers the response head and, where the protocol
-    /// sends one, the first `start` event; what is read after it has no timeout (streams may
-    /// legitimately live for hours). Running out is a `Timeout` error naming `operation`, with
-    /// `what` (`"the process did not start"`) as its message.
+    /// sends one, the first `start` event; what is read after it has no total limit (streams
+    /// may legitimately live for hours), only the idle bound of [`ConnectStream`]. Running out
+    /// is a `Timeout` error naming `operation`, with `what` (`"the process did not start"`) as
+    /// its message.
     pub async fn establish<T>(
         &self,
         limit: Option<Duration>,
@@ -142,7 +159,9 @@ impl Envd {
     }
 
     /// Opens a server stream: one enveloped request, a stream of envelopes back.
-    /// `deadline` becomes `Connect-Timeout-Ms` when given (never a hidden default).
+    /// `deadline` becomes `Connect-Timeout-Ms` when given (never a hidden default). The request
+    /// itself has no timeout: its opening is bounded by [`Envd::establish`] (which honours a
+    /// command's own request timeout), and the open stream by `stream_idle` between chunks.
     pub async fn server_stream<Req: Serialize>(
         &self,
         rpc: &str,
@@ -185,11 +204,18 @@ impl Envd {
                 request_id: None,
             }));
         }
-        Ok(ConnectStream::new(
-            response.bytes_stream(),
-            operation,
-            &self.sandbox_id,
-        ))
+        let operation_name = operation.to_owned();
+        let sandbox_id = self.sandbox_id.clone();
+        let body = idle_bounded(response.bytes_stream(), self.stream_idle)
+            .map(move |chunk| {
+                chunk.map_err(|e| {
+                    e.with_provider(crate::PROVIDER)
+                        .with_operation(&operation_name)
+                        .with_sandbox_id(&sandbox_id)
+                })
+            })
+            .boxed();
+        Ok(ConnectStream::new(body, operation, &self.sandbox_id))
     }
 }
 

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::http::{Method, Multipart};
 use sandbox_sdk_core::{
-    ByteStream, Download, ErrorKind, FileEvent, FileEventKind, FileEventStream, FileInfo, FileKind,
+    Download, ErrorKind, FileEvent, FileEventKind, FileEventStream, FileInfo, FileKind,
     ListOptions, Result, Transfer, UploadBody, validate_path,
 };
 use sha2::{Digest, Sha256};
@@ -167,9 +167,11 @@ impl Envd {
         req
     }
 
-    /// `POST /files` from a reader, streamed in constant memory: a raw
-    /// `application/octet-stream` body when envd takes one (≥ 0.5.7), else one streamed
-    /// multipart part. The transfer counts the bytes actually read.
+    /// `POST /files` from a reader, streamed in constant memory through the transport's reader
+    /// path (256 KiB reads): a raw `application/octet-stream` body when envd takes one
+    /// (≥ 0.5.7), else one streamed multipart part. No total limit: the response head must come
+    /// within the request timeout of the last byte sent, and the answer's body within
+    /// `transfer_idle`. The transfer counts the bytes actually read.
     pub(crate) async fn upload_stream(
         &self,
         path: &str,
@@ -178,25 +180,21 @@ impl Envd {
     ) -> Result<Transfer> {
         validate_path(path)?;
         let counted = Arc::new(AtomicU64::new(0));
-        let counter = counted.clone();
-        let stream: ByteStream = tokio_util::io::ReaderStream::new(body)
-            .map(move |chunk| {
-                let chunk = chunk?;
-                counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                Ok(chunk)
-            })
-            .boxed();
+        let reader: UploadBody = Box::pin(Counted {
+            inner: body,
+            count: counted.clone(),
+        });
         let request = self
             .files_request(Method::Post, path, "upload")
-            .no_timeout();
+            .idle_timeout(self.transfer_idle);
         let request = if raw {
-            request.body_stream(stream, "application/octet-stream")
+            request.body_stream(reader, "application/octet-stream")
         } else {
             request.multipart(Multipart::new().stream(
                 "file",
                 path,
                 "application/octet-stream",
-                stream,
+                reader,
                 None,
             ))
         };
@@ -225,19 +223,13 @@ impl Envd {
     }
 
     /// `GET /files`, streamed as it is read: the response head must arrive within the request
-    /// timeout (like a stream's opening), the body then has no time limit.
+    /// timeout, then each chunk within `transfer_idle` of the previous one; no total limit.
     pub(crate) async fn download(&self, path: &str) -> Result<Download> {
         validate_path(path)?;
-        let request = self
-            .files_request(Method::Get, path, "download")
-            .no_timeout();
         let response = self
-            .establish(
-                None,
-                "download",
-                "the download did not start",
-                request.send(),
-            )
+            .files_request(Method::Get, path, "download")
+            .idle_timeout(self.transfer_idle)
+            .send()
             .await?;
         Ok(Download::new(response.bytes_stream()))
     }
@@ -363,6 +355,26 @@ impl Envd {
             .establish(None, "watch", "the watch did not start", open)
             .await?;
         Ok(watch_events(stream, path.to_owned()))
+    }
+}
+
+/// An upload reader that counts the bytes read from it, so the transfer reports what was sent.
+struct Counted {
+    inner: UploadBody,
+    count: Arc<AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = self.inner.as_mut().poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        self.count.fetch_add(read as u64, Ordering::Relaxed);
+        polled
     }
 }
 

@@ -67,9 +67,12 @@ pub use builder::{
     DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DOMAIN, E2bBuilder, ENVD_PORT, SHARED_HOST_DOMAINS, env,
 };
 pub use capabilities::CAPABILITIES;
-pub use envd::{envd_base_url, port_host};
+pub use envd::{
+    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT, KEEPALIVE_SECS, envd_base_url,
+    port_host,
+};
 pub use files::{file_signature, parse_rfc3339};
-pub use process::{SHELL, exit_status, start_request};
+pub use process::{SHELL, TIMEOUT_GRACE, exit_status, start_request};
 pub use provider::{
     CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_HEADER, IDEMPOTENCY_METADATA_KEY,
     ListQuery, NAME_METADATA_KEY, idempotency_header_value, map_state,

@@ -11,10 +11,11 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::{
-    Command, Error, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent, PtySize,
-    Result, Stdin,
+    Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
+    PtySize, Result, Stdin,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Go's signal names, as in `ProcessState.String()` (`signal: killed`).
 fn signal_number(name: &str) -> Option<i32> {
@@ -104,40 +105,96 @@ async fn read_start(stream: &mut ConnectStream, operation: &str, sandbox_id: &st
     }
 }
 
+/// How long past a command's [`Command::timeout`] the client waits for envd to end the stream
+/// before giving up on its own. envd kills the process at the deadline and ends the stream with
+/// `deadline_exceeded` at once (PROTOCOL.md §2.3); its answer wins whenever it arrives within
+/// this grace. The client's clock starts when `start` arrives, after envd's, so the grace only
+/// covers jitter, not a round trip.
+pub const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
+
+/// The client-side end of a command with a timeout: when the stream has not ended by then.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: tokio::time::Instant,
+    timeout: Duration,
+}
+
+impl Deadline {
+    fn error(&self, sandbox_id: &str) -> Error {
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "the process did not end within its timeout of {}ms (and {}ms of grace): envd sent no end",
+                self.timeout.as_millis(),
+                TIMEOUT_GRACE.as_millis()
+            ),
+        )
+        .with_provider(crate::PROVIDER)
+        .with_operation("exec")
+        .with_sandbox_id(sandbox_id)
+        // Like envd's own deadline_exceeded: running it again meets the same deadline.
+        .with_retryable(false)
+    }
+}
+
+/// The next decoded message, or the deadline's error once it passes.
+async fn next_event(
+    stream: &mut ConnectStream,
+    deadline: Option<Deadline>,
+    sandbox_id: &str,
+) -> Option<Result<EventEnvelope>> {
+    match deadline {
+        None => stream.next_json::<EventEnvelope>().await,
+        Some(d) => match tokio::time::timeout_at(d.at, stream.next_json::<EventEnvelope>()).await {
+            Ok(next) => next,
+            Err(_) => Some(Err(d.error(sandbox_id))),
+        },
+    }
+}
+
 /// Turns the rest of the stream into process events, lazily: nothing runs unless the handle is
-/// polled, and dropping the handle drops the connection (no task is left behind).
-fn events(stream: ConnectStream, pump: Option<Pump>) -> EventStream {
-    futures::stream::unfold(Some((stream, pump)), |state| async move {
-        let (mut stream, mut pump) = state?;
-        loop {
-            match stream.next_json::<EventEnvelope>().await {
-                None => {
-                    if let Some(p) = pump.take() {
-                        p.finish().await;
-                    }
-                    return None;
-                }
-                Some(Err(e)) => {
-                    if let Some(p) = pump.take() {
-                        p.finish().await;
-                    }
-                    return Some((Err(e), None));
-                }
-                Some(Ok(envelope)) => match step(envelope) {
-                    Step::Skip => {}
-                    Step::Event(event) => return Some((Ok(event), Some((stream, pump)))),
-                    Step::End(status) => {
+/// polled, and dropping the handle drops the connection (no task is left behind). With a
+/// `deadline`, a stream still open past it ends with a `Timeout` error.
+fn events(
+    stream: ConnectStream,
+    pump: Option<Pump>,
+    deadline: Option<Deadline>,
+    sandbox_id: String,
+) -> EventStream {
+    futures::stream::unfold(Some((stream, pump)), move |state| {
+        let sandbox_id = sandbox_id.clone();
+        async move {
+            let (mut stream, mut pump) = state?;
+            loop {
+                match next_event(&mut stream, deadline, &sandbox_id).await {
+                    None => {
                         if let Some(p) = pump.take() {
                             p.finish().await;
                         }
-                        // The end-stream envelope follows at once; an error there (a deadline
-                        // reached) wins over the exit status.
-                        return match stream.next_message().await {
-                            Some(Err(e)) => Some((Err(e), None)),
-                            _ => Some((Ok(ProcessEvent::Exit(status)), None)),
-                        };
+                        return None;
                     }
-                },
+                    Some(Err(e)) => {
+                        if let Some(p) = pump.take() {
+                            p.finish().await;
+                        }
+                        return Some((Err(e), None));
+                    }
+                    Some(Ok(envelope)) => match step(envelope) {
+                        Step::Skip => {}
+                        Step::Event(event) => return Some((Ok(event), Some((stream, pump)))),
+                        Step::End(status) => {
+                            if let Some(p) = pump.take() {
+                                p.finish().await;
+                            }
+                            // The end-stream envelope follows at once; an error there (a
+                            // deadline reached) wins over the exit status.
+                            return match stream.next_message().await {
+                                Some(Err(e)) => Some((Err(e), None)),
+                                _ => Some((Ok(ProcessEvent::Exit(status)), None)),
+                            };
+                        }
+                    },
+                }
             }
         }
     })
@@ -350,6 +407,10 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
             open,
         )
         .await?;
+    let deadline = deadline.map(|timeout| Deadline {
+        at: tokio::time::Instant::now() + timeout.saturating_add(TIMEOUT_GRACE),
+        timeout,
+    });
     let pty = command.pty.is_some();
     let (stdin, pump) = match command.stdin {
         true => {
@@ -364,7 +425,7 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
     });
     Ok(Process::new(
         pid.to_string(),
-        events(stream, pump),
+        events(stream, pump, deadline, envd.sandbox_id.clone()),
         stdin,
         control,
     ))
@@ -395,7 +456,7 @@ pub(crate) async fn attach(envd: &Envd, selector: Selector) -> Result<Process> {
     });
     Ok(Process::new(
         pid.to_string(),
-        events(stream, None),
+        events(stream, None, None, envd.sandbox_id.clone()),
         None,
         control,
     ))
@@ -481,7 +542,7 @@ mod tests {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
-                let mut events = events(stream, None);
+                let mut events = events(stream, None, None, "isb".into());
                 let (mut out, mut err, mut exit, mut failed) =
                     (Vec::new(), Vec::new(), None, false);
                 while let Some(event) = events.next().await {

@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub template_poll_interval: Duration,
     pub template_build_timeout: Duration,
     pub create_lookup: CreateLookup,
+    pub stream_idle_timeout: Duration,
+    pub transfer_idle_timeout: Duration,
 }
 
 /// E2B-specific create options, beyond [`CreateSpec`].

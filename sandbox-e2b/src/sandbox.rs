@@ -78,6 +78,8 @@ impl Conn {
             access_token: created.envd_access_token.clone(),
             user: shared.user.clone(),
             request_timeout: shared.envd.timeout(),
+            stream_idle: shared.stream_idle_timeout,
+            transfer_idle: shared.transfer_idle_timeout,
         };
         Ok(Conn {
             envd,

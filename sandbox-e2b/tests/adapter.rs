@@ -14,6 +14,9 @@ use std::time::Duration;
 use wiremock::matchers::{body_json, body_string_contains, header, method, path, query_param};
 use wiremock::{Mock, MockBuilder, MockServer, Request, ResponseTemplate};
 
+mod support;
+use support::{accept_stream, envelope, stalled_envd, write_chunk};
+
 const KEY: &str = "e2b_0123456789abcdef0123456789abcdef01234567";
 const SB: &str = "ilxb3ba8bnc0gpyx3i8ax";
 const TOKEN: &str = "tok_envd_123";
@@ -58,13 +61,6 @@ async fn connected(server: &MockServer) -> E2bSandbox {
         .mount(server)
         .await;
     provider(server).connect_sandbox(SB, None).await.unwrap()
-}
-
-fn envelope(flags: u8, json: &str) -> Vec<u8> {
-    let mut out = vec![flags];
-    out.extend_from_slice(&(json.len() as u32).to_be_bytes());
-    out.extend_from_slice(json.as_bytes());
-    out
 }
 
 fn stream_body(messages: &[&str], end: &str) -> Vec<u8> {
@@ -1266,50 +1262,6 @@ async fn connected_to(server: &MockServer, envd_url: &str) -> E2bSandbox {
     connected_with_timeout(server, envd_url, None).await
 }
 
-/// Accepts one connection on `listener`, reads one request (head and `Content-Length` body),
-/// and answers with the head of a chunked Connect stream; the caller writes the envelopes.
-async fn accept_stream(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut conn, _) = listener.accept().await.unwrap();
-    let mut data = Vec::new();
-    let mut buf = [0u8; 4096];
-    let head_end = loop {
-        let n = conn.read(&mut buf).await.unwrap();
-        assert!(n > 0, "client closed before sending a request");
-        data.extend_from_slice(&buf[..n]);
-        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&data[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or(0);
-    while data.len() < head_end + length {
-        let n = conn.read(&mut buf).await.unwrap();
-        assert!(n > 0, "client closed inside the request body");
-        data.extend_from_slice(&buf[..n]);
-    }
-    conn.write_all(
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/connect+json\r\ntransfer-encoding: chunked\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    (conn, head)
-}
-
-/// Writes `data` as one HTTP/1.1 chunk (an empty `data` ends the body).
-async fn write_chunk(conn: &mut tokio::net::TcpStream, data: &[u8]) {
-    use tokio::io::AsyncWriteExt;
-    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
-    conn.write_all(&out).await.unwrap();
-    conn.flush().await.unwrap();
-}
-
 #[tokio::test]
 async fn dropping_a_process_closes_its_stream() {
     use tokio::io::AsyncReadExt;
@@ -1950,33 +1902,6 @@ async fn connected_with_timeout(
         .unwrap()
 }
 
-/// An envd on loopback that never finishes opening a stream: with `head`, it answers the
-/// response head of a Connect stream and then sends nothing; without, it never answers at all.
-/// Connections are held open until the test ends.
-async fn stalled_envd(head: bool) -> String {
-    use tokio::io::AsyncReadExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let mut conn = if head {
-                accept_stream(&listener).await.0
-            } else {
-                listener.accept().await.unwrap().0
-            };
-            tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                while let Ok(n) = conn.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    url
-}
-
 #[tokio::test]
 async fn opening_a_stream_is_bounded_by_the_request_timeout() {
     let limit = Duration::from_millis(200);
@@ -2022,7 +1947,7 @@ async fn a_download_whose_answer_never_starts_is_a_timeout() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert_eq!(e.operation(), Some("download"));
-    assert!(e.message().contains("did not start within 200ms"), "{e}");
+    assert!(e.message().contains("no response within 200ms"), "{e}");
 }
 
 #[tokio::test]
