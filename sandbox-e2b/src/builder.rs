@@ -296,7 +296,13 @@ impl E2bBuilder {
             Some(url) => url.clone(),
             None => format!("https://sandbox.{domain}"),
         };
+        // HTTP/1.1 for all envd traffic (/files, Connect streams, unary calls): the sandbox
+        // proxy pads responses with an empty HTTP/2 DATA frame about every 32 KiB, and h2
+        // closes a connection with ENHANCE_YOUR_CALM after 100 of them over its lifetime,
+        // failing a download past ~3 MiB and every stream sharing its connection (PROTOCOL.md,
+        // "HTTP/1.1 for file downloads, always"). The control plane keeps what it negotiates.
         let mut envd = HttpClient::builder(PROVIDER, &envd_base)
+            .http1_only(true)
             .timeout(timeout)
             .user_agent(user_agent)
             .error_mapper(mapper);
@@ -390,6 +396,16 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Validation);
+    }
+
+    #[test]
+    fn a_root_certificate_that_does_not_parse_is_a_validation_error() {
+        let e = E2bBuilder::new()
+            .api_key(KEY)
+            .root_certificate_pem(b"not a certificate")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation, "{e}");
     }
 
     #[test]
