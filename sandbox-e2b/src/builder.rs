@@ -172,7 +172,8 @@ impl E2bBuilder {
         self
     }
 
-    /// How often [`E2bProvider::prepare_template`] polls a build (default 5 s).
+    /// The longest pause between the checks of a build in [`E2bProvider::prepare_template`]
+    /// (default 5 s): it checks at once, then after 25 ms, doubling up to this.
     pub fn template_poll_interval(mut self, interval: Duration) -> Self {
         self.template_poll_interval = Some(interval);
         self

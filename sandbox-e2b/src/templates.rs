@@ -8,6 +8,7 @@ use crate::wire::{
     TemplateStep,
 };
 use sandbox_sdk_core::http::{Method, encode_path_segment};
+use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -171,7 +172,9 @@ impl E2bProvider {
             .operation("prepare_template")
             .send_empty()
             .await?;
-        let started = tokio::time::Instant::now();
+        // Check at once, then 25 ms doubling up to the poll interval, until the build timeout.
+        let mut backoff = Backoff::new(self.shared.template_poll_interval)
+            .within(self.shared.template_build_timeout);
         loop {
             let status: TemplateBuildStatus = api
                 .request(
@@ -204,18 +207,17 @@ impl E2bProvider {
                 }
                 _ => {}
             }
-            if started.elapsed() >= self.shared.template_build_timeout {
+            if !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
-                        "template {name} still building after {}s",
-                        started.elapsed().as_secs()
+                        "template {name} still building after {}ms",
+                        backoff.elapsed().as_millis()
                     ),
                 )
                 .with_provider(PROVIDER)
                 .with_operation("prepare_template"));
             }
-            tokio::time::sleep(self.shared.template_poll_interval).await;
         }
     }
 }

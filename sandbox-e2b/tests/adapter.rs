@@ -1830,6 +1830,60 @@ async fn prepare_raises_the_build_failure_reason() {
 }
 
 #[tokio::test]
+async fn a_build_is_checked_with_backoff_not_once_per_poll_interval() {
+    let server = MockServer::start().await;
+    let spec = TemplateSpec::from_image("ubuntu:24.04").run("sleep 999");
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/aliases/{}", spec.template_name())))
+        .respond_with(
+            ResponseTemplate::new(404).set_body_string(r#"{"code":404,"message":"nope"}"#),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v3/templates"))
+        .respond_with(ResponseTemplate::new(202).set_body_json(serde_json::json!({
+            "templateID": "tpl3", "buildID": "b3", "public": false, "names": [], "tags": [], "aliases": []
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/templates/tpl3/builds/b3"))
+        .respond_with(ResponseTemplate::new(202))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl3/builds/b3/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl3", "buildID": "b3", "status": "building", "logs": [], "logEntries": []
+        })))
+        .mount(&server)
+        .await;
+    // A long poll interval and a short build timeout: a fixed sleep would check twice (at once
+    // and after 30 s); the backoff checks at 0, 25, 75, 175 ms and at the 300 ms deadline.
+    let provider = E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .template_poll_interval(Duration::from_secs(30))
+        .template_build_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(20), provider.prepare_template(&spec))
+        .await
+        .expect("the build wait slept a whole poll interval")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let checks = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/status"))
+        .count();
+    assert!(checks >= 4, "{checks} checks");
+}
+
+#[tokio::test]
 async fn streamed_events_arrive_before_the_stream_ends() {
     // A process handle is a lazy stream: events are decoded as they arrive, not at the end.
     let server = MockServer::start().await;
