@@ -36,10 +36,18 @@
 //! Notes on behaviour:
 //! - A command's [`timeout`](sandbox_sdk_core::Command::timeout) is sent as `Connect-Timeout-Ms`,
 //!   which envd also applies to the process's lifetime; `Duration::ZERO` (the default) sends no
-//!   header and means no limit. There is no hidden default.
+//!   header and means no limit. There is no hidden default. The client enforces it too, with
+//!   [`TIMEOUT_GRACE`] to spare.
 //! - Opening a stream (exec, attach, watch) is bounded by the request timeout (a command's
 //!   own `request_timeout` first, for exec): its response head and `start` event must arrive
-//!   within it, else a `Timeout` error naming the operation. An open stream has no timeout.
+//!   within it, else a `Timeout` error naming the operation. An open stream has no total limit
+//!   but ends with a `Transport` error after [`DEFAULT_STREAM_IDLE_TIMEOUT`] without a byte
+//!   (envd sends a keepalive every [`KEEPALIVE_SECS`] s of quiet); `/files` transfers likewise
+//!   after [`DEFAULT_TRANSFER_IDLE_TIMEOUT`] (both configurable on [`E2bBuilder`]).
+//! - All envd traffic goes over HTTP/1.1 (E2B's proxy pads HTTP/2 responses with empty DATA
+//!   frames, which `h2` refuses after 100).
+//! - [`Command::shell`](sandbox_sdk_core::Command::shell) lines run as [`SHELL`] (`/bin/bash -l
+//!   -c`), like the official SDKs run them.
 //! - Dropping a [`Process`](sandbox_sdk_core::Process) closes its stream and leaves no task
 //!   behind; the process itself keeps running in the sandbox and can be reattached by pid or tag.
 //! - Killing a process is a unary `SendSignal` call, independent of its output stream.
