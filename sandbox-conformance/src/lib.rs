@@ -85,6 +85,16 @@ pub use suite::{
     ScenarioReport, Suite, SuiteReport,
 };
 
+/// The request timeout to build a replayed adapter with: the `create_*` scenarios delay an
+/// answer past it (`delay_ms` 3000) to make a create ambiguous.
+pub const REPLAY_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The create look-up to build a replayed adapter with (see
+/// [`sandbox_sdk_core::idempotency`]): the `create_*` cassettes find the sandbox within two
+/// look-ups, so the window only bounds a failing adapter.
+pub const REPLAY_CREATE_LOOKUP: sandbox_sdk_core::idempotency::CreateLookup =
+    sandbox_sdk_core::idempotency::CreateLookup::new(std::time::Duration::from_secs(2));
+
 /// Re-exported so [`conformance_tests!`] can snapshot requests from the adapter's crate.
 #[doc(hidden)]
 pub use insta;
@@ -132,6 +142,7 @@ macro_rules! conformance_tests {
             list list_filters fork snapshot preview_link ssh_access metrics
             error_unauthorized error_not_found error_conflict error_rate_limited error_server
             error_connection_reset error_truncated_stream no_duplicate_create
+            create_slow_answer create_reset create_unavailable
         );
     };
 }

@@ -113,6 +113,40 @@ fn no_duplicate_create_catches_an_adapter_that_retries_creates_blindly() {
 }
 
 #[test]
+fn create_scenarios_catch_a_create_sent_again_after_an_ambiguous_failure() {
+    for (scenario, bugs) in [
+        (
+            "create_slow_answer",
+            Bugs {
+                no_create_lookup: true,
+                ..Bugs::default()
+            },
+        ),
+        (
+            "create_slow_answer",
+            Bugs {
+                retry_create_blindly: true,
+                ..Bugs::default()
+            },
+        ),
+        (
+            "create_reset",
+            Bugs {
+                no_create_lookup: true,
+                ..Bugs::default()
+            },
+        ),
+    ] {
+        let report = runtime().block_on(Suite::replay(factory(bugs), cassettes()).run(scenario));
+        let message = failure(&report.outcome);
+        assert!(
+            message.contains("POST /v1/sandboxes"),
+            "{scenario}: {message}"
+        );
+    }
+}
+
+#[test]
 fn recorded_cassettes_replay_and_pass() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
