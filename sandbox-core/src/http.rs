@@ -21,8 +21,9 @@
 //!   [`is_sensitive_header`]) are redacted too. Query values are never shown.
 //! - **Timeouts.** The client's default timeout covers the whole exchange, body included; use
 //!   [`Request::no_timeout`] for long streams and [`Request::timeout`] to override.
-//! - **Redirects** are followed (up to 10) only to the same scheme, host and port, so credentials
-//!   never travel to another host; a redirect elsewhere is returned to the mapper as a 3xx.
+//! - **Redirects are never followed**: a 3xx answer goes to the mapper as an error. No provider
+//!   API redirects, and following one would let a hostile server move a request (and its
+//!   credentials) to another host, or on a shared host to another sandbox's path.
 //! - **Compression.** No `Accept-Encoding` is sent unless the caller asks with
 //!   `HttpClientBuilder::gzip(true)` (feature `gzip`).
 //! - **TLS** is rustls with the webpki roots. The usual proxy variables (`HTTPS_PROXY`, ...)
@@ -411,7 +412,7 @@ impl HttpClientBuilder {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .user_agent(user_agent)
-            .redirect(reqwest::redirect::Policy::custom(same_origin_redirects));
+            .redirect(reqwest::redirect::Policy::none());
         // reqwest asks for gzip whenever its feature is compiled in; we ask only when told to.
         #[cfg(feature = "gzip")]
         {
@@ -457,24 +458,6 @@ impl HttpClientBuilder {
                 base,
             }),
         })
-    }
-}
-
-fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
-    let origin = |u: &Url| {
-        (
-            u.scheme().to_owned(),
-            u.host_str().map(str::to_owned),
-            u.port_or_known_default(),
-        )
-    };
-    let Some(first) = attempt.previous().first() else {
-        return attempt.stop();
-    };
-    if attempt.previous().len() > 10 || origin(first) != origin(attempt.url()) {
-        attempt.stop()
-    } else {
-        attempt.follow()
     }
 }
 
