@@ -72,6 +72,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use url::Url;
 
+/// The largest answer read whole unless a request says otherwise ([`Request::max_body`]).
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
+
 /// The user agent sent when the adapter sets none.
 pub const DEFAULT_USER_AGENT: &str = concat!("sandbox-sdk-rs/", env!("CARGO_PKG_VERSION"));
 
@@ -717,6 +720,7 @@ pub struct Request {
     operation: Option<String>,
     sandbox_id: Option<String>,
     with_auth: bool,
+    max_body: usize,
 }
 
 impl Request {
@@ -732,6 +736,7 @@ impl Request {
             operation: None,
             sandbox_id: None,
             with_auth: true,
+            max_body: DEFAULT_MAX_BODY,
         }
     }
 
@@ -831,6 +836,15 @@ impl Request {
         self
     }
 
+    /// The largest answer [`Response::bytes`], [`Response::text`] and [`Response::json`] read
+    /// whole (default [`DEFAULT_MAX_BODY`]); a larger one is an error before it is read, so a
+    /// hostile server cannot exhaust memory. Streams ([`Response::bytes_stream`]) are not capped:
+    /// their reader holds one chunk at a time.
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
     /// No timeout at all. Prefer [`Request::idle_timeout`]: a request without any bound waits
     /// forever on a silent server.
     pub fn no_timeout(mut self) -> Self {
@@ -903,6 +917,7 @@ impl Request {
             TimeoutChoice::Idle(idle) => Some(idle),
             _ => None,
         };
+        let max_body = self.max_body;
         let (prepared, progress) = self.prepare(&site, &shared)?;
         let started = Instant::now();
         let result = match (&progress, idle) {
@@ -963,6 +978,7 @@ impl Request {
                 request_id,
                 site,
                 idle,
+                max_body,
             });
         }
         // A provider that echoes a credential in its error must not get it into our messages.
@@ -1193,6 +1209,8 @@ pub struct Response {
     site: CallSite,
     /// The longest silence allowed between body chunks, for idle-bounded requests.
     idle: Option<Duration>,
+    /// The largest body read whole.
+    max_body: usize,
 }
 
 impl Response {
@@ -1222,20 +1240,38 @@ impl Response {
     }
 
     /// Reads the whole body. A body cut short (or silent past an idle bound) is
-    /// [`ErrorKind::Transport`].
+    /// [`ErrorKind::Transport`]; one larger than the request's [`Request::max_body`] is
+    /// [`ErrorKind::Provider`], found from `Content-Length` before anything is read, or as soon
+    /// as the bytes read pass the cap.
     pub async fn bytes(self) -> Result<Bytes> {
-        if self.idle.is_none() {
-            let site = self.site;
-            return self
-                .inner
-                .bytes()
-                .await
-                .map_err(|e| site.transport_error(Stage::ResponseBody, e));
+        let max = self.max_body;
+        let status = self.status;
+        let site = self.site.clone();
+        let too_large = || {
+            site.context(
+                Error::new(
+                    ErrorKind::Provider,
+                    format!(
+                        "the response to {} {} is larger than the {max} bytes this call reads",
+                        site.method, site.path
+                    ),
+                )
+                .with_status(status)
+                .with_retryable(false),
+            )
+        };
+        if self.content_length().is_some_and(|len| len > max as u64) {
+            return Err(too_large());
         }
-        let mut body = Vec::new();
+        let capacity = self.content_length().map_or(0, |len| len as usize);
+        let mut body = Vec::with_capacity(capacity);
         let mut chunks = self.bytes_stream();
         while let Some(chunk) = chunks.next().await {
-            body.extend_from_slice(&chunk?);
+            let chunk = chunk?;
+            if body.len() + chunk.len() > max {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
         }
         Ok(Bytes::from(body))
     }

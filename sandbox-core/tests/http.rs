@@ -1240,3 +1240,63 @@ async fn only_failures_that_may_have_taken_effect_are_ambiguous() {
     assert_eq!(timed_out.kind(), ErrorKind::Timeout);
     assert!(timed_out.is_ambiguous());
 }
+
+#[tokio::test]
+async fn bodies_read_whole_are_capped_before_they_are_read() {
+    let server = MockServer::start().await;
+    Mock::given(path("/big"))
+        .respond_with(ResponseTemplate::new(200).set_body_bytes(vec![b'x'; 4096]))
+        .mount(&server)
+        .await;
+    let client = client(&server);
+    // Announced with Content-Length: refused before reading.
+    let error = client
+        .request(Method::Get, "/big")
+        .max_body(1024)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert!(
+        error.to_string().contains("larger than the 1024 bytes"),
+        "{error}"
+    );
+    assert!(!error.is_retryable());
+    // Unannounced (chunked, no length): refused as soon as the bytes read pass the cap.
+    let base = paced_server(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        vec![
+            (Duration::ZERO, b"400\r\n"),
+            (Duration::ZERO, &[b'y'; 1024]),
+            (Duration::ZERO, b"\r\n400\r\n"),
+            (Duration::ZERO, &[b'y'; 1024]),
+            (Duration::ZERO, b"\r\n0\r\n\r\n"),
+        ],
+    )
+    .await;
+    let error = HttpClient::builder("testprov", &base)
+        .build()
+        .unwrap()
+        .request(Method::Get, "/chunked")
+        .max_body(1500)
+        .send_json::<serde_json::Value>()
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("larger than the 1500 bytes"),
+        "{error}"
+    );
+    // Within the cap, and the default for everything else.
+    let body = client
+        .request(Method::Get, "/big")
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(body.len(), 4096);
+}

@@ -135,7 +135,10 @@ mod tests {
             };
             let stderr = String::from_utf8_lossy(&out.stderr);
             // The shell looked `-l` up as a program; it did not take it for an option of exec.
-            assert!(stderr.contains("-l") && stderr.contains("not found"), "{shell}: {stderr}");
+            assert!(
+                stderr.contains("-l") && stderr.contains("not found"),
+                "{shell}: {stderr}"
+            );
         }
     }
 
