@@ -636,6 +636,102 @@ fn has_dot_segment(path: &str) -> bool {
     })
 }
 
+/// Checks an address a provider's answer hands us (a toolbox proxy URL, a sandbox's envd URL)
+/// before any credential is sent to it: it must parse, carry no user info, query or fragment,
+/// and use `https` — or `http` only when `configured_base` (the address the caller chose) is
+/// `http` too, as for loopback test servers. A hostile or broken answer cannot downgrade the
+/// connection or smuggle URL syntax into later requests. Returns the address without a trailing
+/// `/`.
+///
+/// ```
+/// use sandbox_sdk_core::http::checked_answer_url;
+/// let base = "https://app.daytona.io/api";
+/// assert!(checked_answer_url("https://proxy.app.daytona.io/toolbox", base).is_ok());
+/// assert!(checked_answer_url("http://proxy.app.daytona.io/toolbox", base).is_err());
+/// assert!(checked_answer_url("https://x@evil.example/toolbox", base).is_err());
+/// ```
+pub fn checked_answer_url(candidate: &str, configured_base: &str) -> Result<String> {
+    let refuse = |why: &str| {
+        Error::new(
+            ErrorKind::Provider,
+            format!("the provider answered with an address this SDK will not use: {why}"),
+        )
+        .with_retryable(false)
+    };
+    let url = Url::parse(candidate.trim()).map_err(|_| refuse("it is not a URL"))?;
+    let base_is_http = Url::parse(configured_base).is_ok_and(|b| b.scheme() == "http");
+    match url.scheme() {
+        "https" => {}
+        "http" if base_is_http => {}
+        "http" => return Err(refuse("it is plain http, where https was configured")),
+        _ => return Err(refuse("its scheme is not https")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("it has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse("it carries user info"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse("it carries a query string or fragment"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Checks a host name a provider's answer hands us (E2B's sandbox `domain`): letters, digits,
+/// `-` and `.` only, so it cannot carry a scheme, port, path, user info or another host.
+pub fn checked_answer_host(candidate: &str) -> Result<&str> {
+    let ok = !candidate.is_empty()
+        && candidate.len() <= 253
+        && candidate
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !candidate.starts_with(['.', '-']);
+    if ok {
+        Ok(candidate)
+    } else {
+        Err(Error::new(
+            ErrorKind::Provider,
+            "the provider answered with a host name this SDK will not use: only letters, digits, '-' and '.' are allowed",
+        )
+        .with_retryable(false))
+    }
+}
+
+/// Joins `path` onto `base` (a preview link's URL) and checks the result still has `base`'s
+/// scheme, host and port, so a path such as `@other-host/x` cannot move the request (and the
+/// link's token) to another host. `path` must be empty or start with `/`.
+///
+/// ```
+/// use sandbox_sdk_core::http::join_same_origin;
+/// let base = "https://3000-sb.proxy.example.com";
+/// assert_eq!(join_same_origin(base, "/api?q=1").unwrap(), "https://3000-sb.proxy.example.com/api?q=1");
+/// assert!(join_same_origin(base, "@127.0.0.1:9/steal").is_err());
+/// assert!(join_same_origin(base, "//evil.example/x").is_err());
+/// ```
+pub fn join_same_origin(base: &str, path: &str) -> Result<String> {
+    let refuse =
+        |why: &str| Error::validation(format!("invalid path {:?}: {why}", name_for_message(path)));
+    if !(path.is_empty() || path.starts_with('/')) || path.starts_with("//") {
+        return Err(refuse("it must be empty or start with a single '/'"));
+    }
+    let base_url =
+        Url::parse(base).map_err(|_| Error::validation("the link's URL is not a URL"))?;
+    let joined = format!("{}{path}", base.trim_end_matches('/'));
+    let url = Url::parse(&joined).map_err(|_| refuse("it does not make a URL"))?;
+    let origin = |u: &Url| {
+        (
+            u.scheme().to_owned(),
+            u.host_str().map(str::to_owned),
+            u.port_or_known_default(),
+        )
+    };
+    if origin(&url) != origin(&base_url) || !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse("it would leave the link's host"));
+    }
+    Ok(joined)
+}
+
 /// Percent-encodes one path segment: everything but `A-Z a-z 0-9 - . _ ~` is escaped, so a `/`
 /// in an id cannot change the route. (An id of `.` or `..` cannot be escaped; [`HttpClient::request`]
 /// rejects such paths.)

@@ -1300,3 +1300,52 @@ async fn bodies_read_whole_are_capped_before_they_are_read() {
         .unwrap();
     assert_eq!(body.len(), 4096);
 }
+
+#[test]
+fn addresses_from_answers_cannot_downgrade_or_carry_url_syntax() {
+    use sandbox_sdk_core::http::{checked_answer_host, checked_answer_url, join_same_origin};
+    let https = "https://api.example.com/v1";
+    let loopback = "http://127.0.0.1:9000";
+    assert_eq!(
+        checked_answer_url("https://proxy.example.com/toolbox/", https).unwrap(),
+        "https://proxy.example.com/toolbox"
+    );
+    assert!(checked_answer_url("http://127.0.0.1:9001/toolbox", loopback).is_ok());
+    for bad in [
+        "http://proxy.example.com/toolbox",
+        "ftp://proxy.example.com",
+        "https://user:pw@proxy.example.com",
+        "https://proxy.example.com/toolbox?redirect=evil",
+        "https://proxy.example.com/#x",
+        "not a url",
+        "javascript:alert(1)",
+    ] {
+        let error = checked_answer_url(bad, https).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Provider, "{bad}");
+        assert!(!error.to_string().contains("pw"), "{error}");
+    }
+    assert_eq!(checked_answer_host("e2b.app").unwrap(), "e2b.app");
+    for bad in [
+        "",
+        "evil.com/x",
+        "a@b.com",
+        "e2b.app:80",
+        "-x.com",
+        "x y",
+        "é.com",
+    ] {
+        assert!(checked_answer_host(bad).is_err(), "{bad:?}");
+    }
+    let base = "https://3000-sb.proxy.example.com";
+    assert_eq!(join_same_origin(base, "").unwrap(), base);
+    for bad in [
+        "@127.0.0.1:1/steal",
+        ":1/x",
+        ".evil.com/x",
+        "//evil.com",
+        "x",
+    ] {
+        let error = join_same_origin(base, bad).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Validation, "{bad}");
+    }
+}
