@@ -66,8 +66,13 @@
 //! Snapshots land in the adapter's `tests/snapshots/`; review them like code.
 //!
 //! The same suite can be driven without the macro: [`Suite::run`] for one scenario,
-//! [`Suite::run_all`] for all (a [`SuiteReport`] with its `conformance: N passed, N failed, N
-//! skipped` line and a coverage table).
+//! [`Suite::run_all`] for all (a [`SuiteReport`] with its `conformance: N passed, N not
+//! supported, N skipped, N failed` line and a coverage table).
+//!
+//! Under `cargo test` every scenario is its own test, and libtest can only say `ok` for one that
+//! did not fail: a scenario that was not supported or skipped prints a line starting
+//! `NOT SUPPORTED` or `SKIPPED` (shown with `--nocapture`), and `cargo xtask conformance` /
+//! [`SuiteReport::summary_line`] count them apart from real passes.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cassette;
@@ -81,7 +86,7 @@ pub use proxy::LoggedRequest;
 pub use record::{RECORD_ENV, RecordTarget, Router};
 pub use scenarios::{SCENARIOS, ScenarioInfo};
 pub use suite::{
-    __private, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
+    __private, Counts, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
     ScenarioReport, Suite, SuiteReport,
 };
 
@@ -164,7 +169,7 @@ macro_rules! __conformance_tests {
 
         #[test]
         fn capability_coverage() {
-            $crate::__private::run_coverage(|| $suite);
+            $crate::__private::run_coverage(|| $suite, env!("CARGO_MANIFEST_DIR"));
         }
     };
 }

@@ -48,7 +48,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "conformance",
         usage: "conformance [--provider NAME]",
-        about: "run the conformance suite; ends with `conformance: N passed, N failed, N skipped`",
+        about: "run the conformance suite; ends with `conformance: N passed, N not supported, N skipped, N failed`",
         run: conformance::run,
     },
     Task {
