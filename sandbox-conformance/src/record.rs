@@ -122,8 +122,14 @@ struct Recording {
 impl Handler for Recording {
     fn on_request(&self, _request: &LoggedRequest) {}
     fn upstream(&self, request: &LoggedRequest) -> Result<String, String> {
-        let upstream = (self.router)(request)
-            .ok_or_else(|| format!("the recorder has no route for {}", request.line()))?;
+        // The path only: a query may hold signed parameters, and this text reaches the
+        // adapter (in the 502 body) and the report.
+        let upstream = (self.router)(request).ok_or_else(|| {
+            format!(
+                "the recorder has no route for {} {}",
+                request.method, request.path
+            )
+        })?;
         let mut seen = self.upstreams.lock().unwrap_or_else(|p| p.into_inner());
         if !seen.contains(&upstream) {
             seen.push(upstream.clone());
@@ -224,7 +230,11 @@ pub(crate) async fn run_record(
     }
     drop(proxy);
     if let Err(e) = result {
-        report.outcome = Outcome::Failed(format!("not recorded, the scenario failed live: {e}"));
+        // The adapter's error may quote a URL (with its signed query) or an answer's text.
+        report.outcome = Outcome::Failed(format!(
+            "not recorded, the scenario failed live: {}",
+            crate::proxy::redact_queries(&e)
+        ));
         return report;
     }
     let exchanges = handler
@@ -772,6 +782,25 @@ mod tests {
         let scrub = Scrubber::from_pairs(vec![("status".into(), "{{token}}".into())]);
         let err = build_cassette("demo", "connect", "test", &exchanges, &scrub).unwrap_err();
         assert!(err.contains("scrubbing left an invalid cassette"), "{err}");
+    }
+
+    #[test]
+    fn a_request_without_a_route_is_refused_without_its_query() {
+        let recording = Recording {
+            router: Arc::new(|_| None),
+            exchanges: Mutex::new(Vec::new()),
+            upstreams: Mutex::new(Vec::new()),
+        };
+        let request = LoggedRequest {
+            method: "GET".into(),
+            path: "/files".into(),
+            query: Some("path=a&signature=q-secret-sig".into()),
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+        };
+        let err = recording.upstream(&request).unwrap_err();
+        assert!(!err.contains("q-secret"), "{err}");
+        assert!(err.contains("GET /files"), "{err}");
     }
 
     #[test]
