@@ -47,7 +47,7 @@ impl std::fmt::Debug for LoggedRequest {
             .headers
             .iter()
             .map(|(k, v)| {
-                let v = if crate::replay::is_credential_name(k) {
+                let v = if crate::replay::is_credential_name(k) || k.contains("nonce") {
                     "<redacted>"
                 } else {
                     v.as_str()
@@ -422,6 +422,7 @@ mod tests {
                 ("authorization".into(), "Bearer h-secret-1".into()),
                 ("x-api-key".into(), "h-secret-2".into()),
                 ("x-access-token".into(), "h-secret-3".into()),
+                ("fly-machine-lease-nonce".into(), "h-secret-4".into()),
                 ("content-type".into(), "application/json".into()),
             ],
             body: Bytes::from_static(br#"{"password":"b-secret"}"#),

@@ -255,7 +255,13 @@ pub(crate) async fn run_record(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let scrub = Scrubber::new(target, sandbox_id.as_deref(), &upstreams, &exchanges);
+    let scrub = Scrubber::new(
+        &target.secrets,
+        &target.replacements,
+        sandbox_id.as_deref(),
+        &upstreams,
+        &exchanges,
+    );
     let cassette = match build_cassette(
         &report.provider,
         info.name,
@@ -322,16 +328,25 @@ fn is_signed_param(name: &str) -> bool {
 
 impl Scrubber {
     fn new(
-        target: &RecordTarget,
+        secrets: &[String],
+        replacements: &[(String, String)],
         sandbox_id: Option<&str>,
         upstreams: &[String],
         exchanges: &[Exchange],
     ) -> Scrubber {
         let mut pairs = Vec::new();
-        for s in &target.secrets {
+        for s in secrets {
             pairs.push((s.clone(), "{{token}}".to_owned()));
         }
-        pairs.extend(target.replacements.iter().cloned());
+        pairs.extend(replacements.iter().cloned());
+        // Credentials the adapter sent in headers (a key, a bearer token, Fly's
+        // `fly-machine-lease-nonce` for a lease taken outside the recording) are scrubbed wherever
+        // a body, path or query repeats them.
+        for ex in exchanges {
+            for secret in secret_headers(&ex.request.headers).chain(secret_headers(&ex.headers)) {
+                pairs.push((secret, "{{token}}".to_owned()));
+            }
+        }
         // Sandbox ids: the one the scenario connected to, then ids the service handed out
         // (an `id`-like field of a JSON answer) that later requests use in their path.
         let mut ids: Vec<String> = sandbox_id.map(|id| vec![id.to_owned()]).unwrap_or_default();
@@ -407,8 +422,31 @@ impl Scrubber {
     }
 }
 
+/// Whether a header of this name carries a credential or a lease nonce.
+fn is_secret_header(name: &str) -> bool {
+    crate::replay::is_credential_name(name) || name.to_ascii_lowercase().contains("nonce")
+}
+
+/// The values (8 bytes or more) of headers that carry a credential or a lease nonce, each also
+/// without its auth scheme (`Bearer `, `FlyV1 `, ...).
+fn secret_headers(headers: &[(String, String)]) -> impl Iterator<Item = String> + '_ {
+    headers
+        .iter()
+        .filter(|(k, _)| is_secret_header(k))
+        .flat_map(|(_, v)| {
+            let v = v.trim();
+            let bare = v
+                .split_once(' ')
+                .map(|(_, rest)| rest.trim())
+                .filter(|rest| !rest.is_empty() && *rest != v);
+            std::iter::once(v.to_owned()).chain(bare.map(str::to_owned))
+        })
+        .filter(|v| v.len() >= 8 && !v.contains("{{"))
+}
+
 /// String values, anywhere in a JSON answer, of fields whose names say they hold a credential
-/// (`token`, `accessToken`, `secret`, `password`, `apiKey`, ...).
+/// (`token`, `accessToken`, `secret`, `password`, `apiKey`, `exec_jwt`, ...) or a lease nonce
+/// (Fly's lease answer `{"data": {"nonce": …}}` and `Machine.nonce`).
 fn secret_fields(body: &Value) -> Vec<String> {
     let is_secret = |k: &str| {
         let k = k.to_ascii_lowercase().replace(['_', '-'], "");
@@ -419,6 +457,8 @@ fn secret_fields(body: &Value) -> Vec<String> {
             "apikey",
             "privatekey",
             "credential",
+            "jwt",
+            "nonce",
         ]
         .iter()
         .any(|word| k.contains(word))
@@ -632,6 +672,101 @@ mod tests {
         let mut found = secret_fields(&body);
         found.sort();
         assert_eq!(found, ["tok-envd-123", "tok-traffic-456"]);
+    }
+
+    fn exchange(
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        status: u16,
+        answer: Value,
+    ) -> Exchange {
+        Exchange {
+            request: LoggedRequest {
+                method: method.into(),
+                path: path.into(),
+                query: None,
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                body: bytes::Bytes::new(),
+            },
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            chunks: vec![bytes::Bytes::from(answer.to_string())],
+            error: None,
+        }
+    }
+
+    fn record(exchanges: &[Exchange]) -> String {
+        let scrub = Scrubber::new(
+            &["live-api-token-0001".to_owned()],
+            &[],
+            Some("m-live-1234"),
+            &["https://api.machines.dev".to_owned()],
+            exchanges,
+        );
+        build_cassette("fly", "connect", "test", exchanges, &scrub)
+            .expect("cassette")
+            .to_json_pretty()
+    }
+
+    #[test]
+    fn fly_lease_nonces_are_scrubbed_from_answers_and_headers() {
+        let auth = ("authorization", "Bearer live-api-token-0001");
+        let exchanges = vec![
+            exchange(
+                "POST",
+                "/v1/apps/a/machines/m-live-1234/lease",
+                &[auth],
+                200,
+                serde_json::json!({"status": "success", "data": {"nonce": "5c35f65c9f95", "expires_at": 1}}),
+            ),
+            exchange(
+                "GET",
+                "/v1/apps/a/machines/m-live-1234",
+                &[auth],
+                200,
+                serde_json::json!({"id": "m-live-1234", "state": "started", "nonce": "7d41a0c2b8e3"}),
+            ),
+            // A lease taken outside the recording: only the header shows its nonce.
+            exchange(
+                "POST",
+                "/v1/apps/a/machines/m-live-1234/stop",
+                &[auth, ("fly-machine-lease-nonce", "9e8f7a6b5c4d")],
+                409,
+                serde_json::json!({"error": "lease nonce 9e8f7a6b5c4d does not match"}),
+            ),
+        ];
+        let text = record(&exchanges);
+        for nonce in ["5c35f65c9f95", "7d41a0c2b8e3", "9e8f7a6b5c4d"] {
+            assert!(!text.contains(nonce), "nonce {nonce} survived: {text}");
+        }
+        assert!(text.contains(r#""nonce": "{{token}}""#), "{text}");
+    }
+
+    #[test]
+    fn a_jwt_under_an_unknown_field_name_is_scrubbed_where_it_is_used_again() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJleGVjIn0.c2lnbmF0dXJlLWJ5dGVz";
+        let exchanges = vec![
+            exchange(
+                "POST",
+                "/v1/exec/session",
+                &[],
+                200,
+                serde_json::json!({"exec_jwt": jwt}),
+            ),
+            exchange(
+                "GET",
+                &format!("/v1/exec/{jwt}/status"),
+                &[],
+                200,
+                serde_json::json!({}),
+            ),
+        ];
+        let text = record(&exchanges);
+        assert!(!text.contains(jwt), "{text}");
     }
 
     #[test]
