@@ -10,9 +10,16 @@
 //! Each scenario that can run live gets a sandbox created directly against the service (not
 //! recorded), connects to it through the proxy like replay does, and has that sandbox destroyed
 //! afterwards (not recorded either). Only a scenario that passes is written. Interactions are
-//! written in order with `"times": 1`, JSON request bodies compared exactly; review each
-//! cassette before committing it (`cargo xtask fixtures` checks for leftovers that look like
-//! secrets).
+//! written in order with `"times": 1`, JSON request bodies compared exactly.
+//!
+//! Secrets are scrubbed in every form ([`SecretCheck`]): the credentials given with
+//! [`RecordTarget::secret`], credentials the service hands out (fields named like `token`,
+//! `secret`, `jwt`, lease `nonce`s) or the adapter sends in headers, and any value that looks
+//! like a secret ([`SECRET_PATTERNS`]: JWTs, `sk_live_` keys, provider keys, long bearer
+//! tokens) — plain, percent-encoded, inside base64, or split across the chunks of a stream. A
+//! cassette that would still hold one is not written (the scenario fails naming the line and
+//! the kind, never the value). Review each cassette before committing it anyway; the same
+//! check is public ([`SecretCheck::cassette`]) for an author's own CI.
 
 use crate::cassette::{
     Body, Cassette, Frame, Interaction, Order, Provenance, ProvenanceKind, QueryValue, RequestSpec,
@@ -20,6 +27,9 @@ use crate::cassette::{
 };
 use crate::proxy::{Exchange, Handler, LoggedRequest, Proxy};
 use crate::scenarios::{self, Ctx, ScenarioInfo};
+pub use secrets::{Form, SECRET_PATTERNS, SecretCheck, SecretFinding};
+
+mod secrets;
 use crate::suite::{Factory, Outcome, ScenarioReport};
 use sandbox_sdk_core::client::{Client, RetryPolicy};
 use sandbox_sdk_core::{CreateSpec, Provider};
@@ -291,7 +301,14 @@ pub(crate) async fn run_record(
 }
 
 /// Replaces secrets, ids, service addresses and signed URL parameters by placeholders.
+///
+/// Secrets (the values scrubbed to `{{token}}`, and anything matching a
+/// [`SECRET_PATTERNS`] value pattern) are found in every form [`SecretCheck`] knows: plain,
+/// percent-encoded, inside base64 (re-encoded after scrubbing) and, in a streamed answer, split
+/// across chunks (the chunks are joined first). Ids and addresses are replaced where written
+/// plainly.
 pub struct Scrubber {
+    secrets: SecretCheck,
     literal: Vec<(String, String)>,
     signed: regex::Regex,
 }
@@ -299,6 +316,7 @@ pub struct Scrubber {
 impl std::fmt::Debug for Scrubber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scrubber")
+            .field("secrets", &self.secrets)
             .field("rules", &self.literal.len())
             .finish()
     }
@@ -385,25 +403,36 @@ impl Scrubber {
     }
 
     /// A scrubber replacing each `(value, placeholder)` (longest values first), plus signed URL
-    /// parameters (`X-Amz-Signature=…`, `token=…`, …) by `{{signature}}`.
+    /// parameters (`X-Amz-Signature=…`, `token=…`, …) by `{{signature}}`. Values written as
+    /// `{{token}}` are secrets: found in every form, like values matching [`SECRET_PATTERNS`].
     pub fn from_pairs(mut pairs: Vec<(String, String)>) -> Scrubber {
         pairs.retain(|(v, _)| v.len() >= 3);
         pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+        let (secrets, literal): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(_, p)| p == "{{token}}");
         Scrubber {
-            literal: pairs,
+            secrets: secrets
+                .into_iter()
+                .fold(SecretCheck::new(), |check, (v, p)| check.known_as(v, p)),
+            literal,
             signed: regex::Regex::new(SIGNED_PARAMS).expect("SIGNED_PARAMS is a valid regex"),
         }
     }
 
     /// Scrubs one string.
     pub fn text(&self, text: &str) -> String {
-        let mut out = text.to_owned();
+        let mut out = self.secrets.scrub_text(text);
         for (value, placeholder) in &self.literal {
             out = out.replace(value.as_str(), placeholder);
         }
         self.signed
             .replace_all(&out, "${1}{{signature}}")
             .into_owned()
+    }
+
+    /// The secrets this scrubber knows, as a check (for what is left after scrubbing).
+    pub fn check(&self) -> &SecretCheck {
+        &self.secrets
     }
 
     fn value(&self, value: &mut Value) {
@@ -568,6 +597,8 @@ fn build_cassette(
                 || content_type
                     .is_some_and(|ct| ct.contains("connect+json") || ct.contains("event-stream"));
             let chunks: Vec<Vec<u8>> = ex.chunks.iter().map(|c| c.to_vec()).collect();
+            // A secret split across two chunks would be two frames, each clean on its own.
+            let chunks = scrub.secrets.regroup(&chunks);
             let (body, frames) = if streamed {
                 (None, Some(Frame::from_chunks(&chunks, content_type)))
             } else {
@@ -628,6 +659,17 @@ fn build_cassette(
                 QueryValue::Many(vs) => vs.iter_mut().for_each(scrub_one),
             }
         }
+    }
+    // Scrub or refuse: whatever still looks like a secret (split across JSON frames, in a form
+    // no rule rewrites) keeps the cassette from being written.
+    let left = scrub.secrets.cassette(&cassette.to_json_pretty());
+    if let Some(first) = left.first() {
+        return Err(format!(
+            "the cassette would hold a secret the scrub rules could not remove (line {}, {} in all); \
+             scrub it with RecordTarget::secret or RecordTarget::replace",
+            first,
+            left.len()
+        ));
     }
     Ok(cassette)
 }
@@ -917,6 +959,171 @@ mod tests {
         let scrub = Scrubber::from_pairs(vec![("status".into(), "{{token}}".into())]);
         let err = build_cassette("demo", "connect", "test", &exchanges, &scrub).unwrap_err();
         assert!(err.contains("scrubbing left an invalid cassette"), "{err}");
+    }
+
+    const LIVE: &str = "live-api-token-0001";
+
+    fn streamed(path: &str, content_type: &str, chunks: Vec<Vec<u8>>) -> Exchange {
+        let mut ex = exchange("GET", path, &[], 200, Value::Null);
+        ex.headers = vec![("content-type".into(), content_type.into())];
+        ex.chunks = chunks.into_iter().map(bytes::Bytes::from).collect();
+        ex
+    }
+
+    #[test]
+    fn secrets_in_base64_bodies_fields_and_frames_are_scrubbed() {
+        use crate::cassette::encode_base64;
+        let binary = |text: &str| [&[0xff, 0xfe][..], text.as_bytes(), &[0x00]].concat();
+        let exchanges = vec![
+            // A downloaded file that holds the credential: a base64 body.
+            streamed(
+                "/files/a",
+                "application/octet-stream",
+                vec![binary(&format!("key={LIVE}"))],
+            ),
+            // A JSON answer carrying output as base64 (E2B's envd, file reads).
+            exchange(
+                "GET",
+                "/files/b",
+                &[],
+                200,
+                serde_json::json!({"content": encode_base64(format!("export TOKEN={LIVE}\n").as_bytes())}),
+            ),
+            // A binary stream: base64 frames.
+            streamed(
+                "/files/c",
+                "application/octet-stream",
+                vec![binary("head"), binary(&format!("tail {LIVE}"))],
+            ),
+        ];
+        let text = record(&exchanges);
+        let check = SecretCheck::new().known(LIVE);
+        assert!(check.cassette(&text).is_empty(), "{text}");
+        let c = Cassette::from_json(&text).expect("valid cassette");
+        let Some(Body::Base64(b)) = &c.interactions[0].response.body else {
+            panic!("a base64 body: {text}");
+        };
+        assert!(
+            String::from_utf8_lossy(&base64_decode(b)).contains("key={{token}}"),
+            "{text}"
+        );
+    }
+
+    fn base64_decode(text: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .expect("base64")
+    }
+
+    #[test]
+    fn a_secret_split_across_two_chunks_is_scrubbed() {
+        let (a, b) = LIVE.split_at(9);
+        let exchanges = vec![
+            streamed(
+                "/logs",
+                "text/plain",
+                vec![
+                    format!("line 1 {a}").into_bytes(),
+                    format!("{b} line 2\n").into_bytes(),
+                ],
+            ),
+            streamed(
+                "/bin",
+                "application/octet-stream",
+                vec![
+                    [&[0xff][..], a.as_bytes()].concat(),
+                    [b.as_bytes(), &[0xfe][..]].concat(),
+                ],
+            ),
+        ];
+        let text = record(&exchanges);
+        assert!(
+            SecretCheck::new().known(LIVE).cassette(&text).is_empty(),
+            "{text}"
+        );
+        assert!(text.contains("line 1 {{token}} line 2"), "{text}");
+    }
+
+    #[test]
+    fn a_percent_encoded_secret_in_a_path_is_scrubbed() {
+        let secret = "tok/en+live=0001";
+        let exchanges = vec![exchange(
+            "GET",
+            "/v1/preview/tok%2fen%2Blive%3D0001/index.html",
+            &[],
+            200,
+            serde_json::json!({}),
+        )];
+        let scrub = Scrubber::from_pairs(vec![(secret.into(), "{{token}}".into())]);
+        let c =
+            build_cassette("demo", "preview_link", "test", &exchanges, &scrub).expect("cassette");
+        assert_eq!(
+            c.interactions[0].request.path,
+            "/v1/preview/{{token}}/index.html"
+        );
+    }
+
+    #[test]
+    fn values_that_look_like_secrets_are_scrubbed_under_any_field_name() {
+        let planted = [
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJleGVjIn0.c2lnbmF0dXJlLWJ5dGVz",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+            "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+            "e2b_0123456789abcdef0123456789abcdef",
+            "dtn_0123456789abcdefABCDEF0123456789",
+            "fm2_lJPECAAAAAAAAAAAAxAQbWFjaGluZXM=",
+            "opaque-bearer-value-0123456789abcdef",
+        ];
+        let exchanges = vec![exchange(
+            "GET",
+            "/v1/session",
+            &[],
+            200,
+            serde_json::json!({
+                "exec_grant": planted[0],
+                "billing": {"stripe": planted[1], "test": planted[2]},
+                "notes": [format!("key {} and {}", planted[3], planted[4])],
+                "fly": format!("FlyV1 {}", planted[5]),
+                "header_echo": format!("Authorization: Bearer {}", planted[6]),
+            }),
+        )];
+        let text = record(&exchanges);
+        for value in planted {
+            assert!(!text.contains(value), "{value} survived: {text}");
+        }
+        assert!(text.contains("FlyV1 {{token}}"), "{text}");
+        assert!(text.contains("Bearer {{token}}"), "{text}");
+        assert!(SecretCheck::new().cassette(&text).is_empty(), "{text}");
+    }
+
+    #[test]
+    fn a_secret_no_rule_can_rewrite_keeps_the_cassette_from_being_written() {
+        use crate::cassette::{connect_envelope, encode_base64};
+        // E2B-style output events, each base64 on its own: the key is split across two of them.
+        let (a, b) = "sk_live_4eC39HqLyjWDarjtT1zdp7dc".split_at(15);
+        let event = |text: &str| {
+            connect_envelope(
+                0,
+                &serde_json::json!({"event": {"data": {"stdout": encode_base64(text.as_bytes())}}}),
+            )
+        };
+        let exchanges = vec![streamed(
+            "/process.Process/Start",
+            "application/connect+json",
+            vec![event(&format!("key {a}")), event(&format!("{b}\n"))],
+        )];
+        let err = build_cassette(
+            "demo",
+            "exec_streaming",
+            "test",
+            &exchanges,
+            &Scrubber::from_pairs(Vec::new()),
+        )
+        .unwrap_err();
+        assert!(err.contains("could not remove"), "{err}");
+        assert!(err.contains("secret key, split across frames"), "{err}");
+        assert!(!err.contains(a) && !err.contains(b), "{err}");
     }
 
     #[test]
