@@ -197,7 +197,7 @@ impl SecretCheck {
 
     /// Whether `text` holds a secret in any form; the kinds found (each once).
     pub fn kinds(&self, text: &[u8]) -> Vec<&'static str> {
-        let mut kinds: Vec<&'static str> = self.edits(text, 0).iter().map(|e| e.kind).collect();
+        let mut kinds: Vec<&'static str> = self.all_edits(text, 0).iter().map(|e| e.kind).collect();
         kinds.sort_unstable();
         kinds.dedup();
         kinds
@@ -208,7 +208,7 @@ impl SecretCheck {
     pub fn cassette(&self, text: &str) -> Vec<SecretFinding> {
         let mut out: Vec<SecretFinding> = Vec::new();
         for (i, line) in text.lines().enumerate() {
-            for edit in self.edits(line.as_bytes(), 0) {
+            for edit in self.all_edits(line.as_bytes(), 0) {
                 let finding = SecretFinding {
                     line: i + 1,
                     kind: edit.kind,
@@ -312,6 +312,23 @@ impl SecretCheck {
 
     /// The secrets of `bytes`: non-overlapping edits in order.
     pub(crate) fn edits(&self, bytes: &[u8], depth: usize) -> Vec<Edit> {
+        let mut edits = self.all_edits(bytes, depth);
+        edits.sort_by_key(|e| (e.range.start, std::cmp::Reverse(e.range.end)));
+        let mut out: Vec<Edit> = Vec::new();
+        for e in edits {
+            if out
+                .last()
+                .is_none_or(|last| last.range.end <= e.range.start)
+            {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    /// Every match of every rule in `bytes`, overlapping ones included (a bearer token that is
+    /// also a JWT is both).
+    fn all_edits(&self, bytes: &[u8], depth: usize) -> Vec<Edit> {
         let mut edits = self.plain(bytes, Form::Plain, depth);
         if bytes.contains(&b'%') {
             let (decoded, map) = percent_decode_mapped(bytes);
@@ -327,17 +344,7 @@ impl SecretCheck {
         if depth < 2 {
             edits.extend(self.base64(bytes, depth));
         }
-        edits.sort_by_key(|e| (e.range.start, std::cmp::Reverse(e.range.end)));
-        let mut out: Vec<Edit> = Vec::new();
-        for e in edits {
-            if out
-                .last()
-                .is_none_or(|last| last.range.end <= e.range.start)
-            {
-                out.push(e);
-            }
-        }
-        out
+        edits
     }
 
     /// Known values and value patterns written as they are.
