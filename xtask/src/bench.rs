@@ -17,13 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const OUTPUT: &str = "BENCHMARKS.md";
 
 /// The cargo command that runs the benchmark (`-- --quick` appended for a quick run).
-const BENCH_ARGS: &[&str] = &[
-    "bench",
-    "-p",
-    "sandbox-bench",
-    "--bench",
-    "sdk",
-];
+const BENCH_ARGS: &[&str] = &["bench", "-p", "sandbox-bench", "--bench", "sdk"];
 
 /// `cargo xtask bench [--quick]`: `--quick` uses small sizes and prints the table without writing
 /// `BENCHMARKS.md`.
