@@ -891,3 +891,76 @@ fn a_background_exit_is_recorded_after_the_runtime_that_started_it_is_gone() {
         sb.destroy().await.unwrap();
     });
 }
+
+/// A link planted in the sandbox (by one of its processes, say) that points at a host directory:
+/// `remove` takes the link away and leaves the directory and everything in it alone, however the
+/// path spells the link (trailing slashes, a trailing `.`).
+#[tokio::test]
+async fn remove_of_a_symlink_removes_the_link_never_what_it_points_to() {
+    let sb = sandbox().await;
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("precious.txt"), b"keep").unwrap();
+    std::fs::create_dir(host.path().join("sub")).unwrap();
+    std::fs::write(host.path().join("sub/also.txt"), b"keep").unwrap();
+    sb.mkdir("d").await.unwrap();
+    let cases = [
+        ("link/", host.path().to_owned()),
+        ("link//", host.path().to_owned()),
+        ("link/.", host.path().to_owned()),
+        ("link", host.path().to_owned()),
+        ("d/link/", host.path().to_owned()),
+        ("link/", host.path().join("precious.txt")),
+    ];
+    for (path, points_to) in cases {
+        let link = sb.dir().join(path.trim_end_matches(['/', '.']));
+        std::os::unix::fs::symlink(&points_to, &link).unwrap();
+        sb.remove(path).await.unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link).is_err(),
+            "{path}: the link is still there"
+        );
+        assert_eq!(
+            std::fs::read(host.path().join("precious.txt")).ok(),
+            Some(b"keep".to_vec()),
+            "{path}: the host directory was emptied"
+        );
+        assert_eq!(
+            std::fs::read(host.path().join("sub/also.txt")).ok(),
+            Some(b"keep".to_vec()),
+            "{path}: the host directory was emptied"
+        );
+    }
+    sb.destroy().await.unwrap();
+}
+
+/// The guards "never the sandbox's own directory, never a host root" hold for where a path leads
+/// once its links are resolved, not only for how it is spelled.
+#[tokio::test]
+async fn remove_guards_hold_after_resolving_links() {
+    let sb = sandbox().await;
+    sb.write_file("keep.txt", Bytes::from_static(b"keep"))
+        .await
+        .unwrap();
+    let base = sb.dir().parent().unwrap().to_owned();
+    std::os::unix::fs::symlink(&base, sb.dir().join("up")).unwrap();
+    std::os::unix::fs::symlink(sb.dir(), sb.dir().join("self")).unwrap();
+    let absolute = format!("{}/up/work", sb.dir().display());
+    for path in [
+        "up/work",
+        "up/work/",
+        "up/./work",
+        "self/..",
+        "self/../work",
+        absolute.as_str(),
+    ] {
+        let err = sb.remove(path).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{path}: {err}");
+        assert!(err.to_string().contains(path), "{path}: {err}");
+        assert_eq!(
+            sb.read_to_string("keep.txt").await.unwrap(),
+            "keep",
+            "{path}"
+        );
+    }
+    sb.destroy().await.unwrap();
+}

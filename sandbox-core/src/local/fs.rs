@@ -169,16 +169,59 @@ pub(crate) async fn list(target: &Path, shown: &str, depth: u32) -> Result<Vec<F
 }
 
 /// Removes a file or a whole tree; a missing path is `NotFound`.
-pub(crate) async fn remove(target: &Path, shown: &str) -> Result<()> {
-    let meta = tokio::fs::symlink_metadata(target)
+///
+/// A symbolic link is removed itself, never what it points to, however the path spells it
+/// (`link`, `link/`, `link/.`), and a tree is removed without following the links inside it.
+/// Links in the leading components are resolved first, and the guards apply to where the path
+/// really leads: never a host root, never `protected` (the sandbox's working directory) or a
+/// directory containing it.
+pub(crate) async fn remove(target: &Path, shown: &str, protected: &Path) -> Result<()> {
+    let (target, shown, protected) = (target.to_owned(), shown.to_owned(), protected.to_owned());
+    tokio::task::spawn_blocking(move || remove_blocking(&target, &shown, &protected))
         .await
-        .map_err(|e| io_error(e, "cannot remove", shown))?;
+        .map_err(|e| Error::new(ErrorKind::Provider, format!("remove task failed: {e}")))?
+}
+
+fn remove_blocking(target: &Path, shown: &str, protected: &Path) -> Result<()> {
+    let resolved = resolve_but_last(target).map_err(|e| io_error(e, "cannot remove", shown))?;
+    let protected = std::fs::canonicalize(protected).unwrap_or_else(|_| protected.to_owned());
+    if resolved.parent().is_none() || protected.starts_with(&resolved) {
+        return Err(Error::validation(format!(
+            "refusing to remove {shown}: it leads to {}, which is a host root or contains the \
+             sandbox's working directory",
+            resolved.display()
+        )));
+    }
+    let meta =
+        std::fs::symlink_metadata(&resolved).map_err(|e| io_error(e, "cannot remove", shown))?;
+    // `remove_dir_all` does not follow a link at the top (it was checked just above and is
+    // opened with O_NOFOLLOW) nor inside the tree.
     let result = if meta.is_dir() {
-        tokio::fs::remove_dir_all(target).await
+        std::fs::remove_dir_all(&resolved)
     } else {
-        tokio::fs::remove_file(target).await
+        std::fs::remove_file(&resolved)
     };
     result.map_err(|e| io_error(e, "cannot remove", shown))
+}
+
+/// `target` with every symbolic link resolved except in its last component, which is named as
+/// is (so a link there stays the link). Trailing slashes and `.` components are dropped: they
+/// would make the system follow a final link. A path ending in `..` (or the root) names a
+/// directory, resolved in full.
+fn resolve_but_last(target: &Path) -> std::io::Result<PathBuf> {
+    use std::path::Component;
+    let clean: PathBuf = target.components().collect();
+    match (clean.components().next_back(), clean.parent()) {
+        (Some(Component::Normal(name)), Some(parent)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            Ok(std::fs::canonicalize(parent)?.join(name))
+        }
+        _ => std::fs::canonicalize(&clean),
+    }
 }
 
 /// Creates a directory and its parents; an existing directory is fine, an existing file is not.

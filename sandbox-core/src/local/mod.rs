@@ -12,7 +12,9 @@
 //!   outside the work directory.
 //! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
 //!   directory, which is also every command's default cwd. An absolute path is a host path, used
-//!   as is.
+//!   as is. `remove` of a symbolic link removes the link, never what it points to, and never
+//!   removes a host root or a directory holding the sandbox's working directory, also when a
+//!   link leads there.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
 //!   processes keep running and directories stay until removed.
@@ -837,14 +839,16 @@ impl Sandbox for LocalSandbox {
     async fn remove(&self, path: &str) -> Result<()> {
         self.files_op("remove", |inner| async move {
             let target = inner.resolve(path)?;
-            // Absolute paths are host paths; never remove a host root or the sandbox itself.
+            // Absolute paths are host paths; never remove a host root or the sandbox itself,
+            // however the path is spelled (checked here by text, for a path that need not
+            // exist) and wherever its links lead (checked by `fs::remove`).
             let target_clean = lexically_normal(&target);
             if target_clean.parent().is_none() || inner.work.starts_with(&target_clean) {
                 return Err(Error::validation(format!(
                     "refusing to remove {path}: it contains the sandbox's working directory"
                 )));
             }
-            fs::remove(&target, path).await
+            fs::remove(&target, path, &inner.work).await
         })
         .await
     }
