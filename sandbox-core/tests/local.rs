@@ -964,3 +964,74 @@ async fn remove_guards_hold_after_resolving_links() {
     }
     sb.destroy().await.unwrap();
 }
+
+/// The uid of this test process, as the owner of a directory it just made.
+fn my_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(tempfile::tempdir().unwrap().path())
+        .unwrap()
+        .uid()
+}
+
+/// Another user who can write to the root (or owns it) could plant a sandbox's working
+/// directory: such a root is refused, with a Validation error naming it and the problem, before
+/// anything is created in it.
+#[tokio::test]
+async fn a_root_others_can_write_to_or_that_another_user_owns_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let refused = |root: std::path::PathBuf, problem: &'static str| async move {
+        let err = LocalProvider::with_root(&root)
+            .create_local(&CreateSpec::new())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&root.display().to_string()) && text.contains(problem),
+            "{text}"
+        );
+        if root.starts_with(std::env::temp_dir()) {
+            assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "{text}");
+        }
+    };
+    for mode in [0o777, 0o1777, 0o770, 0o702] {
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap();
+        refused(shared.clone(), "writable by").await;
+    }
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
+    if my_uid() == 0 {
+        // The attack as reported: another user's directory, open to everyone.
+        std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        refused(shared.clone(), "owned by uid 65534").await;
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        refused(shared.clone(), "owned by uid 65534").await;
+        // A link to a private directory of ours, but the link belongs to someone else (who
+        // could point it elsewhere later).
+        let mine = dir.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        refused(link, "owned by uid 65534").await;
+    } else {
+        // Not root: a directory root owns stands for another user's.
+        refused("/".into(), "owned by uid 0").await;
+    }
+}
+
+#[tokio::test]
+async fn the_default_root_is_per_user_and_private() {
+    use std::os::unix::fs::MetadataExt;
+    let provider = LocalProvider::new();
+    let expected = std::env::temp_dir().join(format!("sandbox-sdk-local-{}", my_uid()));
+    assert_eq!(provider.root(), expected);
+    let sb = Cleanup(provider.create_local(&CreateSpec::new()).await.unwrap());
+    let meta = std::fs::metadata(provider.root()).unwrap();
+    assert_eq!(meta.uid(), my_uid());
+    assert_eq!(meta.mode() & 0o077, 0, "mode {:o}", meta.mode());
+    sb.destroy().await.unwrap();
+}

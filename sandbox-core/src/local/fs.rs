@@ -26,6 +26,46 @@ pub(crate) fn io_error(e: std::io::Error, what: &str, path: &str) -> Error {
     Error::new(kind, message).with_source(e)
 }
 
+/// Checks that `root` is fit to hold sandboxes of user `me`: a directory owned by `me` that its
+/// group and others cannot write to, reached (if `root` is a symbolic link) through a link `me`
+/// owns. Whoever else could write there could plant a sandbox's working directory.
+pub(crate) fn check_root(root: &Path, me: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = root.display();
+    let refuse = |problem: String| {
+        Err(Error::validation(format!(
+            "refusing to use {shown} as the local sandbox root: {problem}"
+        )))
+    };
+    let link = std::fs::symlink_metadata(root)
+        .map_err(|e| io_error(e, "cannot inspect sandbox root", &shown.to_string()))?;
+    if link.file_type().is_symlink() && link.uid() != me {
+        return refuse(format!(
+            "it is a symbolic link owned by uid {}, not by the current user (uid {me})",
+            link.uid()
+        ));
+    }
+    let meta = std::fs::metadata(root)
+        .map_err(|e| io_error(e, "cannot inspect sandbox root", &shown.to_string()))?;
+    if !meta.is_dir() {
+        return refuse("it is not a directory".to_owned());
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "it is owned by uid {}, not by the current user (uid {me}); use a directory you own",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "it is writable by its group or by others (mode {:o}); make it private (chmod \
+             go-w) or use another directory",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 /// Writes everything `body` yields to `target`, creating parents and replacing any file there.
 /// The copy goes through a fixed-size buffer, so memory stays constant.
 pub(crate) async fn write_from(

@@ -7,7 +7,10 @@
 //! What it does:
 //!
 //! - Each sandbox is a fresh directory (mode `0700`) under [`LocalProvider::with_root`] (by default
-//!   `sandbox-sdk-local/` in the system temp directory), with a uuid id. Its user-visible directory
+//!   `sandbox-sdk-local-{uid}/` in the system temp directory, one per user, made `0700`), with a
+//!   uuid id. The root must be owned by the current user and not writable by its group or
+//!   others (nor be a link someone else owns); otherwise create fails with `Validation` naming
+//!   the root and the problem. Its user-visible directory
 //!   is `<root>/<id>/work`; process output of background commands goes to `<root>/<id>/state`,
 //!   outside the work directory.
 //! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
@@ -151,14 +154,19 @@ impl Default for LocalProvider {
 }
 
 impl LocalProvider {
-    /// A provider keeping sandboxes under `sandbox-sdk-local/` in the system temp directory.
+    /// A provider keeping sandboxes under `sandbox-sdk-local-{uid}/` in the system temp
+    /// directory: one root per user, created with mode `0700`.
     pub fn new() -> Self {
+        let uid = nix::unistd::geteuid();
         LocalProvider {
-            root: std::env::temp_dir().join("sandbox-sdk-local"),
+            root: std::env::temp_dir().join(format!("sandbox-sdk-local-{uid}")),
         }
     }
 
-    /// A provider keeping sandbox directories under `root` (created on first use).
+    /// A provider keeping sandbox directories under `root` (created with mode `0700` on first
+    /// use). Each create checks that the root is a directory owned by the current user that
+    /// neither its group nor others can write to, and otherwise fails with `Validation`: whoever
+    /// can write to the root could plant a sandbox's working directory.
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
         LocalProvider { root: root.into() }
     }
@@ -213,24 +221,30 @@ impl LocalProvider {
         let (work, state) = (base.join("work"), base.join("state"));
         let dirs = {
             let (base, work, state) = (base.clone(), work.clone(), state.clone());
-            move || -> std::io::Result<u32> {
-                use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+            move || -> Result<u32> {
+                use std::os::unix::fs::DirBuilderExt;
+                let me = nix::unistd::geteuid().as_raw();
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)
-                    .create(&root)?;
+                    .create(&root)
+                    .map_err(|e| {
+                        fs::io_error(e, "cannot create sandbox root", &base_shown(&root))
+                    })?;
+                fs::check_root(&root, me)?;
                 let mut builder = std::fs::DirBuilder::new();
                 builder.mode(0o700);
-                builder.create(&base)?;
-                builder.create(&work)?;
-                builder.create(&state)?;
-                Ok(std::fs::metadata(&base)?.uid())
+                for dir in [&base, &work, &state] {
+                    builder.create(dir).map_err(|e| {
+                        fs::io_error(e, "cannot create sandbox directory", &base_shown(dir))
+                    })?;
+                }
+                Ok(me)
             }
         };
         let uid = tokio::task::spawn_blocking(dirs)
             .await
-            .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))?
-            .map_err(|e| fs::io_error(e, "cannot create sandbox directory", &base_shown(&base)))?;
+            .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))??;
         let inner = Arc::new(Inner {
             id: id.clone(),
             base,
