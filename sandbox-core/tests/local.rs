@@ -1035,3 +1035,102 @@ async fn the_default_root_is_per_user_and_private() {
     assert_eq!(meta.mode() & 0o077, 0, "mode {:o}", meta.mode());
     sb.destroy().await.unwrap();
 }
+
+/// Set in the environment of the child test run that probes what the host environment gives.
+const ENV_PROBE: &str = "LOCAL_TEST_ENV_PROBE";
+
+/// The host's credentials (and anything else it holds) do not reach a sandbox's processes
+/// unless the provider was told to pass them on. The host environment of a test process cannot
+/// be changed safely, so this runs the probe below in a child test run with canaries set.
+#[test]
+fn the_host_environment_is_not_inherited_unless_asked() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "host_env_probe",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ENV_PROBE, "1")
+        .env("E2B_API_KEY", "canary-e2b")
+        .env("DAYTONA_API_KEY", "canary-daytona")
+        .env("FLY_API_TOKEN", "canary-fly")
+        .env("SOME_HOST_VAR", "canary-other")
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the probe did not run:\n{stdout}"
+    );
+}
+
+/// The environment a command of a sandbox made by `provider` sees, as `NAME=value` lines.
+async fn env_seen(provider: LocalProvider) -> (String, String) {
+    let sb = Cleanup(
+        provider
+            .create_local(&CreateSpec::new().env("FROM_SPEC", "spec"))
+            .await
+            .unwrap(),
+    );
+    let out = sb
+        .run(&Command::new("env").env("FROM_CMD", "cmd"))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = sb.id().to_owned();
+    sb.destroy().await.unwrap();
+    (out.stdout_lossy(), id)
+}
+
+/// Run by the test above, in a child process with canaries in its environment; does nothing
+/// in an ordinary run.
+#[tokio::test]
+async fn host_env_probe() {
+    if std::env::var_os(ENV_PROBE).is_none() {
+        return;
+    }
+    let canaries = ["canary-e2b", "canary-daytona", "canary-fly", "canary-other"];
+    let (env, id) = env_seen(LocalProvider::new()).await;
+    for canary in canaries {
+        assert!(
+            !env.contains(canary),
+            "{canary} reached the sandbox:\n{env}"
+        );
+    }
+    let lines: Vec<&str> = env.lines().collect();
+    let path = format!("PATH={}", std::env::var("PATH").unwrap());
+    let home = format!("HOME={}", std::env::var("HOME").unwrap());
+    let marker = format!("SANDBOX_SDK_LOCAL_SANDBOX={id}");
+    for expected in [
+        path.as_str(),
+        home.as_str(),
+        "LANG=C.UTF-8",
+        "TZ=UTC",
+        "FROM_SPEC=spec",
+        "FROM_CMD=cmd",
+        marker.as_str(),
+    ] {
+        assert!(lines.contains(&expected), "{expected} missing:\n{env}");
+    }
+    // Named variables on top of the default list; nothing else.
+    let (env, _) =
+        env_seen(LocalProvider::new().inherit_env(["E2B_API_KEY", "NOT_SET_ANYWHERE"])).await;
+    assert!(env.lines().any(|l| l == "E2B_API_KEY=canary-e2b"), "{env}");
+    assert!(env.lines().any(|l| l == "TZ=UTC"), "{env}");
+    for canary in &canaries[1..] {
+        assert!(
+            !env.contains(canary),
+            "{canary} reached the sandbox:\n{env}"
+        );
+    }
+    // Everything, when asked.
+    let (env, _) = env_seen(LocalProvider::new().inherit_all_env()).await;
+    for canary in canaries {
+        assert!(env.contains(canary), "{canary} missing:\n{env}");
+    }
+}

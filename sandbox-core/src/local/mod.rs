@@ -21,8 +21,15 @@
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
 //!   processes keep running and directories stay until removed.
-//! - Exec runs each command in its own process group (`setpgid`), with the inherited environment
-//!   plus [`CreateSpec::env`](crate::CreateSpec) plus [`Command::env`]. Stdout and stderr are
+//! - **Environment:** a command gets [`CreateSpec::env`](crate::CreateSpec) plus
+//!   [`Command::env`] plus, from the host environment, only [`INHERITED_ENV`] (`PATH`, `HOME`,
+//!   `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `TERM`, `TZ`, `TMPDIR`) and `LC_*`: the
+//!   host's credentials (`E2B_API_KEY`, `DAYTONA_API_KEY`, `FLY_API_TOKEN`, cloud keys, ...)
+//!   stay out. [`LocalProvider::inherit_env`] adds named variables,
+//!   [`LocalProvider::inherit_all_env`] passes everything. `HOME` stays the host's: the files
+//!   under it are readable anyway (this is not an isolation boundary), and tools keep their
+//!   configuration and caches.
+//! - Exec runs each command in its own process group (`setpgid`). Stdout and stderr are
 //!   streamed live and apart, read only as the stream is polled (a slow reader slows the child).
 //!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group.
 //!   Every process carries the sandbox id in [`SANDBOX_MARKER`]; on Linux, destroy also kills each
@@ -145,6 +152,33 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Clone)]
 pub struct LocalProvider {
     root: PathBuf,
+    host_env: HostEnv,
+}
+
+/// The variables of the host environment a sandbox's processes get by default (besides every
+/// `LC_*` locale variable). Credentials such as `E2B_API_KEY` are not among them.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR",
+];
+
+/// Which variables of the host environment a sandbox's processes get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostEnv {
+    /// [`INHERITED_ENV`], `LC_*`, and these names.
+    Listed(std::collections::BTreeSet<String>),
+    /// All of it.
+    All,
+}
+
+impl HostEnv {
+    fn passes(&self, name: &std::ffi::OsStr) -> bool {
+        match self {
+            HostEnv::All => true,
+            HostEnv::Listed(extra) => name.to_str().is_some_and(|name| {
+                INHERITED_ENV.contains(&name) || name.starts_with("LC_") || extra.contains(name)
+            }),
+        }
+    }
 }
 
 impl Default for LocalProvider {
@@ -158,9 +192,7 @@ impl LocalProvider {
     /// directory: one root per user, created with mode `0700`.
     pub fn new() -> Self {
         let uid = nix::unistd::geteuid();
-        LocalProvider {
-            root: std::env::temp_dir().join(format!("sandbox-sdk-local-{uid}")),
-        }
+        Self::with_root(std::env::temp_dir().join(format!("sandbox-sdk-local-{uid}")))
     }
 
     /// A provider keeping sandbox directories under `root` (created with mode `0700` on first
@@ -168,7 +200,32 @@ impl LocalProvider {
     /// neither its group nor others can write to, and otherwise fails with `Validation`: whoever
     /// can write to the root could plant a sandbox's working directory.
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
-        LocalProvider { root: root.into() }
+        LocalProvider {
+            root: root.into(),
+            host_env: HostEnv::Listed(Default::default()),
+        }
+    }
+
+    /// Also passes these variables of the host environment (when set there) to the processes of
+    /// the sandboxes this provider creates, on top of [`INHERITED_ENV`] and `LC_*`. For example
+    /// `inherit_env(["CARGO_HOME", "SSL_CERT_FILE"])`. No effect after
+    /// [`inherit_all_env`](Self::inherit_all_env).
+    pub fn inherit_env<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let HostEnv::Listed(extra) = &mut self.host_env {
+            extra.extend(names.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Passes the whole host environment (credentials such as `E2B_API_KEY` included) to the
+    /// processes of the sandboxes this provider creates, as a plain child process would get it.
+    pub fn inherit_all_env(mut self) -> Self {
+        self.host_env = HostEnv::All;
+        self
     }
 
     /// Where this provider creates sandbox directories.
@@ -254,6 +311,7 @@ impl LocalProvider {
             created_at: SystemTime::now(),
             metadata: spec.metadata.clone(),
             env: spec.env.clone(),
+            host_env: self.host_env.clone(),
             idempotency_key: spec.idempotency_key.clone(),
             destroyed: AtomicBool::new(false),
             paused: AtomicBool::new(false),
@@ -354,6 +412,8 @@ struct Inner {
     metadata: BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     idempotency_key: Option<String>,
+    /// What its processes get from the host environment.
+    host_env: HostEnv,
     destroyed: AtomicBool,
     paused: AtomicBool,
     /// Every process started and not yet forgotten, by pid.
@@ -470,6 +530,10 @@ impl Inner {
         let mut cmd = std::process::Command::new(program);
         {
             use std::os::unix::process::CommandExt;
+            if self.host_env != HostEnv::All {
+                cmd.env_clear()
+                    .envs(std::env::vars_os().filter(|(name, _)| self.host_env.passes(name)));
+            }
             cmd.args(&command.argv[1..])
                 .current_dir(&cwd)
                 .envs(&self.env)
