@@ -1134,3 +1134,92 @@ async fn host_env_probe() {
         assert!(env.contains(canary), "{canary} missing:\n{env}");
     }
 }
+
+/// Starts `sleep 1000` in a process group of its own whose id is `pgid`, by steering the next
+/// pid of this pid namespace; `None` where that is not allowed (it takes CAP_SYS_ADMIN), or when
+/// other processes keep taking the pid first.
+fn unrelated_group_with_id(pgid: i32) -> Option<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    for _ in 0..200 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pgid - 1).to_string()).ok()?;
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        if child.id() == pgid as u32 {
+            return Some(child);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    None
+}
+
+/// After a sandbox's process ended and was reaped, its group id is free and may be taken by an
+/// unrelated process group of this user: neither destroy nor a process handle signals it.
+#[tokio::test]
+async fn destroy_and_kill_never_signal_a_group_whose_id_was_reused() {
+    use std::os::unix::process::ExitStatusExt;
+    let sb = sandbox().await;
+    let p = sb
+        .exec(&Command::shell("read line; true").stdin().background())
+        .await
+        .unwrap();
+    let pid: i32 = p.pid().parse().unwrap();
+    let attached = sb.attach(&pid.to_string()).await.unwrap();
+    let mut p = p;
+    drop(p.take_stdin());
+    assert!(p.wait().await.unwrap().success());
+    let Some(mut unrelated) = unrelated_group_with_id(pid) else {
+        eprintln!("skipped: cannot make a process group with a chosen id here");
+        return;
+    };
+    attached.kill().await.unwrap();
+    sb.destroy().await.unwrap();
+    // Had anything here sent it SIGKILL, that is how it ended; our SIGTERM comes later.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+    let status = unrelated.wait().unwrap();
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+}
+
+/// Unsetting the marker variable does not take a process out of destroy's reach: it is still in
+/// the group of the command that started it, or a child of a process of the sandbox.
+#[tokio::test]
+async fn destroy_kills_processes_that_unset_the_marker() {
+    let sb = sandbox().await;
+    // Left behind by a finished command, in its group.
+    let out = sb
+        .run(&Command::shell(
+            "unset SANDBOX_SDK_LOCAL_SANDBOX; sleep 1000 >/dev/null 2>&1 & echo $!",
+        ))
+        .await
+        .unwrap();
+    let left: i32 = out.stdout_lossy().trim().parse().unwrap();
+    // In a session of its own, under a command that still runs.
+    let mut p = sb
+        .exec(&Command::shell(
+            "unset SANDBOX_SDK_LOCAL_SANDBOX; setsid sleep 1000 >/dev/null 2>&1 & echo $!; wait",
+        ))
+        .await
+        .unwrap();
+    let detached: i32 = read_lines(&mut p, 1).await[0].parse().unwrap();
+    // The same from a background command.
+    let mut bg = sb
+        .exec(
+            &Command::shell(
+                "unset SANDBOX_SDK_LOCAL_SANDBOX; setsid sleep 1000 >/dev/null 2>&1 & echo $!; wait",
+            )
+            .background(),
+        )
+        .await
+        .unwrap();
+    let detached_bg: i32 = read_lines(&mut bg, 1).await[0].parse().unwrap();
+    for pid in [left, detached, detached_bg] {
+        assert!(!gone(pid), "{pid} should run before destroy");
+    }
+    sb.destroy().await.unwrap();
+    for pid in [left, detached, detached_bg] {
+        eventually(&format!("process {pid} is gone"), || gone(pid)).await;
+    }
+}

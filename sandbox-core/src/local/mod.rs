@@ -31,13 +31,25 @@
 //!   configuration and caches.
 //! - Exec runs each command in its own process group (`setpgid`). Stdout and stderr are
 //!   streamed live and apart, read only as the stream is polled (a slow reader slows the child).
-//!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group.
-//!   Every process carries the sandbox id in [`SANDBOX_MARKER`]; on Linux, destroy also kills each
-//!   process still carrying it (one started with `&` by a finished command, or one that left its
-//!   group), unless it cleared its environment.
+//!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group,
+//!   but only while the group's leader is unreaped (on Linux its exit is observed with
+//!   `waitid(WNOWAIT)` and it is reaped under the lock that signals take): once the leader is
+//!   reaped its id may be taken by an unrelated group, which is never signalled.
 //!   Process ids are host pids. A foreground stream ends when every holder of the child's
 //!   stdout and stderr has closed them (as with a shell's `$(...)`): a grandchild left running in
 //!   the background with inherited output keeps the stream open until it exits or is killed.
+//! - **How far destroy reaches.** On Linux, destroy walks `/proc` and stops, then kills, every
+//!   process that belongs to the sandbox as far as it can tell: a member of a group of one of
+//!   its commands (for a finished command: one that started before its leader was reaped, in a
+//!   group whose id has not been taken again), a process carrying the sandbox id in
+//!   [`SANDBOX_MARKER`], and every descendant of these. This catches a process that clears
+//!   the marker (`unset SANDBOX_SDK_LOCAL_SANDBOX`) or leaves its group (`setsid`) while its
+//!   parent in the sandbox lives. None of it is unsheddable: unprivileged Linux offers no such
+//!   mechanism here (a cgroup needs delegation; making the host process a child subreaper would
+//!   change how the whole host process reaps children). **A process escapes destroy** when it
+//!   clears the marker, leaves its group and loses its parent, as a daemon's double fork does:
+//!   `unset SANDBOX_SDK_LOCAL_SANDBOX; (setsid sleep 1000 &)` keeps running. Where there is no
+//!   `/proc` (macOS, BSDs), destroy reaches only the groups of commands still running.
 //! - Background commands write stdout and stderr to files in the state directory, so nothing blocks
 //!   when nobody reads; a dedicated thread reaps each one, so its exit is recorded even after the
 //!   async runtime that started it is gone. The handle returned by `exec` streams the files from
@@ -117,7 +129,9 @@ fn lexically_normal(path: &Path) -> PathBuf {
 }
 
 /// Environment variable carrying the sandbox id into every process it starts (and, by
-/// inheritance, their children), so destroy finds processes that left their process group.
+/// inheritance, their children), one of the ways destroy finds processes that left their
+/// process group. A process can clear it; see the [module docs](self) for how far destroy
+/// reaches.
 pub const SANDBOX_MARKER: &str = "SANDBOX_SDK_LOCAL_SANDBOX";
 
 /// What the `local` provider does. Everything not listed as native here is unsupported.
@@ -317,6 +331,7 @@ impl LocalProvider {
             paused: AtomicBool::new(false),
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
+            ended_groups: Default::default(),
         });
         let existing = {
             let mut registry = lock(&REGISTRY);
@@ -419,6 +434,8 @@ struct Inner {
     /// Every process started and not yet forgotten, by pid.
     processes: Mutex<BTreeMap<u32, Arc<ProcState>>>,
     next_output: std::sync::atomic::AtomicU64,
+    /// The process groups whose leaders have been reaped (for destroy's sweep).
+    ended_groups: Arc<Mutex<Vec<process::EndedGroup>>>,
 }
 
 impl Inner {
@@ -587,15 +604,18 @@ impl Inner {
         };
         let pgid = i32::try_from(pid)
             .map_err(|_| Error::new(ErrorKind::Provider, format!("pid {pid} out of range")))?;
-        let state = Arc::new(ProcState::new(
-            pgid,
-            command.argv.clone(),
-            command.describe(),
-            cwd_shown,
-            command.tag.clone(),
-            output_files,
-            command.timeout,
-        ));
+        let state = Arc::new(
+            ProcState::new(
+                pgid,
+                command.argv.clone(),
+                command.describe(),
+                cwd_shown,
+                command.tag.clone(),
+                output_files,
+                command.timeout,
+            )
+            .recording_to(self.ended_groups.clone()),
+        );
         lock(&self.processes).insert(pid, state.clone());
         // Destroy sets the flag before it kills what it finds in the table: either it saw this
         // process, or we see the flag now.
@@ -754,10 +774,19 @@ impl LocalSandbox {
             return inner.alive();
         }
         lock(&REGISTRY).remove(&inner.id);
-        inner.signal_all(Signal::SIGKILL);
+        // Stop and kill what /proc shows to be ours first, while the ppid links of the whole
+        // tree are intact, then the groups whose leaders are still unreaped.
+        let live: Vec<i32> = lock(&inner.processes)
+            .values()
+            .filter(|s| s.finished().is_none())
+            .map(|s| s.pgid)
+            .collect();
+        let ended = lock(&inner.ended_groups).clone();
         let id = inner.id.clone();
         let _ =
-            tokio::task::spawn_blocking(move || process::kill_marked(SANDBOX_MARKER, &id)).await;
+            tokio::task::spawn_blocking(move || process::sweep(SANDBOX_MARKER, &id, &live, &ended))
+                .await;
+        inner.signal_all(Signal::SIGKILL);
         let base = inner.base.clone();
         // A dying process may still create a file for a moment; try a few times.
         let mut last = None;
