@@ -1223,3 +1223,26 @@ async fn destroy_kills_processes_that_unset_the_marker() {
         eventually(&format!("process {pid} is gone"), || gone(pid)).await;
     }
 }
+
+/// What the docs say: paths are not confined to the sandbox's directory. `..` and a symbolic
+/// link lead out of it, for file operations and a command's cwd alike.
+#[tokio::test]
+async fn dot_dot_and_symlinks_lead_out_of_the_directory_as_documented() {
+    let sb = sandbox().await;
+    let host = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(host.path(), sb.dir().join("out")).unwrap();
+    sb.write_file("out/through-link.txt", Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    assert!(host.path().join("through-link.txt").exists());
+    sb.write_file("../beside-work.txt", Bytes::from_static(b"y"))
+        .await
+        .unwrap();
+    assert!(sb.dir().parent().unwrap().join("beside-work.txt").exists());
+    let out = sb.run(&Command::new("pwd").cwd("out")).await.unwrap();
+    assert_eq!(
+        out.stdout_lossy().trim_end(),
+        host.path().canonicalize().unwrap().display().to_string()
+    );
+    sb.destroy().await.unwrap();
+}

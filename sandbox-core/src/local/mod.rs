@@ -2,7 +2,10 @@
 //! commands are real child processes. It needs no account and no network.
 //!
 //! **This is not an isolation boundary.** Processes run as the current user, on the host, with
-//! the host's filesystem, network and environment. Use it for development, tests and trusted code.
+//! the host's filesystem and network. Nothing keeps a path inside the sandbox's directory: `..`
+//! climbs out of it and a symbolic link leads wherever it points, in file operations and in a
+//! command's cwd alike, and any command can read and write whatever the user can. Use it for
+//! development, tests and trusted code.
 //!
 //! What it does:
 //!
@@ -15,7 +18,9 @@
 //!   outside the work directory.
 //! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
 //!   directory, which is also every command's default cwd. An absolute path is a host path, used
-//!   as is. `remove` of a symbolic link removes the link, never what it points to, and never
+//!   as is. Paths are not confined: `../x` is outside the work directory, and a file operation
+//!   through a symbolic link (one a process of the sandbox may have planted) acts where the
+//!   link points, on the host. The only exception is `remove`: `remove` of a symbolic link removes the link, never what it points to, and never
 //!   removes a host root or a directory holding the sandbox's working directory, also when a
 //!   link leads there.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
