@@ -1246,3 +1246,24 @@ async fn dot_dot_and_symlinks_lead_out_of_the_directory_as_documented() {
     );
     sb.destroy().await.unwrap();
 }
+
+/// The limit the docs state: a process that clears the marker, leaves its group and loses its
+/// parent (a daemon's double fork) is out of destroy's reach.
+#[tokio::test]
+async fn a_daemonized_process_without_the_marker_escapes_destroy_as_documented() {
+    let sb = sandbox().await;
+    let out = sb
+        .run(&Command::shell(
+            "unset SANDBOX_SDK_LOCAL_SANDBOX; (setsid sleep 1000 >/dev/null 2>&1 & echo $!)",
+        ))
+        .await
+        .unwrap();
+    let escaped: i32 = out.stdout_lossy().trim().parse().unwrap();
+    sb.destroy().await.unwrap();
+    let survived = !gone(escaped);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(escaped),
+        nix::sys::signal::SIGKILL,
+    );
+    assert!(survived, "destroy reached it: update the module docs");
+}

@@ -13,16 +13,17 @@
 //!   `sandbox-sdk-local-{uid}/` in the system temp directory, one per user, made `0700`), with a
 //!   uuid id. The root must be owned by the current user and not writable by its group or
 //!   others (nor be a link someone else owns); otherwise create fails with `Validation` naming
-//!   the root and the problem. Its user-visible directory
-//!   is `<root>/<id>/work`; process output of background commands goes to `<root>/<id>/state`,
-//!   outside the work directory.
+//!   the root and the problem. Its user-visible directory is `<root>/<id>/work`; process output
+//!   of background commands goes to `<root>/<id>/state`, outside the work directory.
 //! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
 //!   directory, which is also every command's default cwd. An absolute path is a host path, used
 //!   as is. Paths are not confined: `../x` is outside the work directory, and a file operation
 //!   through a symbolic link (one a process of the sandbox may have planted) acts where the
-//!   link points, on the host. The only exception is `remove`: `remove` of a symbolic link removes the link, never what it points to, and never
-//!   removes a host root or a directory holding the sandbox's working directory, also when a
-//!   link leads there.
+//!   link points, on the host. The only exception is `remove`: `remove` of a symbolic link
+//!   removes the link, never what it points to, and never removes a host root or a directory
+//!   holding the sandbox's working directory, also when a link leads there. Its checks look at
+//!   the path as it is when `remove` starts: a process of the sandbox that swaps a directory on
+//!   the path for a link at that very moment can still redirect it.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
 //!   processes keep running and directories stay until removed.
