@@ -301,6 +301,11 @@ impl LocalProvider {
             move || -> Result<u32> {
                 use std::os::unix::fs::DirBuilderExt;
                 let me = nix::unistd::geteuid().as_raw();
+                // A root that exists is checked first, so a problem with it (say a dangling
+                // link of someone else's, where mkdir says only "File exists") is named.
+                if std::fs::symlink_metadata(&root).is_ok() {
+                    fs::check_root(&root, me)?;
+                }
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)
