@@ -62,8 +62,8 @@ pub(crate) struct ProcState {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EndedGroup {
     pub(crate) pgid: i32,
-    /// Time since boot, in clock ticks, read just before the leader was reaped; `u64::MAX`
-    /// where unknown (then no member counts).
+    /// Time since boot, in clock ticks, read just before the leader was reaped; 0 where
+    /// unknown (then no member counts).
     pub(crate) reaped_at: u64,
 }
 
@@ -121,12 +121,17 @@ impl ProcState {
         reap: impl FnOnce() -> std::io::Result<Option<std::process::ExitStatus>>,
     ) -> Option<Finished> {
         let _signals = super::lock(&self.signals);
-        let reaped_at = ticks_since_boot().unwrap_or(u64::MAX);
+        let reaped_at = ticks_since_boot().unwrap_or(0);
         let status = reap().transpose()?;
-        super::lock(&self.groups).push(EndedGroup {
+        let mut groups = super::lock(&self.groups);
+        // An earlier group of the sandbox under the same id had no member left when the id was
+        // given out again: its record is spent. So the list holds at most one record per id.
+        groups.retain(|g| g.pgid != self.pgid);
+        groups.push(EndedGroup {
             pgid: self.pgid,
             reaped_at,
         });
+        drop(groups);
         Some(self.finish(status))
     }
 
