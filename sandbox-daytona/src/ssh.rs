@@ -169,9 +169,12 @@ impl russh::client::Handler for GatewayClient {
 
     async fn check_server_key(
         &mut self,
-        key: &russh::keys::PublicKey,
+        key: &russh::keys::PublicKeyOrCertificate,
     ) -> std::result::Result<bool, Self::Error> {
-        let seen = key.fingerprint(russh::keys::HashAlg::Sha256).to_string();
+        let seen = key
+            .public_key()
+            .fingerprint(russh::keys::HashAlg::Sha256)
+            .to_string();
         let expected = match &self.pinned {
             Some(pin) => Some(pin.clone()),
             None => {
