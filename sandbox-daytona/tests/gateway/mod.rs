@@ -40,6 +40,14 @@ pub fn host_key() -> PrivateKey {
     PrivateKey::from(Ed25519Keypair::from_seed(&[9u8; 32]))
 }
 
+/// The SHA-256 fingerprint of [`host_key`] (`SHA256:…`), what a client pins.
+pub fn fingerprint() -> String {
+    host_key()
+        .public_key()
+        .fingerprint(russh::keys::HashAlg::Sha256)
+        .to_string()
+}
+
 fn start_shared() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the SSH gateway");
     let port = listener.local_addr().expect("gateway address").port();
