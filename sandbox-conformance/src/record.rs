@@ -92,6 +92,28 @@ impl RecordTarget {
         }
     }
 
+    /// Records from a service that lives at one base URL (`upstream`): the adapter is built by
+    /// `factory` for the proxy URL while recording, and for `upstream` itself to create and
+    /// destroy the sandbox each scenario connects to; every request is forwarded to `upstream`.
+    /// Add the credential with [`RecordTarget::secret`].
+    pub fn one_host<F>(
+        factory: F,
+        upstream: &str,
+        out_dir: impl Into<PathBuf>,
+    ) -> sandbox_sdk_core::Result<RecordTarget>
+    where
+        F: Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
+    {
+        let upstream = upstream.trim_end_matches('/').to_owned();
+        let direct = factory(&upstream)?;
+        Ok(RecordTarget::new(
+            factory,
+            direct,
+            move |_request: &LoggedRequest| Some(upstream.clone()),
+            out_dir,
+        ))
+    }
+
     /// A credential to scrub (replaced by `{{token}}` wherever it appears).
     pub fn secret(mut self, secret: impl Into<String>) -> RecordTarget {
         let secret = secret.into();
