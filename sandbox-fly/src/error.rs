@@ -120,6 +120,13 @@ pub(crate) fn map_error(resp: FailedResponse<'_>) -> Error {
             ),
             None => (ErrorKind::Conflict, text),
         },
+        // `/exec` on a machine that is not started answers 412 (the only precondition exec
+        // has); every other 412 (start from a state that cannot start, a volume in use, a stale
+        // metadata version: PROTOCOL.md §2) is a conflict with the machine's current state.
+        412 if resp.operation == Some("exec") => (
+            ErrorKind::NotRunning,
+            format!("machine is not running, so it cannot run commands ({text})"),
+        ),
         412 => (ErrorKind::Conflict, text),
         422 if code_str == "name_taken" => (ErrorKind::Conflict, text),
         422 if lower.contains("limit") => (ErrorKind::QuotaExceeded, text),
@@ -247,6 +254,25 @@ mod tests {
         ));
         assert_eq!(e.kind(), ErrorKind::Conflict);
         assert!(e.message().contains("unable to start"));
+    }
+
+    #[test]
+    fn exec_on_a_stopped_machine_is_not_running_and_other_412s_stay_conflicts() {
+        let mut r = resp(412, r#"{"error":"machine is not started"}"#);
+        r.operation = Some("exec");
+        let e = map_error(r);
+        assert_eq!(e.kind(), ErrorKind::NotRunning);
+        assert!(e.message().contains("machine is not started"), "{e}");
+        assert_eq!(e.status(), Some(412));
+        assert_eq!(e.request_id(), Some("01JJRPZ859TZM6BZ1A9RN4AZ5N-fra"));
+        for op in ["start", "update", "metadata"] {
+            let mut r = resp(
+                412,
+                r#"{"error":"unable to start machine from current state"}"#,
+            );
+            r.operation = Some(op);
+            assert_eq!(map_error(r).kind(), ErrorKind::Conflict, "{op}");
+        }
     }
 
     #[test]
