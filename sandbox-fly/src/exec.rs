@@ -39,8 +39,8 @@ pub const POLL_CHUNK: u64 = 256 * 1024;
 /// Ticks of 0.2 s a poll waits inside the machine for news before answering.
 const POLL_WAIT_TICKS: u64 = 5;
 
-/// Server-side timeout of the launch and poll calls (they return within ~1 s normally).
-const CONTROL_EXEC_SECS: u64 = 20;
+/// Whole seconds a poll may spend waiting in the machine for news ([`POLL_WAIT_TICKS`] of 0.2 s).
+const POLL_WAIT_SECS: u64 = 1;
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
@@ -63,15 +63,27 @@ pub(crate) fn wrap_argv(cmd: &Command) -> Vec<String> {
     argv
 }
 
-/// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`.
+/// The server-side deadline, in whole seconds, of one of the adapter's own scripts (file chunks,
+/// stat, kill, listing, launch, poll): they do little work in the machine, so they get the
+/// request timeout (at least 1 s), plus the `wait_secs` a launch or poll spends waiting in the
+/// machine on purpose. The HTTP call is bounded by this deadline plus the request timeout
+/// ([`Api::exec`]), so a silent server costs about twice the request timeout, never more.
+pub(crate) fn script_secs(api: &Api, wait_secs: u64) -> u64 {
+    let budget = api.settings.request_timeout.as_secs_f64().ceil().max(1.0) as u64;
+    budget + wait_secs
+}
+
+/// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`, with the deadline of
+/// [`script_secs`] (`wait_secs` being the time it is asked to wait in the machine).
 pub(crate) async fn run_script(
     api: &Api,
     machine: &str,
     script: &str,
     args: &[&str],
     stdin: Option<String>,
-    secs: u64,
+    wait_secs: u64,
 ) -> Result<ExecResponse> {
+    let secs = script_secs(api, wait_secs);
     let mut command = vec![
         "sh".to_owned(),
         "-c".to_owned(),
@@ -351,7 +363,7 @@ impl PolledControl {
         if clean {
             args.push("1");
         }
-        let resp = run_script(&self.api, &self.machine, scripts::KILL, &args, None, 15).await?;
+        let resp = run_script(&self.api, &self.machine, scripts::KILL, &args, None, 0).await?;
         match resp.exit_code.unwrap_or(0) {
             0 => Ok(()),
             _ => Err(script_error(
@@ -502,7 +514,7 @@ impl Poller {
             &scripts::poll_script(),
             &args,
             None,
-            CONTROL_EXEC_SECS,
+            POLL_WAIT_SECS,
         )
         .await?;
         poll_result(resp, &c.machine, &c.pid)
@@ -631,7 +643,7 @@ async fn launch(
             &scripts::run_script(),
             &args,
             None,
-            CONTROL_EXEC_SECS,
+            POLL_WAIT_SECS,
         )
         .await?;
         if resp.exit_code == Some(47) {
@@ -769,7 +781,7 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
         &scripts::poll_script(),
         &[&dir, "0", "0", "0", "0", "0"],
         None,
-        CONTROL_EXEC_SECS,
+        0,
     )
     .await?;
     let first = poll_result(resp, machine, pid)?;
@@ -793,7 +805,7 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
 /// Lists the background processes started in the machine (running or finished, until their
 /// directory is cleaned up).
 pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInfo>> {
-    let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], None, 20).await?;
+    let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], None, 0).await?;
     if resp.exit_code.unwrap_or(0) != 0 {
         return Err(script_error(
             &resp,

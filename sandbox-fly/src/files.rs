@@ -32,8 +32,6 @@ pub const UPLOAD_CHUNK: usize = 512 * 1024;
 /// Raw bytes per download call (~683 KiB of base64 in the answer).
 pub const DOWNLOAD_CHUNK: u64 = 512 * 1024;
 
-const FILE_EXEC_SECS: u64 = 30;
-
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
 }
@@ -125,7 +123,7 @@ pub(crate) async fn upload(
                 if last { "1" } else { "0" },
             ],
             Some(b64().encode(&current)),
-            FILE_EXEC_SECS,
+            0,
         )
         .await
         .and_then(|r| check(r, "upload", machine, &format!("writing {path}")));
@@ -150,7 +148,7 @@ pub(crate) async fn upload(
 /// Best effort removal of a partial upload (or of a stdin file nobody will read) after a
 /// failure; the failure is what gets reported.
 pub(crate) async fn remove_part(api: &Api, machine: &str, part: &str) {
-    if let Err(e) = run_script(api, machine, scripts::CLEANUP, &[part], None, 10).await {
+    if let Err(e) = run_script(api, machine, scripts::CLEANUP, &[part], None, 0).await {
         tracing::debug!(error = %e, "fly: could not remove a partial upload");
     }
 }
@@ -202,7 +200,7 @@ pub(crate) fn parse_stat_line(line: &str, path: &str) -> Option<FileInfo> {
 
 pub(crate) async fn stat(api: &Api, machine: &str, path: &str) -> Result<FileInfo> {
     let p = arg_path(path)?;
-    let resp = run_script(api, machine, scripts::STAT, &[&p], None, FILE_EXEC_SECS).await?;
+    let resp = run_script(api, machine, scripts::STAT, &[&p], None, 0).await?;
     let resp = check(resp, "stat", machine, path)?;
     let line = resp.stdout.as_deref().unwrap_or("").trim();
     let mut info = parse_stat_line(line, path).ok_or_else(|| {
@@ -226,15 +224,7 @@ pub(crate) async fn list(
 ) -> Result<Vec<FileInfo>> {
     let p = arg_path(path)?;
     let depth = options.depth.max(1).to_string();
-    let resp = run_script(
-        api,
-        machine,
-        scripts::LIST,
-        &[&p, &depth],
-        None,
-        FILE_EXEC_SECS,
-    )
-    .await?;
+    let resp = run_script(api, machine, scripts::LIST, &[&p, &depth], None, 0).await?;
     let resp = check(resp, "list_files", machine, path)?;
     let mut entries: Vec<FileInfo> = resp
         .stdout
@@ -257,7 +247,7 @@ pub(crate) async fn simple(
 ) -> Result<()> {
     let args: Vec<String> = paths.iter().map(|p| arg_path(p)).collect::<Result<_>>()?;
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let resp = run_script(api, machine, script, &refs, None, FILE_EXEC_SECS).await?;
+    let resp = run_script(api, machine, script, &refs, None, 0).await?;
     check(resp, op, machine, &paths.join(" -> ")).map(drop)
 }
 
@@ -297,7 +287,7 @@ pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Dow
                     scripts::DOWNLOAD,
                     &[&p, &block.to_string(), &index.to_string()],
                     None,
-                    FILE_EXEC_SECS,
+                    0,
                 )
                 .await?;
                 let resp = check(resp, "download", &machine, &path)?;
