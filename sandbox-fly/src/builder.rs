@@ -4,6 +4,7 @@
 //! The environment variables [`FlyBuilder::from_env`] reads are listed on [`FlyBuilder`].
 
 use crate::provider::FlyProvider;
+use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, Result};
 use std::fmt;
 use std::time::Duration;
@@ -18,6 +19,12 @@ pub const DEFAULT_IMAGE: &str = "ubuntu:24.04";
 /// past about 30 s with `deadline_exceeded` (PROTOCOL.md §8). Commands that may run longer use
 /// the background-and-poll emulation instead.
 pub const EXEC_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long an ambiguous create (timed out, connection lost after sending, 408/5xx) is looked up
+/// by its idempotency key before the error goes back to the caller: Fly's create can time out
+/// upstream with a 408 and still make the machine (PROTOCOL.md §1), and a launch takes seconds,
+/// so the adapter keeps looking for a minute.
+pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(60);
 
 /// A Fly Machines provider's configuration. `Debug` never shows the token.
 ///
@@ -64,6 +71,7 @@ pub struct FlyBuilder {
     pub(crate) poll_interval: Duration,
     pub(crate) upload_chunk: usize,
     pub(crate) download_chunk: u64,
+    pub(crate) create_lookup: CreateLookup,
 }
 
 impl Default for FlyBuilder {
@@ -88,6 +96,7 @@ impl Default for FlyBuilder {
             poll_interval: Duration::from_secs(1),
             upload_chunk: crate::files::UPLOAD_CHUNK,
             download_chunk: crate::files::DOWNLOAD_CHUNK,
+            create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
         }
     }
 }
@@ -246,6 +255,17 @@ impl FlyBuilder {
         self
     }
 
+    /// How an ambiguous create is settled (default: look the idempotency key up for
+    /// [`DEFAULT_CREATE_LOOKUP_WINDOW`], at once and then 25 ms doubling to 1 s apart). Fly has
+    /// no idempotency header, so a create with a key lists machines by the key's metadata label
+    /// first, sends the create once, and after a timeout, a lost connection or a 408/5xx keeps
+    /// listing for the window; only when no machine appears does the error go back (and the
+    /// retry layer may send the create again). Creates without a key are sent once.
+    pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.create_lookup = lookup;
+        self
+    }
+
     /// The Machines API root the requests go to (`…/v1`); a `Validation` error for an empty
     /// base URL.
     pub fn api_root(&self) -> Result<String> {
@@ -337,6 +357,7 @@ impl fmt::Debug for FlyBuilder {
             .field("poll_interval", &self.poll_interval)
             .field("upload_chunk", &self.upload_chunk)
             .field("download_chunk", &self.download_chunk)
+            .field("create_lookup", &self.create_lookup)
             .finish()
     }
 }

@@ -166,11 +166,6 @@ pub(crate) fn map_error(resp: FailedResponse<'_>) -> Error {
             .unwrap_or_else(|| documented_retry_after(resp.operation));
         error = error.with_retry_after(delay);
     }
-    if resp.status == 408 && resp.operation == Some("create") {
-        // A create that timed out upstream may still have made the machine (PROTOCOL.md §1):
-        // only an idempotent retry (which lists by key first) is safe, and the client decides that.
-        error = error.with_retryable(false);
-    }
     error
 }
 
@@ -306,13 +301,16 @@ mod tests {
         assert!(e.message().contains("it is stopped"), "{}", e.message());
     }
 
+    /// A create that timed out upstream may still have made the machine (PROTOCOL.md §1): the
+    /// transport marks the 408 ambiguous and the adapter looks the key up for its window before
+    /// returning it; past that, with no machine found, sending again is right.
     #[test]
-    fn create_timeout_is_not_blindly_retryable() {
+    fn create_timeout_is_a_retryable_timeout() {
         let mut r = resp(408, "");
         r.operation = Some("create");
         let e = map_error(r);
         assert_eq!(e.kind(), ErrorKind::Timeout);
-        assert!(!e.is_retryable());
+        assert!(e.is_retryable());
     }
 
     #[test]

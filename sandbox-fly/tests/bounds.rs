@@ -184,3 +184,58 @@ async fn a_stalled_file_chunk_ends_the_transfer_with_a_timeout() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
 }
+
+/// A create answered only after the request timeout (the machine was made all the same) is
+/// settled by listing its key, not by sending it again: exactly one POST, and the caller gets
+/// the machine that POST made once the list shows it.
+#[tokio::test]
+async fn a_create_answered_after_the_timeout_is_found_by_its_key_not_sent_again() {
+    use sandbox_sdk_core::CreateSpec;
+    use sandbox_sdk_core::idempotency::CreateLookup;
+    use wiremock::matchers::query_param;
+    let server = MockServer::start().await;
+    let machines = format!("/v1/apps/{APP}/machines");
+    let by_key = || {
+        Mock::given(method("GET"))
+            .and(path(machines.as_str()))
+            .and(query_param(
+                "metadata.sandbox_sdk_idempotency_key",
+                "job-42",
+            ))
+    };
+    let mut made = machine(ID, "started");
+    made["config"]["metadata"]["sandbox_sdk_idempotency_key"] = "job-42".into();
+    // Not there before the create, nor at the first look-up after it; then it shows.
+    by_key()
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([])))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    by_key()
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([made])))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(machines.as_str()))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(machine(ID, "created"))
+                .set_delay(Duration::from_secs(1)),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let fly = builder(&server)
+        .request_timeout(REQUEST_TIMEOUT)
+        .create_lookup(CreateLookup::new(Duration::from_secs(5)))
+        .build()
+        .unwrap();
+    let sandbox = fly
+        .create(&CreateSpec::new().idempotency_key("job-42"))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), ID);
+    server.verify().await;
+}
