@@ -26,6 +26,12 @@ pub const EXEC_DEADLINE: Duration = Duration::from_secs(30);
 /// so the adapter keeps looking for a minute.
 pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(60);
 
+/// How long the `/exec` that starts an emulated command waits in the machine for it to end
+/// (default of [`FlyBuilder::launch_wait`]): a command done by then costs that one call; one still
+/// running is left running and polled. One second matches Fly's sustained exec rate (1 request/s
+/// per machine), so waiting longer in one call would not let the next come any sooner.
+pub const DEFAULT_LAUNCH_WAIT: Duration = Duration::from_secs(1);
+
 /// A Fly Machines provider's configuration. `Debug` never shows the token.
 ///
 /// Environment variables read by [`FlyBuilder::from_env`]:
@@ -69,6 +75,7 @@ pub struct FlyBuilder {
     pub(crate) direct_exec_limit: Duration,
     pub(crate) prefer_direct_exec: bool,
     pub(crate) poll_interval: Duration,
+    pub(crate) launch_wait: Duration,
     pub(crate) upload_chunk: usize,
     pub(crate) download_chunk: u64,
     pub(crate) create_lookup: CreateLookup,
@@ -94,6 +101,7 @@ impl Default for FlyBuilder {
             direct_exec_limit: EXEC_DEADLINE,
             prefer_direct_exec: false,
             poll_interval: Duration::from_secs(1),
+            launch_wait: DEFAULT_LAUNCH_WAIT,
             upload_chunk: crate::files::UPLOAD_CHUNK,
             download_chunk: crate::files::DOWNLOAD_CHUNK,
             create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
@@ -237,11 +245,24 @@ impl FlyBuilder {
         self
     }
 
-    /// Sets the least time between two calls of one emulated operation (default 1 s, Fly's
-    /// sustained per-action rate): output polls of a streamed command, and file chunks after a
-    /// burst of two. Each poll also waits in the machine up to ~1 s for output.
+    /// Sets the pace of the many calls one emulated operation makes (default 1 s, Fly's
+    /// sustained per-action rate): after a burst of two, one call per interval, the burst
+    /// refilling while the operation is idle. It paces output polls of a command and file
+    /// chunks. Each poll also waits in the machine up to ~1 s for output, so a quiet command
+    /// costs one call per second whatever the interval.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
+        self
+    }
+
+    /// How long the one `/exec` that starts a command without a (short) timeout waits in the
+    /// machine for it to end (default [`DEFAULT_LAUNCH_WAIT`], at most [`EXEC_DEADLINE`]): a
+    /// command that ends within it is done in that one call, output and exit code included;
+    /// one that does not is left running (never killed for being slow) and polled. Live output
+    /// of a streamed command shows up after this wait at the latest. Background commands never
+    /// wait. Waits below a second need a `sleep` that takes decimals (GNU, BusyBox).
+    pub fn launch_wait(mut self, wait: Duration) -> Self {
+        self.launch_wait = wait.min(EXEC_DEADLINE);
         self
     }
 
@@ -355,6 +376,7 @@ impl fmt::Debug for FlyBuilder {
             .field("direct_exec_limit", &self.direct_exec_limit)
             .field("prefer_direct_exec", &self.prefer_direct_exec)
             .field("poll_interval", &self.poll_interval)
+            .field("launch_wait", &self.launch_wait)
             .field("upload_chunk", &self.upload_chunk)
             .field("download_chunk", &self.download_chunk)
             .field("create_lookup", &self.create_lookup)

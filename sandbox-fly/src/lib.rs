@@ -60,7 +60,8 @@ pub mod wire;
 
 pub use api::{LEASE_NONCE_HEADER, MAX_WAIT};
 pub use builder::{
-    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, EXEC_DEADLINE, FlyBuilder,
+    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
+    EXEC_DEADLINE, FlyBuilder,
 };
 pub use capabilities::CAPABILITIES;
 pub use error::{PROVIDER, REQUEST_ID_HEADER, documented_retry_after};
