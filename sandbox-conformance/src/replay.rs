@@ -287,6 +287,9 @@ fn response_template(interaction: &Interaction) -> Result<ResponseTemplate, Stri
         Some(Fault::Truncate) => template = template.insert_header(FAULT_HEADER, "truncate"),
         None => {}
     }
+    if let Some(ms) = spec.delay_ms {
+        template = template.set_delay(std::time::Duration::from_millis(ms));
+    }
     Ok(template.set_body_bytes(bytes))
 }
 
@@ -336,6 +339,7 @@ pub(crate) fn is_credential_name(name: &str) -> bool {
             "signature",
             "password",
             "credential",
+            "nonce",
         ]
         .iter()
         .any(|w| name.contains(w))
