@@ -9,7 +9,10 @@
 //! `E2b-Sandbox-Id` / `E2b-Sandbox-Port` routing headers) to the sandbox's envd host. The API
 //! key is scrubbed from every cassette; envd access tokens are scrubbed by the recorder itself.
 
-use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
+use sandbox_conformance::{
+    LoggedRequest, REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, RecordTarget, Suite, cassette,
+    conformance_tests,
+};
 use sandbox_e2b::{E2bBuilder, ENVD_PORT, envd_base_url};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::Path;
@@ -33,6 +36,8 @@ fn replay_suite(dir: &Path) -> Suite {
                 .api_key(cassette::TOKEN)
                 .api_url(base_url)
                 .sandbox_url(base_url)
+                .request_timeout(REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(REPLAY_CREATE_LOOKUP)
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
