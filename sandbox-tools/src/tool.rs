@@ -154,14 +154,52 @@ pub trait Tool: Send + Sync + fmt::Debug {
     async fn call(&self, input: Value) -> ToolResult;
 }
 
-/// The JSON Schema of `T`, as tool input schemas are written.
+/// The JSON Schema of `T`, as tool input schemas are written: draft 2020-12 with every
+/// subschema inlined (no `$ref`, which some model APIs do not follow), without the Rust type's
+/// own title and description (the tool has its own), and without the non-standard numeric
+/// `format`s (`int64`, `double`, ...) schemars adds.
 pub fn schema_for<T: JsonSchema>() -> Value {
-    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let schema = generator.into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).unwrap_or_else(|_| json!({"type": "object"}));
     if let Some(map) = value.as_object_mut() {
         map.remove("$schema");
+        map.remove("title");
+        map.remove("description");
     }
+    strip_numeric_formats(&mut value);
     value
+}
+
+fn strip_numeric_formats(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let numeric = map.get("format").and_then(Value::as_str).is_some_and(|f| {
+                matches!(
+                    f,
+                    "int8"
+                        | "int16"
+                        | "int32"
+                        | "int64"
+                        | "uint"
+                        | "uint8"
+                        | "uint16"
+                        | "uint32"
+                        | "uint64"
+                        | "float"
+                        | "double"
+                )
+            });
+            if numeric {
+                map.remove("format");
+            }
+            map.values_mut().for_each(strip_numeric_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_numeric_formats),
+        _ => {}
+    }
 }
 
 pub(crate) type Handler<I> =

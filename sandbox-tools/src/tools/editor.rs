@@ -42,7 +42,8 @@ pub(crate) enum EditorCommand {
     StrReplace,
     /// Insert new_str after line insert_line.
     Insert,
-    /// Not offered: make the reverse edit instead.
+    /// Not offered (and not in the schema): answered with a hint to make the reverse edit.
+    #[schemars(skip)]
     UndoEdit,
 }
 

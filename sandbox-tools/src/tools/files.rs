@@ -111,6 +111,7 @@ pub(crate) struct ReadInput {
     path: String,
     /// First line to return, 1-based (default 1).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     start_line: Option<u64>,
     /// Last line to return, inclusive; -1 or omitted means to the end.
     #[serde(default)]
@@ -156,6 +157,7 @@ pub(crate) struct ListInput {
     path: Option<String>,
     /// How deep to list, 1 to 5 (default 1).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 5))]
     depth: Option<u32>,
     /// The sandbox; omit for the current sandbox.
     #[serde(default)]

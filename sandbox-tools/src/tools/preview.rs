@@ -35,6 +35,7 @@ pub(super) fn defs() -> Vec<Def> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PreviewInput {
     /// The port inside the sandbox, 1 to 65535.
+    #[schemars(range(min = 1))]
     port: u16,
     /// The sandbox; omit for the current sandbox.
     #[serde(default)]
