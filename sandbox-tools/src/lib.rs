@@ -58,6 +58,11 @@
 //! # let _ = created; Ok(()) }
 //! ```
 
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod config;
 pub mod editor;
 pub mod patch;

@@ -27,6 +27,19 @@ impl ToolResult {
         }
     }
 
+    /// The result as MCP's `tools/call` answers: `content` (one text item), `structuredContent`
+    /// (when the structured form is an object) and `isError`.
+    pub fn to_mcp(&self) -> Value {
+        let mut out = json!({
+            "content": [{"type": "text", "text": self.text}],
+            "isError": self.is_error,
+        });
+        if self.structured.is_object() {
+            out["structuredContent"] = self.structured.clone();
+        }
+        out
+    }
+
     /// The error's kind when the call failed (`not_found`, `timeout`, ...).
     pub fn error_kind(&self) -> Option<&str> {
         if !self.is_error {
@@ -181,5 +194,9 @@ mod tests {
         assert!(r.text.starts_with("error (not_found): "), "{}", r.text);
         assert!(r.text.contains("what to do: "));
         assert_eq!(r.structured["error"]["kind"], "not_found");
+        let mcp = r.to_mcp();
+        assert_eq!(mcp["isError"], true);
+        assert_eq!(mcp["content"][0]["type"], "text");
+        assert_eq!(mcp["structuredContent"]["error"]["kind"], "not_found");
     }
 }

@@ -264,6 +264,13 @@ where
         };
         let mut result = result.unwrap_or_else(ToolError::into_result);
         self.session.redact(&mut result);
+        // Only the name and the outcome: inputs and outputs may hold secrets.
+        tracing::debug!(
+            tool = %self.spec.name,
+            is_error = result.is_error,
+            kind = result.error_kind().unwrap_or(""),
+            "tool call"
+        );
         result
     }
 }
