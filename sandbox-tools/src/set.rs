@@ -105,8 +105,9 @@ impl ToolSetBuilder {
     /// Builds the set. Fails with `Validation` when given neither a provider nor a sandbox.
     ///
     /// A tool is offered when its family is on, its provider need is met, every capability it
-    /// requires is native or emulated (the sandbox's map when a sandbox is given, else the
-    /// provider's), and, in read-only mode, it is annotated read-only.
+    /// requires is native or emulated, and, in read-only mode, it is annotated read-only. The
+    /// capability map is the provider's for the lifecycle tools, and for the others the
+    /// sandbox's when a sandbox is given (it reflects any emulation), else the provider's.
     pub fn build(self) -> Result<ToolSet, Error> {
         let capabilities = match (&self.sandbox, &self.provider) {
             (Some(sandbox), _) => sandbox.capabilities(),
@@ -117,6 +118,8 @@ impl ToolSetBuilder {
                 ));
             }
         };
+        // The lifecycle tools act through the provider, so its own map decides them.
+        let provider_capabilities = self.provider.as_ref().map(|p| p.capabilities());
         let standard = self.standard.unwrap_or(true);
         let read_only = self.config.read_only;
         let has_provider = self.provider.is_some();
@@ -138,9 +141,11 @@ impl ToolSetBuilder {
             })
             .filter(|d| has_provider || !d.needs_provider)
             .filter(|d| {
-                d.requires
-                    .iter()
-                    .all(|c| capabilities.level(*c).is_available())
+                let map = match (d.needs_provider, &provider_capabilities) {
+                    (true, Some(provider)) => provider,
+                    _ => &capabilities,
+                };
+                d.requires.iter().all(|c| map.level(*c).is_available())
             })
             .filter(|d| !read_only || d.annotations.read_only)
             .map(|d| (d.build)(&d, session.clone()))
@@ -223,7 +228,8 @@ impl ToolSet {
         lock(&self.session.current).clone()
     }
 
-    /// The capability map the set was filtered by.
+    /// The capability map the sandbox tools were filtered by (the sandbox's when the set was
+    /// built with one, else the provider's).
     pub fn capabilities(&self) -> Capabilities {
         self.session.capabilities
     }

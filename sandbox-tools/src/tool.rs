@@ -64,6 +64,7 @@ pub enum Family {
     /// Anthropic's `bash` and `str_replace_based_edit_tool` shapes.
     Anthropic,
     /// OpenAI's `shell` and `apply_patch` shapes.
+    #[serde(rename = "openai")]
     OpenAi,
 }
 

@@ -4,13 +4,16 @@
 mod common;
 
 use common::{CapsProvider, local};
+use sandbox_sdk_core::local::LocalProvider;
 use sandbox_sdk_core::{Capabilities, Capability, Level};
 use sandbox_tools::{ToolConfig, ToolSet, catalogue_info};
 use std::sync::Arc;
 
 fn set(caps: Capabilities, config: ToolConfig) -> ToolSet {
-    let (provider, dir) = local();
-    std::mem::forget(dir); // nothing is created; the directory is never made
+    // Nothing is created, so the root is never made.
+    let provider = Arc::new(LocalProvider::with_root(
+        std::env::temp_dir().join("sandbox-tools-never-created"),
+    ));
     ToolSet::builder()
         .provider(Arc::new(CapsProvider {
             inner: provider,
@@ -173,4 +176,32 @@ fn families_can_be_chosen() {
         .unwrap();
     assert_eq!(tools.names(), ["bash", "str_replace_based_edit_tool"]);
     assert!(ToolSet::builder().build().is_err());
+}
+
+#[tokio::test]
+async fn lifecycle_tools_follow_the_providers_map_and_the_rest_the_sandboxs() {
+    use sandbox_sdk_core::prelude::*;
+    let (local_provider, _dir) = local();
+    let sandbox: Arc<dyn Sandbox> = Arc::from(
+        local_provider
+            .create(&sandbox_sdk_core::CreateSpec::new())
+            .await
+            .unwrap(),
+    );
+    // The provider says it cannot list and has no files; the sandbox (local) has both.
+    let mut caps = sandbox_sdk_core::local::CAPABILITIES;
+    caps.list = Level::Unsupported;
+    caps.files_upload = Level::Unsupported;
+    let tools = ToolSet::builder()
+        .provider(Arc::new(CapsProvider {
+            inner: local_provider.clone(),
+            caps,
+        }))
+        .sandbox(sandbox.clone())
+        .build()
+        .unwrap();
+    assert!(tools.get("sandbox_list_v1").is_none());
+    assert!(tools.get("sandbox_create_v1").is_some());
+    assert!(tools.get("sandbox_file_read_v1").is_some());
+    sandbox.destroy().await.unwrap();
 }
