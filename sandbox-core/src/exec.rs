@@ -75,6 +75,10 @@ pub struct Command {
     /// The arguments carry secrets (for example env values folded into a shell script):
     /// `Debug` and [`Command::describe`] then show only the program.
     pub secret_args: bool,
+    /// Made by [`Command::shell`]: `argv` is `["sh", "-c", LINE]`, and an adapter may run LINE
+    /// with the shell the provider's own SDK uses (E2B: a login bash). Changing `argv` by hand
+    /// afterwards clears nothing; set this to `false` to insist on exactly `sh -c`.
+    pub shell: bool,
 }
 
 impl Command {
@@ -86,11 +90,21 @@ impl Command {
         }
     }
 
-    /// A shell command line, run as `sh -c LINE`.
+    /// A shell command line, run as `sh -c LINE`, or with the provider's usual shell where its
+    /// adapter says so (see [`Command::shell`](Command#structfield.shell)).
     pub fn shell(line: impl Into<String>) -> Self {
         Command {
             argv: vec!["sh".into(), "-c".into(), line.into()],
+            shell: true,
             ..Command::default()
+        }
+    }
+
+    /// The line of a [`Command::shell`] command, when this is one and `argv` still has its shape.
+    pub fn shell_line(&self) -> Option<&str> {
+        match self.argv.as_slice() {
+            [sh, c, line] if self.shell && sh == "sh" && c == "-c" => Some(line),
+            _ => None,
         }
     }
 
@@ -251,6 +265,7 @@ impl fmt::Debug for Command {
             .field("stdin", &self.stdin)
             .field("pty", &self.pty)
             .field("tag", &self.tag)
+            .field("shell", &self.shell)
             .finish()
     }
 }

@@ -343,15 +343,17 @@ fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> (Stdin, Pump) {
 /// profile. `sh` on E2B's images is dash, without that profile.
 pub const SHELL: [&str; 3] = ["/bin/bash", "-l", "-c"];
 
-/// The program and arguments envd is asked to run. A [`Command::shell`] line (argv exactly
-/// `["sh", "-c", LINE]`) runs as `/bin/bash -l -c LINE`, as the official SDKs run it; any other
-/// argv is sent as given (`cmd` = argv\[0\]).
-fn program_and_args(argv: &[String]) -> (String, Vec<String>) {
-    match argv {
-        [sh, c, line] if sh == "sh" && c == "-c" => (
+/// The program and arguments envd is asked to run. A [`Command::shell`] line
+/// ([`Command::shell_line`]) runs as `/bin/bash -l -c LINE`, as the official SDKs run it; any
+/// other argv, an explicit `sh -c` included, is sent as given (`cmd` = argv\[0\]).
+fn program_and_args(command: &Command) -> (String, Vec<String>) {
+    if let Some(line) = command.shell_line() {
+        return (
             SHELL[0].to_owned(),
-            vec![SHELL[1].to_owned(), SHELL[2].to_owned(), line.clone()],
-        ),
+            vec![SHELL[1].to_owned(), SHELL[2].to_owned(), line.to_owned()],
+        );
+    }
+    match command.argv.as_slice() {
         [program, args @ ..] => (program.clone(), args.to_vec()),
         [] => Default::default(),
     }
@@ -361,7 +363,7 @@ fn program_and_args(argv: &[String]) -> (String, Vec<String>) {
 /// through [`SHELL`]), env, cwd, tag, pty, and stdin always explicit (envd treats an absent
 /// `stdin` as true).
 pub fn start_request(command: &Command) -> StartRequest {
-    let (cmd, args) = program_and_args(&command.argv);
+    let (cmd, args) = program_and_args(command);
     StartRequest {
         process: ProcessConfig {
             cmd,
@@ -647,10 +649,11 @@ mod tests {
         let shell = start_request(&Command::shell("echo hi"));
         let sdk = start_request(&Command::new("/bin/bash").args(["-l", "-c", "echo hi"]));
         assert_eq!(shell, sdk);
-        // Anything that is not exactly `sh -c LINE` is sent as given.
+        // Anything that is not a Command::shell line is sent as given, an explicit `sh -c` too.
         for argv in [
             vec!["sh"],
             vec!["sh", "-c"],
+            vec!["sh", "-c", "x"],
             vec!["sh", "-c", "a", "b"],
             vec!["sh", "-e", "x"],
             vec!["/bin/sh", "-c", "x"],

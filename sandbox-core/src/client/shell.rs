@@ -95,6 +95,8 @@ pub fn fold_into_shell(command: &Command) -> Result<Command> {
     let script = shell_script(command)?;
     let mut folded = command.clone();
     folded.argv = vec!["sh".into(), "-c".into(), script];
+    // The script is ours and POSIX sh; it is not the caller's shell line.
+    folded.shell = false;
     folded.secret_args |= !command.env.is_empty();
     folded.cwd = None;
     folded.env.clear();
