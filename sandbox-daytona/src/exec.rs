@@ -16,6 +16,7 @@ use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
 use sandbox_sdk_core::http::{ErrorResponse, Headers, Method, encode_path_segment};
+use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
     PtySize, Result,
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -252,7 +252,8 @@ pub(crate) fn process(tb: Arc<Toolbox>, sid: String, cid: String, owned: bool) -
         out_tail: Trailer::default(),
         err_tail: Trailer::default(),
         ws: None,
-        exit_deadline: None,
+        exit_wait: None,
+        poll_wait: None,
     };
     let events: EventStream = futures::stream::unfold(follower, |mut f| async move {
         f.next().await.map(|event| (event, f))
@@ -334,7 +335,10 @@ struct Follower {
     out_tail: Trailer,
     err_tail: Trailer,
     ws: Option<Ws>,
-    exit_deadline: Option<Instant>,
+    /// The pauses between looks at the exit code once the log stream ended.
+    exit_wait: Option<Backoff>,
+    /// The pauses between polls in [`LogFollow::Poll`] mode.
+    poll_wait: Option<Backoff>,
     guard: SessionGuard,
 }
 
@@ -494,11 +498,6 @@ impl Follower {
             self.finish_killed();
             return Ok(());
         }
-        let config = &self.tb.inner.config;
-        let deadline = *self
-            .exit_deadline
-            .get_or_insert_with(|| crate::time::instant_after(config.state_change_timeout));
-        let interval = config.poll_interval;
         match self.fetch_command().await? {
             None => self.finish_killed(),
             Some(SessionCommandDto {
@@ -506,13 +505,19 @@ impl Follower {
                 ..
             }) => self.finish_exit(code).await,
             Some(_) => {
-                if crate::time::instant_after(interval) > deadline {
+                let config = &self.tb.inner.config;
+                let backoff = self.exit_wait.get_or_insert_with(|| {
+                    crate::time::backoff_until(
+                        config.poll_interval,
+                        crate::time::instant_after(config.state_change_timeout),
+                    )
+                });
+                if !backoff.pause().await {
                     return Err(Error::new(
                         ErrorKind::Timeout,
                         "the log stream ended but the command has no exit code",
                     ));
                 }
-                tokio::time::sleep(interval).await;
             }
         }
         Ok(())
@@ -552,7 +557,14 @@ impl Follower {
         }
         match command.exit_code {
             Some(code) => self.finish_exit(code).await,
-            None => tokio::time::sleep(self.tb.inner.config.poll_interval).await,
+            None => {
+                // No deadline: a command may run for as long as it likes.
+                let interval = self.tb.inner.config.poll_interval;
+                self.poll_wait
+                    .get_or_insert_with(|| Backoff::new(interval))
+                    .pause()
+                    .await;
+            }
         }
         Ok(())
     }

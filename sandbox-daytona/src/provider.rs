@@ -314,6 +314,7 @@ impl DaytonaProvider {
         let name = snapshot_name(image, size, region, sandbox_class);
         let path = format!("/snapshots/{}", encode_path_segment(&name));
         let deadline = crate::time::instant_after(self.inner.config.start_timeout);
+        let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
         let mut created = false;
         let mut activated = false;
         loop {
@@ -388,7 +389,7 @@ impl DaytonaProvider {
                 }
                 Err(e) => return Err(e),
             }
-            if crate::time::instant_after(self.inner.config.poll_interval) > deadline {
+            if !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
@@ -399,7 +400,6 @@ impl DaytonaProvider {
                 .with_provider(PROVIDER)
                 .with_operation("prepare"));
             }
-            tokio::time::sleep(self.inner.config.poll_interval).await;
         }
     }
 
@@ -626,6 +626,7 @@ impl Inner {
         done: impl Fn(&str) -> bool,
     ) -> Result<SandboxDto> {
         let mut dto = first;
+        let mut backoff = crate::time::backoff_until(self.config.poll_interval, deadline);
         loop {
             let raw = dto.state.clone().unwrap_or_else(|| "unknown".to_owned());
             if done(&raw) {
@@ -662,7 +663,7 @@ impl Inner {
                 }
                 _ => {}
             }
-            if crate::time::instant_after(self.config.poll_interval) > deadline {
+            if !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!("sandbox still {raw} when the wait ran out"),
@@ -671,18 +672,15 @@ impl Inner {
                 .with_operation(operation)
                 .with_sandbox_id(id));
             }
-            tokio::time::sleep(self.config.poll_interval).await;
             dto = self.fetch(id, operation).await?;
         }
     }
 
-    /// Polls until the sandbox rests (any stable, failed or gone state) or `deadline` passes.
+    /// Polls until the sandbox rests (any stable, failed or gone state) or `deadline` passes:
+    /// a look at once, then backing off up to the poll interval.
     async fn wait_resting(&self, id: &str, operation: &str, deadline: Instant) -> Result<()> {
+        let mut backoff = crate::time::backoff_until(self.config.poll_interval, deadline);
         loop {
-            if crate::time::instant_after(self.config.poll_interval) > deadline {
-                return Ok(());
-            }
-            tokio::time::sleep(self.config.poll_interval).await;
             match self.fetch(id, operation).await {
                 Ok(dto) => {
                     if phase(dto.state.as_deref().unwrap_or("unknown")) != Phase::Transitional {
@@ -691,6 +689,9 @@ impl Inner {
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
+            }
+            if !backoff.pause().await {
+                return Ok(());
             }
         }
     }
@@ -720,7 +721,7 @@ impl Inner {
             }
             match request.send().await {
                 Err(e) if is_state_change_in_progress(&e) => {
-                    if crate::time::instant_after(self.config.poll_interval) > deadline {
+                    if Instant::now() >= deadline {
                         return Err(e);
                     }
                     self.wait_resting(id, call.operation, deadline).await?;

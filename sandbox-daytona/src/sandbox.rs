@@ -1101,8 +1101,16 @@ impl Sandbox for DaytonaSandbox {
             .await?;
         response.bytes().await?;
         crate::ssh::forget(&self.inner, &self.id).await;
+        // Look at once, then back off up to the poll interval, until the 404.
+        let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
         loop {
-            if crate::time::instant_after(self.inner.config.poll_interval) > deadline {
+            match self.inner.fetch(&self.id, "destroy").await {
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+                Ok(dto) if dto.state.as_deref() == Some("destroyed") => return Ok(()),
+                Ok(_) => {}
+            }
+            if !backoff.pause().await {
                 return Err(
                     Error::new(ErrorKind::Timeout, "sandbox is still being destroyed").or_context(
                         PROVIDER,
@@ -1110,13 +1118,6 @@ impl Sandbox for DaytonaSandbox {
                         Some(&self.id),
                     ),
                 );
-            }
-            tokio::time::sleep(self.inner.config.poll_interval).await;
-            match self.inner.fetch(&self.id, "destroy").await {
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
-                Ok(dto) if dto.state.as_deref() == Some("destroyed") => return Ok(()),
-                Ok(_) => {}
             }
         }
     }

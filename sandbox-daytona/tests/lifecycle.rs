@@ -872,3 +872,61 @@ async fn a_template_with_resources_is_refused_before_anything_is_sent() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
 }
+
+/// Every state wait looks at once and then backs off from 25 ms: with a poll interval of an
+/// hour, create, stop, start and destroy on a server whose transitions finish at once still
+/// return (a wait that slept a whole interval before its first look would not).
+#[tokio::test]
+async fn state_waits_look_at_once_and_back_off_instead_of_sleeping_an_interval() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(sandbox("sb1", "creating")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/stop"))
+        .respond_with(ok(sandbox_toward("sb1", "stopping", "stopped")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/start"))
+        .respond_with(ok(sandbox_toward("sb1", "starting", "started")))
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox_toward("sb1", "destroying", "destroyed")))
+        .mount(&server)
+        .await;
+    // The first look after each call finds the transition done.
+    let responses = std::sync::Arc::new(std::sync::Mutex::new(
+        vec![
+            ok(sandbox("sb1", "started")),
+            ok(sandbox_toward("sb1", "stopped", "stopped")),
+            ok(sandbox("sb1", "started")),
+            not_found("Sandbox with ID or name sb1 not found"),
+        ]
+        .into_iter(),
+    ));
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(move |_: &wiremock::Request| responses.lock().unwrap().next().unwrap())
+        .expect(4)
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .poll_interval(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let lifecycle = async {
+        let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
+        sandbox.stop().await.unwrap();
+        sandbox.resume().await.unwrap();
+        sandbox.destroy().await.unwrap();
+    };
+    // A generous guard, not a timing assertion: the old waits would sleep for an hour.
+    tokio::time::timeout(Duration::from_secs(30), lifecycle)
+        .await
+        .expect("a state wait slept a whole poll interval before looking");
+}
