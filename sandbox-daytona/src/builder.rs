@@ -3,6 +3,7 @@
 use crate::error::{PROVIDER, map_error};
 use crate::provider::DaytonaProvider;
 use sandbox_sdk_core::http::HttpClient;
+use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, Result};
 use std::fmt;
 use std::time::Duration;
@@ -18,6 +19,13 @@ pub const DEFAULT_SDK_VERSION: &str = "0.218.0";
 /// The lowest `X-Daytona-SDK-Version` for which the daemon answers logs and sync session execs
 /// with stdout and stderr apart.
 pub const MIN_SDK_VERSION: (u64, u64, u64) = (0, 167, 0);
+
+/// How long a create that may have happened (timed out, connection lost after sending, 5xx
+/// gateway answer) is looked up by its name before anything is sent again: 60 s, from 25 ms
+/// apart doubling to 1 s. The API keeps a snapshot create's request open for up to 30 s while
+/// the sandbox starts (PROTOCOL.md §1), and the sandbox row, with its name, exists from the
+/// start of that wait; 60 s covers it with room for a slow API.
+pub const DEFAULT_CREATE_LOOKUP: CreateLookup = CreateLookup::new(Duration::from_secs(60));
 
 /// The `X-Daytona-Source` value this SDK sends.
 pub const SOURCE: &str = "sdk-rust";
@@ -89,6 +97,7 @@ pub struct DaytonaBuilder {
     pub(crate) exec_transport: ExecTransport,
     pub(crate) ssh_host_key: Option<String>,
     pub(crate) ssh_gateway: Option<(String, u16)>,
+    pub(crate) create_lookup: CreateLookup,
 }
 
 impl Default for DaytonaBuilder {
@@ -116,6 +125,7 @@ impl DaytonaBuilder {
             exec_transport: ExecTransport::Toolbox,
             ssh_host_key: None,
             ssh_gateway: None,
+            create_lookup: DEFAULT_CREATE_LOOKUP,
         }
     }
 
@@ -237,6 +247,15 @@ impl DaytonaBuilder {
         self
     }
 
+    /// How long and how often a create that may have happened is looked up by its name before
+    /// the error goes back to the caller (default [`DEFAULT_CREATE_LOOKUP`]: 60 s). Applies to
+    /// creates with an idempotency key (see [`DaytonaProvider`](crate::DaytonaProvider)'s
+    /// `create`).
+    pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.create_lookup = lookup;
+        self
+    }
+
     /// The control-plane base URL this builder will use (set, from the environment, or
     /// [`DEFAULT_API_URL`]).
     pub fn api_url_or_default(&self) -> &str {
@@ -334,6 +353,7 @@ impl fmt::Debug for DaytonaBuilder {
             .field("exec_transport", &self.exec_transport)
             .field("ssh_host_key", &self.ssh_host_key)
             .field("ssh_gateway", &self.ssh_gateway)
+            .field("create_lookup", &self.create_lookup)
             .finish()
     }
 }

@@ -79,15 +79,15 @@ mod time;
 mod wire;
 
 pub use builder::{
-    DEFAULT_API_URL, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport, LogFollow,
-    MIN_SDK_VERSION, SOURCE,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport,
+    LogFollow, MIN_SDK_VERSION, SOURCE,
 };
 pub use capabilities::{CAPABILITIES, FLAGS, capabilities_for};
 pub use demux::{LogDemux, LogStream, MARKER_LEN, split_log};
 pub use error::{is_state_change_in_progress, map_error};
 pub use provider::{
     DaytonaCreate, DaytonaProvider, IDEMPOTENCY_LABEL, SandboxLimits, SnapshotSize, UsagePeriod,
-    snapshot_name,
+    idempotency_name, snapshot_name,
 };
 pub use sandbox::{
     DaytonaFileInfo, DaytonaSandbox, ExecuteResult, FileMatch, Session, SessionCommand, SessionExec,
