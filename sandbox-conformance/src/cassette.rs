@@ -59,7 +59,8 @@
 //!
 //! `status`, optional `headers`, and either `body` (one [`Body`]: `json`, `text`, `base64` or
 //! `connect`) or `frames` (a streamed body: each [`Frame`] encoded and concatenated in order), or a
-//! `fault` (see [`Fault`]) for connection resets and truncated streams. A JSON body gets
+//! `fault` (see [`Fault`]) for connection resets and truncated streams; `delay_ms` holds the answer
+//! back (a slow server). A JSON body gets
 //! `content-type: application/json` unless the cassette sets one; text gets `text/plain`, bytes
 //! `application/octet-stream`; frames get the type of their first frame's kind (`connect` →
 //! `application/connect+json`, `jsonl` → `application/x-ndjson`).
@@ -254,6 +255,11 @@ pub struct ResponseSpec {
     /// A transport failure instead of (or in the middle of) the response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+    /// How long the server takes before it answers, in milliseconds (a slow server: the request
+    /// counts as received at once). Replay builds adapters with
+    /// [`crate::REPLAY_REQUEST_TIMEOUT`], so a delay above it makes the answer arrive too late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
 }
 
 fn ok() -> u16 {

@@ -66,8 +66,13 @@
 //! Snapshots land in the adapter's `tests/snapshots/`; review them like code.
 //!
 //! The same suite can be driven without the macro: [`Suite::run`] for one scenario,
-//! [`Suite::run_all`] for all (a [`SuiteReport`] with its `conformance: N passed, N failed, N
-//! skipped` line and a coverage table).
+//! [`Suite::run_all`] for all (a [`SuiteReport`] with its `conformance: N passed, N not
+//! supported, N skipped, N failed` line and a coverage table).
+//!
+//! Under `cargo test` every scenario is its own test, and libtest can only say `ok` for one that
+//! did not fail: a scenario that was not supported or skipped prints a line starting
+//! `NOT SUPPORTED` or `SKIPPED` (shown with `--nocapture`), and `cargo xtask conformance` /
+//! [`SuiteReport::summary_line`] count them apart from real passes.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cassette;
@@ -81,9 +86,19 @@ pub use proxy::LoggedRequest;
 pub use record::{RECORD_ENV, RecordTarget, Router};
 pub use scenarios::{SCENARIOS, ScenarioInfo};
 pub use suite::{
-    __private, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
+    __private, Counts, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
     ScenarioReport, Suite, SuiteReport,
 };
+
+/// The request timeout to build a replayed adapter with: the `create_*` scenarios delay an
+/// answer past it (`delay_ms` 3000) to make a create ambiguous.
+pub const REPLAY_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The create look-up to build a replayed adapter with (see
+/// [`sandbox_sdk_core::idempotency`]): the `create_*` cassettes find the sandbox within two
+/// look-ups, so the window only bounds a failing adapter.
+pub const REPLAY_CREATE_LOOKUP: sandbox_sdk_core::idempotency::CreateLookup =
+    sandbox_sdk_core::idempotency::CreateLookup::new(std::time::Duration::from_secs(2));
 
 /// Re-exported so [`conformance_tests!`] can snapshot requests from the adapter's crate.
 #[doc(hidden)]
@@ -132,6 +147,7 @@ macro_rules! conformance_tests {
             list list_filters fork snapshot preview_link ssh_access metrics
             error_unauthorized error_not_found error_conflict error_rate_limited error_server
             error_connection_reset error_truncated_stream no_duplicate_create
+            create_slow_answer create_reset create_unavailable
         );
     };
 }
@@ -153,7 +169,7 @@ macro_rules! __conformance_tests {
 
         #[test]
         fn capability_coverage() {
-            $crate::__private::run_coverage(|| $suite);
+            $crate::__private::run_coverage(|| $suite, env!("CARGO_MANIFEST_DIR"));
         }
     };
 }

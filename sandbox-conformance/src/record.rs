@@ -534,6 +534,7 @@ fn build_cassette(
                 body,
                 frames,
                 fault: None,
+                delay_ms: None,
             };
             Interaction {
                 request,

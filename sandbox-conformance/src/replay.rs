@@ -287,6 +287,9 @@ fn response_template(interaction: &Interaction) -> Result<ResponseTemplate, Stri
         Some(Fault::Truncate) => template = template.insert_header(FAULT_HEADER, "truncate"),
         None => {}
     }
+    if let Some(ms) = spec.delay_ms {
+        template = template.set_delay(std::time::Duration::from_millis(ms));
+    }
     Ok(template.set_body_bytes(bytes))
 }
 

@@ -86,6 +86,9 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("error_connection_reset", None, [], live: false, sandbox: false, probe: false, "a reset connection is Transport"),
     scenario!("error_truncated_stream", Some(C::FilesUpload), [], live: false, sandbox: true, probe: true, "a truncated download is Transport"),
     scenario!("no_duplicate_create", None, [], live: false, sandbox: false, probe: false, "a failed create without idempotency key is sent once"),
+    scenario!("create_slow_answer", None, [], live: false, sandbox: false, probe: false, "a create answered after the timeout is looked up, not sent again"),
+    scenario!("create_reset", None, [], live: false, sandbox: false, probe: false, "a create whose connection is reset is looked up, not sent again"),
+    scenario!("create_unavailable", None, [], live: false, sandbox: false, probe: false, "a create refused with 503 is sent again and makes one sandbox"),
 ];
 
 /// Looks a scenario up by name.
@@ -219,6 +222,9 @@ pub(crate) fn body(name: &str) -> Option<Body> {
         "error_connection_reset" => |c| Box::pin(error_connection_reset(c)),
         "error_truncated_stream" => |c| Box::pin(error_truncated_stream(c)),
         "no_duplicate_create" => |c| Box::pin(no_duplicate_create(c)),
+        "create_slow_answer" | "create_reset" | "create_unavailable" => {
+            |c| Box::pin(create_settles(c))
+        }
         _ => return None,
     })
 }
@@ -952,6 +958,27 @@ async fn no_duplicate_create(ctx: &Ctx) -> Check {
             after - before
         );
     }
+    Ok(())
+}
+
+/// The idempotency key of the `create_*` scenarios.
+pub const CREATE_KEY: &str = "conformance-key-1";
+
+/// `create_slow_answer`, `create_reset`, `create_unavailable`: a create with an idempotency key
+/// through the retrying client, whose first attempt fails (late, reset, 503). The caller must end
+/// up holding the one sandbox the cassette's look-ups find (`{{sandbox_id}}`); the cassette's
+/// exact counts prove the create was not sent again after an ambiguous failure.
+async fn create_settles(ctx: &Ctx) -> Check {
+    let spec = conformance_spec().idempotency_key(CREATE_KEY);
+    let sb = within("create", ctx.retrying.create(&spec))
+        .await?
+        .at(&format!("create(idempotency key {CREATE_KEY:?})"))?;
+    ensure!(
+        sb.id() == crate::cassette::SANDBOX_ID,
+        "create returned sandbox {:?}, expected the one made under the key ({:?})",
+        sb.id(),
+        crate::cassette::SANDBOX_ID
+    );
     Ok(())
 }
 

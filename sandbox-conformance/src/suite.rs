@@ -8,7 +8,7 @@ use sandbox_sdk_core::client::{Client, RetryPolicy};
 use sandbox_sdk_core::{Capabilities, Capability, CreateSpec, Level, Provider};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,35 +172,62 @@ pub struct SuiteReport {
     pub coverage: Coverage,
 }
 
+/// How many scenarios ended each way (the coverage check counts as one passed or failed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Ran, and every check held.
+    pub passed: usize,
+    /// Unsupported, and shown to fail fast sending nothing.
+    pub not_supported: usize,
+    /// Did not run.
+    pub skipped: usize,
+    /// Failed.
+    pub failed: usize,
+}
+
+impl Counts {
+    /// Counts one outcome.
+    pub fn add(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Passed => self.passed += 1,
+            Outcome::NotSupported => self.not_supported += 1,
+            Outcome::Skipped(_) => self.skipped += 1,
+            Outcome::Failed(_) => self.failed += 1,
+        }
+    }
+
+    /// `conformance: N passed, N not supported, N skipped, N failed`.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "conformance: {} passed, {} not supported, {} skipped, {} failed",
+            self.passed, self.not_supported, self.skipped, self.failed
+        )
+    }
+}
+
 impl SuiteReport {
-    /// `(passed, failed, skipped)`, counting not-supported checks as passed and a coverage
-    /// failure as one failure.
-    pub fn counts(&self) -> (usize, usize, usize) {
-        let mut counts = (0, 0, 0);
+    /// The outcomes counted, with the coverage check as one passed or failed.
+    pub fn counts(&self) -> Counts {
+        let mut counts = Counts::default();
         for r in &self.scenarios {
-            match r.outcome {
-                Outcome::Passed | Outcome::NotSupported => counts.0 += 1,
-                Outcome::Failed(_) => counts.1 += 1,
-                Outcome::Skipped(_) => counts.2 += 1,
-            }
+            counts.add(&r.outcome);
         }
         if self.coverage.check().is_err() {
-            counts.1 += 1;
+            counts.failed += 1;
         } else {
-            counts.0 += 1;
+            counts.passed += 1;
         }
         counts
     }
 
     /// Whether every scenario and the coverage check passed.
     pub fn is_success(&self) -> bool {
-        self.counts().1 == 0
+        self.counts().failed == 0
     }
 
-    /// `conformance: N passed, N failed, N skipped`.
+    /// `conformance: N passed, N not supported, N skipped, N failed`.
     pub fn summary_line(&self) -> String {
-        let (p, f, s) = self.counts();
-        format!("conformance: {p} passed, {f} failed, {s} skipped")
+        self.counts().summary_line()
     }
 }
 
@@ -746,14 +773,24 @@ pub mod __private {
         );
         match &report.outcome {
             Outcome::Failed(_) => panic!("{}", report.message()),
-            Outcome::Skipped(_) | Outcome::NotSupported => println!("{}", report.message()),
+            Outcome::Skipped(_) => println!("SKIPPED {}", report.message()),
+            Outcome::NotSupported => println!("NOT SUPPORTED {}", report.message()),
             Outcome::Passed => {}
         }
     }
 
-    /// The generated `capability_coverage` test.
-    pub fn run_coverage(suite: impl FnOnce() -> Suite) {
+    /// The generated `capability_coverage` test; `crate_dir` is the adapter crate's root, where
+    /// each `covered_elsewhere` test must exist.
+    pub fn run_coverage(suite: impl FnOnce() -> Suite, crate_dir: &str) {
         let suite = suite();
+        for (capability, test) in &suite.covered_elsewhere {
+            if let Err(e) = test_exists(Path::new(crate_dir), test) {
+                panic!(
+                    "Suite::covered_elsewhere({}, {test:?}): {e}",
+                    capability.as_str()
+                );
+            }
+        }
         let coverage = suite
             .coverage()
             .unwrap_or_else(|e| panic!("cannot compute coverage: {e}"));
@@ -768,9 +805,56 @@ pub mod __private {
     }
 }
 
+/// Checks that `test` (`file::name`, `module::tests::name` or a bare `name`) is a test function in
+/// the crate at `crate_dir`: `tests/file.rs` (or `tests/file/`) for `file::name`, any source under
+/// `tests/` and `src/` otherwise.
+pub(crate) fn test_exists(crate_dir: &Path, test: &str) -> Result<(), String> {
+    let mut parts: Vec<&str> = test.split("::").collect();
+    let name = parts
+        .pop()
+        .filter(|n| !n.is_empty())
+        .ok_or("no test name")?;
+    let tests = crate_dir.join("tests");
+    let roots: Vec<PathBuf> = match parts.first() {
+        Some(file) if tests.join(format!("{file}.rs")).is_file() => {
+            vec![tests.join(format!("{file}.rs"))]
+        }
+        Some(file) if tests.join(file).is_dir() => vec![tests.join(file)],
+        _ => vec![tests, crate_dir.join("src")],
+    };
+    let needle = format!("fn {name}(");
+    let mut stack = roots;
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                stack.push(entry.path());
+            }
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && std::fs::read_to_string(&path).is_ok_and(|text| text.contains(&needle))
+        {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "no test function `{name}` in {} (a renamed or removed test cannot cover a capability)",
+        crate_dir.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn covered_elsewhere_names_must_exist() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        test_exists(dir, "fake_http::recorded_cassettes_replay_and_pass").unwrap();
+        test_exists(dir, "recorded_cassettes_replay_and_pass").unwrap();
+        test_exists(dir, "tests::covered_elsewhere_names_must_exist").unwrap();
+        let error = test_exists(dir, "fake_http::no_such_test").unwrap_err();
+        assert!(error.contains("no test function `no_such_test`"), "{error}");
+        assert!(test_exists(dir, "fake_http::").is_err());
+    }
 
     #[test]
     fn a_scenario_skipped_for_its_required_capability_covers_nothing() {

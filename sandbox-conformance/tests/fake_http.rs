@@ -113,6 +113,40 @@ fn no_duplicate_create_catches_an_adapter_that_retries_creates_blindly() {
 }
 
 #[test]
+fn create_scenarios_catch_a_create_sent_again_after_an_ambiguous_failure() {
+    for (scenario, bugs) in [
+        (
+            "create_slow_answer",
+            Bugs {
+                no_create_lookup: true,
+                ..Bugs::default()
+            },
+        ),
+        (
+            "create_slow_answer",
+            Bugs {
+                retry_create_blindly: true,
+                ..Bugs::default()
+            },
+        ),
+        (
+            "create_reset",
+            Bugs {
+                no_create_lookup: true,
+                ..Bugs::default()
+            },
+        ),
+    ] {
+        let report = runtime().block_on(Suite::replay(factory(bugs), cassettes()).run(scenario));
+        let message = failure(&report.outcome);
+        assert!(
+            message.contains("POST /v1/sandboxes"),
+            "{scenario}: {message}"
+        );
+    }
+}
+
+#[test]
 fn recorded_cassettes_replay_and_pass() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
@@ -151,19 +185,30 @@ fn run_all_counts_every_scenario_and_draws_the_coverage_table() {
         .map(|r| r.message())
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
-    let (passed, failed, skipped) = report.counts();
+    let counts = report.counts();
     assert_eq!(
-        (passed + failed + skipped),
+        counts.passed + counts.not_supported + counts.failed + counts.skipped,
         sandbox_conformance::SCENARIOS.len() + 1
     );
-    assert_eq!(failed, 0);
+    assert_eq!(counts.failed, 0);
     assert_eq!(
-        skipped, 1,
+        counts.skipped, 1,
         "only exec_streaming is skipped (streaming unsupported)"
     );
+    // Unsupported scenarios are counted as such, not as passes.
+    let unsupported = report
+        .scenarios
+        .iter()
+        .filter(|r| r.outcome == Outcome::NotSupported)
+        .count();
+    assert!(unsupported > 10, "{unsupported}");
+    assert_eq!(counts.not_supported, unsupported);
     assert_eq!(
         report.summary_line(),
-        format!("conformance: {passed} passed, 0 failed, 1 skipped")
+        format!(
+            "conformance: {} passed, {unsupported} not supported, 1 skipped, 0 failed",
+            counts.passed
+        )
     );
     let table = report.coverage.markdown(&Default::default());
     assert!(

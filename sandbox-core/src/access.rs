@@ -21,10 +21,23 @@ pub struct PreviewLink {
     pub expires_at: Option<SystemTime>,
 }
 
+impl PreviewLink {
+    /// The URL as `Debug` shows it: no query string or fragment (signatures), and the token
+    /// replaced wherever it appears (signed links carry it in the host or path).
+    fn url_for_display(&self) -> String {
+        let end = self.url.find(['?', '#']).unwrap_or(self.url.len());
+        let url = &self.url[..end];
+        match &self.token {
+            Some(token) if !token.is_empty() => url.replace(token.as_str(), "<redacted>"),
+            _ => url.to_owned(),
+        }
+    }
+}
+
 impl fmt::Debug for PreviewLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreviewLink")
-            .field("url", &self.url)
+            .field("url", &self.url_for_display())
             .field("port", &self.port)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))

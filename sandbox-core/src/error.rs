@@ -81,6 +81,22 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// `text` with every control character written as its Rust escape (`\n`, `\t`, `\u{1b}`).
+fn escape_controls(text: String) -> String {
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// One failed attempt inside an [`ErrorKind::AllProvidersFailed`] error.
 #[derive(Debug)]
 pub struct Attempt {
@@ -112,11 +128,14 @@ impl Error {
     /// A new error of `kind` with a message that names what failed.
     ///
     /// The message must never contain a secret; adapters pass response bodies through their
-    /// mapping function, which keeps only the provider's own message.
+    /// mapping function, which keeps only the provider's own message. Control characters in it
+    /// (a provider's or a command's text can carry newlines and terminal escapes) are escaped
+    /// (`\n`, `\u{1b}`), so an error is one line that cannot forge log lines or drive a
+    /// terminal.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error(Box::new(Inner {
             kind,
-            message: message.into(),
+            message: escape_controls(message.into()),
             provider: None,
             operation: None,
             sandbox_id: None,
@@ -211,7 +230,9 @@ impl Error {
     /// Adds a sentence to the message (for example how many attempts a retried call made).
     pub fn with_note(mut self, note: impl AsRef<str>) -> Self {
         self.0.message.push_str(" (");
-        self.0.message.push_str(note.as_ref());
+        self.0
+            .message
+            .push_str(&escape_controls(note.as_ref().to_owned()));
         self.0.message.push(')');
         self
     }
@@ -489,6 +510,21 @@ mod tests {
         let e: Error = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
         assert_eq!(e.kind(), ErrorKind::Transport);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn control_characters_in_messages_are_escaped() {
+        let stderr = "boom\n2026-12-01 INFO login ok\u{1b}[2J\ttab";
+        let e =
+            Error::new(ErrorKind::Provider, format!("command failed: {stderr}")).with_note("a\rb");
+        let shown = e.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(
+            shown.contains(r"boom\n2026-12-01 INFO login ok\u{1b}[2J\ttab"),
+            "{shown}"
+        );
+        assert!(shown.contains(r"(a\rb)"), "{shown}");
+        assert_eq!(Error::new(ErrorKind::Provider, "plain").message(), "plain");
     }
 
     #[test]

@@ -21,8 +21,9 @@
 //!   [`is_sensitive_header`]) are redacted too. Query values are never shown.
 //! - **Timeouts.** The client's default timeout covers the whole exchange, body included; use
 //!   [`Request::no_timeout`] for long streams and [`Request::timeout`] to override.
-//! - **Redirects** are followed (up to 10) only to the same scheme, host and port, so credentials
-//!   never travel to another host; a redirect elsewhere is returned to the mapper as a 3xx.
+//! - **Redirects are never followed**: a 3xx answer goes to the mapper as an error. No provider
+//!   API redirects, and following one would let a hostile server move a request (and its
+//!   credentials) to another host, or on a shared host to another sandbox's path.
 //! - **Compression.** No `Accept-Encoding` is sent unless the caller asks with
 //!   `HttpClientBuilder::gzip(true)` (feature `gzip`).
 //! - **TLS** is rustls with the webpki roots. The usual proxy variables (`HTTPS_PROXY`, ...)
@@ -70,6 +71,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use url::Url;
+
+/// The largest answer read whole unless a request says otherwise ([`Request::max_body`]).
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// The user agent sent when the adapter sets none.
 pub const DEFAULT_USER_AGENT: &str = concat!("sandbox-sdk-rs/", env!("CARGO_PKG_VERSION"));
@@ -411,7 +415,7 @@ impl HttpClientBuilder {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .user_agent(user_agent)
-            .redirect(reqwest::redirect::Policy::custom(same_origin_redirects));
+            .redirect(reqwest::redirect::Policy::none());
         // reqwest asks for gzip whenever its feature is compiled in; we ask only when told to.
         #[cfg(feature = "gzip")]
         {
@@ -457,24 +461,6 @@ impl HttpClientBuilder {
                 base,
             }),
         })
-    }
-}
-
-fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
-    let origin = |u: &Url| {
-        (
-            u.scheme().to_owned(),
-            u.host_str().map(str::to_owned),
-            u.port_or_known_default(),
-        )
-    };
-    let Some(first) = attempt.previous().first() else {
-        return attempt.stop();
-    };
-    if attempt.previous().len() > 10 || origin(first) != origin(attempt.url()) {
-        attempt.stop()
-    } else {
-        attempt.follow()
     }
 }
 
@@ -650,6 +636,102 @@ fn has_dot_segment(path: &str) -> bool {
     })
 }
 
+/// Checks an address a provider's answer hands us (a toolbox proxy URL, a sandbox's envd URL)
+/// before any credential is sent to it: it must parse, carry no user info, query or fragment,
+/// and use `https` — or `http` only when `configured_base` (the address the caller chose) is
+/// `http` too, as for loopback test servers. A hostile or broken answer cannot downgrade the
+/// connection or smuggle URL syntax into later requests. Returns the address without a trailing
+/// `/`.
+///
+/// ```
+/// use sandbox_sdk_core::http::checked_answer_url;
+/// let base = "https://app.daytona.io/api";
+/// assert!(checked_answer_url("https://proxy.app.daytona.io/toolbox", base).is_ok());
+/// assert!(checked_answer_url("http://proxy.app.daytona.io/toolbox", base).is_err());
+/// assert!(checked_answer_url("https://x@evil.example/toolbox", base).is_err());
+/// ```
+pub fn checked_answer_url(candidate: &str, configured_base: &str) -> Result<String> {
+    let refuse = |why: &str| {
+        Error::new(
+            ErrorKind::Provider,
+            format!("the provider answered with an address this SDK will not use: {why}"),
+        )
+        .with_retryable(false)
+    };
+    let url = Url::parse(candidate.trim()).map_err(|_| refuse("it is not a URL"))?;
+    let base_is_http = Url::parse(configured_base).is_ok_and(|b| b.scheme() == "http");
+    match url.scheme() {
+        "https" => {}
+        "http" if base_is_http => {}
+        "http" => return Err(refuse("it is plain http, where https was configured")),
+        _ => return Err(refuse("its scheme is not https")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("it has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse("it carries user info"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse("it carries a query string or fragment"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Checks a host name a provider's answer hands us (E2B's sandbox `domain`): letters, digits,
+/// `-` and `.` only, so it cannot carry a scheme, port, path, user info or another host.
+pub fn checked_answer_host(candidate: &str) -> Result<&str> {
+    let ok = !candidate.is_empty()
+        && candidate.len() <= 253
+        && candidate
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !candidate.starts_with(['.', '-']);
+    if ok {
+        Ok(candidate)
+    } else {
+        Err(Error::new(
+            ErrorKind::Provider,
+            "the provider answered with a host name this SDK will not use: only letters, digits, '-' and '.' are allowed",
+        )
+        .with_retryable(false))
+    }
+}
+
+/// Joins `path` onto `base` (a preview link's URL) and checks the result still has `base`'s
+/// scheme, host and port, so a path such as `@other-host/x` cannot move the request (and the
+/// link's token) to another host. `path` must be empty or start with `/`.
+///
+/// ```
+/// use sandbox_sdk_core::http::join_same_origin;
+/// let base = "https://3000-sb.proxy.example.com";
+/// assert_eq!(join_same_origin(base, "/api?q=1").unwrap(), "https://3000-sb.proxy.example.com/api?q=1");
+/// assert!(join_same_origin(base, "@127.0.0.1:9/steal").is_err());
+/// assert!(join_same_origin(base, "//evil.example/x").is_err());
+/// ```
+pub fn join_same_origin(base: &str, path: &str) -> Result<String> {
+    let refuse =
+        |why: &str| Error::validation(format!("invalid path {:?}: {why}", name_for_message(path)));
+    if !(path.is_empty() || path.starts_with('/')) || path.starts_with("//") {
+        return Err(refuse("it must be empty or start with a single '/'"));
+    }
+    let base_url =
+        Url::parse(base).map_err(|_| Error::validation("the link's URL is not a URL"))?;
+    let joined = format!("{}{path}", base.trim_end_matches('/'));
+    let url = Url::parse(&joined).map_err(|_| refuse("it does not make a URL"))?;
+    let origin = |u: &Url| {
+        (
+            u.scheme().to_owned(),
+            u.host_str().map(str::to_owned),
+            u.port_or_known_default(),
+        )
+    };
+    if origin(&url) != origin(&base_url) || !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse("it would leave the link's host"));
+    }
+    Ok(joined)
+}
+
 /// Percent-encodes one path segment: everything but `A-Z a-z 0-9 - . _ ~` is escaped, so a `/`
 /// in an id cannot change the route. (An id of `.` or `..` cannot be escaped; [`HttpClient::request`]
 /// rejects such paths.)
@@ -734,6 +816,7 @@ pub struct Request {
     operation: Option<String>,
     sandbox_id: Option<String>,
     with_auth: bool,
+    max_body: usize,
 }
 
 impl Request {
@@ -749,6 +832,7 @@ impl Request {
             operation: None,
             sandbox_id: None,
             with_auth: true,
+            max_body: DEFAULT_MAX_BODY,
         }
     }
 
@@ -848,6 +932,15 @@ impl Request {
         self
     }
 
+    /// The largest answer [`Response::bytes`], [`Response::text`] and [`Response::json`] read
+    /// whole (default [`DEFAULT_MAX_BODY`]); a larger one is an error before it is read, so a
+    /// hostile server cannot exhaust memory. Streams ([`Response::bytes_stream`]) are not capped:
+    /// their reader holds one chunk at a time.
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
     /// No timeout at all. Prefer [`Request::idle_timeout`]: a request without any bound waits
     /// forever on a silent server.
     pub fn no_timeout(mut self) -> Self {
@@ -920,6 +1013,7 @@ impl Request {
             TimeoutChoice::Idle(idle) => Some(idle),
             _ => None,
         };
+        let max_body = self.max_body;
         let (prepared, progress) = self.prepare(&site, &shared)?;
         let started = Instant::now();
         let result = match (&progress, idle) {
@@ -980,6 +1074,7 @@ impl Request {
                 request_id,
                 site,
                 idle,
+                max_body,
             });
         }
         // A provider that echoes a credential in its error must not get it into our messages.
@@ -1210,6 +1305,8 @@ pub struct Response {
     site: CallSite,
     /// The longest silence allowed between body chunks, for idle-bounded requests.
     idle: Option<Duration>,
+    /// The largest body read whole.
+    max_body: usize,
 }
 
 impl Response {
@@ -1239,20 +1336,38 @@ impl Response {
     }
 
     /// Reads the whole body. A body cut short (or silent past an idle bound) is
-    /// [`ErrorKind::Transport`].
+    /// [`ErrorKind::Transport`]; one larger than the request's [`Request::max_body`] is
+    /// [`ErrorKind::Provider`], found from `Content-Length` before anything is read, or as soon
+    /// as the bytes read pass the cap.
     pub async fn bytes(self) -> Result<Bytes> {
-        if self.idle.is_none() {
-            let site = self.site;
-            return self
-                .inner
-                .bytes()
-                .await
-                .map_err(|e| site.transport_error(Stage::ResponseBody, e));
+        let max = self.max_body;
+        let status = self.status;
+        let site = self.site.clone();
+        let too_large = || {
+            site.context(
+                Error::new(
+                    ErrorKind::Provider,
+                    format!(
+                        "the response to {} {} is larger than the {max} bytes this call reads",
+                        site.method, site.path
+                    ),
+                )
+                .with_status(status)
+                .with_retryable(false),
+            )
+        };
+        if self.content_length().is_some_and(|len| len > max as u64) {
+            return Err(too_large());
         }
-        let mut body = Vec::new();
+        let capacity = self.content_length().map_or(0, |len| len as usize);
+        let mut body = Vec::with_capacity(capacity);
         let mut chunks = self.bytes_stream();
         while let Some(chunk) = chunks.next().await {
-            body.extend_from_slice(&chunk?);
+            let chunk = chunk?;
+            if body.len() + chunk.len() > max {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
         }
         Ok(Bytes::from(body))
     }

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt, stream};
 use proptest::prelude::*;
 use sandbox_sdk_core::client::{
-    Client, EmulateSandbox, ExitMarker, FallbackProvider, Hooks, RetryEvent, RetryPolicy,
-    RetryProvider, fold_into_shell, shell_quote,
+    Client, EmulateSandbox, ExitMarker, FallbackEvent, FallbackProvider, Hooks, RetryEvent,
+    RetryPolicy, RetryProvider, fold_into_shell, shell_quote,
 };
 use sandbox_sdk_core::{
     Capabilities, Command, CreateSpec, Download, Error, ErrorKind, ExitStatus, FileEventStream,
@@ -386,6 +386,53 @@ fn transport() -> Error {
 // ---------------------------------------------------------------- retry
 
 #[tokio::test]
+async fn a_destroy_retried_after_an_ambiguous_failure_that_finds_it_gone_succeeds() {
+    let state = State::new("fake", all_native());
+    let client = Client::builder(FakeProvider::dyn_new(&state))
+        .retry(test_policy())
+        .build();
+    let sandbox = client.connect("sb").await.unwrap();
+    // The first attempt's answer was lost, but it destroyed the sandbox.
+    state.fail([
+        Error::new(ErrorKind::Timeout, "timed out").with_ambiguous(true),
+        Error::new(ErrorKind::NotFound, "gone").with_status(404),
+    ]);
+    sandbox.destroy().await.unwrap();
+    assert_eq!(state.count("destroy"), 2);
+    // A NotFound after an attempt that surely did nothing (503) is the truth: someone else did it.
+    state.fail([
+        Error::new(ErrorKind::Provider, "unavailable").with_status(503),
+        Error::new(ErrorKind::NotFound, "gone").with_status(404),
+    ]);
+    let error = sandbox.destroy().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+    // A sandbox gone before any attempt is NotFound.
+    state.fail([Error::new(ErrorKind::NotFound, "gone").with_status(404)]);
+    assert_eq!(
+        sandbox.destroy().await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[tokio::test]
+async fn the_final_error_of_a_retried_call_says_how_many_attempts_over_how_long() {
+    let state = State::new("fake", all_native());
+    let client = Client::builder(FakeProvider::dyn_new(&state))
+        .retry(test_policy().max_retries(2))
+        .build();
+    state.fail((0..3).map(|_| transport()));
+    let error = client.connect("sb").await.unwrap_err();
+    assert!(
+        error.to_string().contains("gave up after 3 attempts over"),
+        "{error}"
+    );
+    // A call that failed once and was not retried says nothing of attempts.
+    state.fail([Error::new(ErrorKind::NotFound, "gone").with_status(404)]);
+    let error = client.connect("sb").await.unwrap_err();
+    assert!(!error.to_string().contains("attempts"), "{error}");
+}
+
+#[tokio::test]
 async fn retry_follows_each_error_kind_retryability() {
     let cases: Vec<(Error, bool)> = vec![
         (Error::new(ErrorKind::NotFound, "x").with_status(404), false),
@@ -761,7 +808,7 @@ async fn fallback_tries_providers_in_order_with_a_key() {
 async fn all_providers_failed_lists_every_attempt_in_order() {
     let a = State::new("a", all_native());
     let b = State::new("b", all_native());
-    a.fail([Error::new(ErrorKind::Unauthorized, "bad key").with_status(401)]);
+    a.fail([Error::new(ErrorKind::Provider, "down").with_status(503)]);
     b.fail([Error::new(ErrorKind::QuotaExceeded, "too many sandboxes").with_status(429)]);
     let client = Client::builder(FakeProvider::dyn_new(&a))
         .fallback(FakeProvider::dyn_new(&b))
@@ -779,11 +826,69 @@ async fn all_providers_failed_lists_every_attempt_in_order() {
         .collect();
     assert_eq!(
         attempts,
-        [
-            ("a", ErrorKind::Unauthorized),
-            ("b", ErrorKind::QuotaExceeded)
-        ]
+        [("a", ErrorKind::Provider), ("b", ErrorKind::QuotaExceeded)]
     );
+}
+
+#[tokio::test]
+async fn fallback_moves_on_only_when_the_provider_is_unavailable() {
+    for (error, falls_back) in [
+        (
+            Error::new(ErrorKind::Unauthorized, "bad key").with_status(401),
+            false,
+        ),
+        (
+            Error::new(ErrorKind::Validation, "bad image").with_status(400),
+            false,
+        ),
+        (Error::not_supported("a", "create"), false),
+        (
+            Error::new(ErrorKind::Conflict, "name taken").with_status(409),
+            false,
+        ),
+        (
+            Error::new(ErrorKind::NotFound, "no template").with_status(404),
+            false,
+        ),
+        (
+            Error::new(ErrorKind::Provider, "bad gateway").with_status(502),
+            true,
+        ),
+        (
+            Error::new(ErrorKind::QuotaExceeded, "slow down").with_status(429),
+            true,
+        ),
+        (Error::new(ErrorKind::Timeout, "timed out"), true),
+        (transport(), true),
+    ] {
+        let a = State::new("a", all_native());
+        let b = State::new("b", all_native());
+        let kind = error.kind();
+        a.fail([error]);
+        let recorder = Arc::new(Recorder::default());
+        let client = Client::builder(FakeProvider::dyn_new(&a))
+            .fallback(FakeProvider::dyn_new(&b))
+            .retry(RetryPolicy::never())
+            .hooks(recorder.clone())
+            .build();
+        let result = client.create(&CreateSpec::new().idempotency_key("k")).await;
+        assert_eq!(b.count("create"), usize::from(falls_back), "{kind:?}");
+        let fallbacks: Vec<String> = recorder
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line.starts_with("on_fallback"))
+            .cloned()
+            .collect();
+        if falls_back {
+            assert_eq!(result.unwrap().provider(), "b");
+            assert_eq!(fallbacks, [format!("on_fallback a -> b {kind}")]);
+        } else {
+            assert_eq!(result.unwrap_err().kind(), kind);
+            assert!(fallbacks.is_empty(), "{kind:?}: {fallbacks:?}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -841,6 +946,14 @@ impl Hooks for Recorder {
             "on_retry {} attempt {} {}",
             event.operation,
             event.attempt,
+            event.error.kind()
+        ));
+    }
+    fn on_fallback(&self, event: &FallbackEvent<'_>) {
+        self.0.lock().unwrap().push(format!(
+            "on_fallback {} -> {} {}",
+            event.from,
+            event.to,
             event.error.kind()
         ));
     }

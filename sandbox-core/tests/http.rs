@@ -860,7 +860,7 @@ async fn bad_request_headers_fail_before_sending() {
 }
 
 #[tokio::test]
-async fn redirects_are_followed_only_on_the_same_origin() {
+async fn redirects_are_never_followed() {
     let home = MockServer::start().await;
     let elsewhere = MockServer::start().await;
     Mock::given(path("/moved"))
@@ -872,7 +872,7 @@ async fn redirects_are_followed_only_on_the_same_origin() {
     Mock::given(path("/new"))
         .and(header("authorization", format!("Bearer {SECRET}").as_str()))
         .respond_with(ResponseTemplate::new(200).set_body_string("here"))
-        .expect(1)
+        .expect(0)
         .mount(&home)
         .await;
     Mock::given(path("/away"))
@@ -892,15 +892,15 @@ async fn redirects_are_followed_only_on_the_same_origin() {
         .auth_header("x-api-key", SECRET)
         .build()
         .unwrap();
-    let text = client
+    // Not even on the same origin: on a shared host (Daytona's toolbox) another path is another
+    // sandbox, and its bytes must not come back as this one's.
+    let error = client
         .request(Method::Get, "/moved")
-        .send()
+        .send_empty()
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(text, "here");
+        .unwrap_err();
+    assert_eq!(error.status(), Some(302));
+    assert!(error.to_string().contains("not followed"), "{error}");
     let error = client
         .request(Method::Get, "/away")
         .send_empty()
@@ -1060,4 +1060,292 @@ async fn a_stalled_body_times_out_while_streaming() {
         "{error}"
     );
     let _ = release.send(());
+}
+
+/// A server that reads one request head, answers with `head`, then writes each of `chunks` after
+/// its delay, and keeps the connection open until the test ends.
+async fn paced_server(head: &'static str, chunks: Vec<(Duration, &'static [u8])>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).await;
+        let _ = socket.write_all(head.as_bytes()).await;
+        for (delay, chunk) in chunks {
+            tokio::time::sleep(delay).await;
+            let _ = socket.write_all(chunk).await;
+        }
+        std::future::pending::<()>().await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn an_idle_bounded_body_that_goes_silent_ends_with_a_transport_error() {
+    let base = paced_server(
+        "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+        vec![(Duration::ZERO, b"first chunk")],
+    )
+    .await;
+    let client = HttpClient::builder("testprov", &base).build().unwrap();
+    let mut stream = client
+        .request(Method::Get, "/files")
+        .idle_timeout(Duration::from_millis(200))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    assert_eq!(&stream.next().await.unwrap().unwrap()[..], b"first chunk");
+    let error = stream.next().await.unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Transport);
+    assert!(error.to_string().contains("went silent"), "{error}");
+    assert!(error.to_string().contains("testprov"), "{error}");
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends after the error"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_bounded_request_whose_answer_never_starts_is_an_ambiguous_timeout() {
+    let base = paced_server("", vec![]).await;
+    let client = HttpClient::builder("testprov", &base)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let error = client
+        .request(Method::Get, "/files")
+        .idle_timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Timeout);
+    assert!(error.is_ambiguous());
+    assert!(error.to_string().contains("no response within"), "{error}");
+}
+
+#[tokio::test]
+async fn an_idle_bound_is_no_total_limit_for_a_slow_but_steady_body() {
+    // Five chunks 150 ms apart: 750 ms in all, past the client's 300 ms request timeout, but
+    // never silent for the 2 s idle bound.
+    let step = Duration::from_millis(150);
+    let base = paced_server(
+        "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
+        vec![
+            (step, b"ab"),
+            (step, b"cd"),
+            (step, b"ef"),
+            (step, b"gh"),
+            (step, b"ij"),
+        ],
+    )
+    .await;
+    let client = HttpClient::builder("testprov", &base)
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let body = client
+        .request(Method::Get, "/files")
+        .idle_timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(&body[..], b"abcdefghij");
+}
+
+#[tokio::test]
+async fn a_slow_upload_counts_as_progress_for_the_head_bound() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // Five chunks 150 ms apart: the body takes longer than the 300 ms request timeout.
+    let body: ByteStream = futures::stream::iter(0..5)
+        .then(|i| async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok(Bytes::from(vec![i as u8; 1024]))
+        })
+        .boxed();
+    let client = HttpClient::builder("testprov", &server.uri())
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    client
+        .request(Method::Post, "/files")
+        .body_stream(body, "application/octet-stream")
+        .idle_timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        server.received_requests().await.unwrap()[0].body.len(),
+        5 * 1024
+    );
+}
+
+#[tokio::test]
+async fn only_failures_that_may_have_taken_effect_are_ambiguous() {
+    let server = MockServer::start().await;
+    for status in [408u16, 429, 500, 502, 503, 504, 404] {
+        Mock::given(path(format!("/s{status}")))
+            .respond_with(ResponseTemplate::new(status))
+            .mount(&server)
+            .await;
+    }
+    let client = client(&server);
+    for (status, ambiguous) in [
+        (408, true),
+        (429, false),
+        (500, true),
+        (502, true),
+        (503, false),
+        (504, true),
+        (404, false),
+    ] {
+        let error = client
+            .request(Method::Post, &format!("/s{status}"))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(error.is_ambiguous(), ambiguous, "{status}");
+    }
+    // Refused: nothing reached a server.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let refused = HttpClient::builder("testprov", &format!("http://127.0.0.1:{port}"))
+        .build()
+        .unwrap()
+        .request(Method::Post, "/x")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(!refused.is_ambiguous());
+    // Timed out after sending: it may have happened.
+    let slow = paced_server("", vec![]).await;
+    let timed_out = HttpClient::builder("testprov", &slow)
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap()
+        .request(Method::Post, "/x")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(timed_out.kind(), ErrorKind::Timeout);
+    assert!(timed_out.is_ambiguous());
+}
+
+#[tokio::test]
+async fn bodies_read_whole_are_capped_before_they_are_read() {
+    let server = MockServer::start().await;
+    Mock::given(path("/big"))
+        .respond_with(ResponseTemplate::new(200).set_body_bytes(vec![b'x'; 4096]))
+        .mount(&server)
+        .await;
+    let client = client(&server);
+    // Announced with Content-Length: refused before reading.
+    let error = client
+        .request(Method::Get, "/big")
+        .max_body(1024)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert!(
+        error.to_string().contains("larger than the 1024 bytes"),
+        "{error}"
+    );
+    assert!(!error.is_retryable());
+    // Unannounced (chunked, no length): refused as soon as the bytes read pass the cap.
+    let base = paced_server(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        vec![
+            (Duration::ZERO, b"400\r\n"),
+            (Duration::ZERO, &[b'y'; 1024]),
+            (Duration::ZERO, b"\r\n400\r\n"),
+            (Duration::ZERO, &[b'y'; 1024]),
+            (Duration::ZERO, b"\r\n0\r\n\r\n"),
+        ],
+    )
+    .await;
+    let error = HttpClient::builder("testprov", &base)
+        .build()
+        .unwrap()
+        .request(Method::Get, "/chunked")
+        .max_body(1500)
+        .send_json::<serde_json::Value>()
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("larger than the 1500 bytes"),
+        "{error}"
+    );
+    // Within the cap, and the default for everything else.
+    let body = client
+        .request(Method::Get, "/big")
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(body.len(), 4096);
+}
+
+#[test]
+fn addresses_from_answers_cannot_downgrade_or_carry_url_syntax() {
+    use sandbox_sdk_core::http::{checked_answer_host, checked_answer_url, join_same_origin};
+    let https = "https://api.example.com/v1";
+    let loopback = "http://127.0.0.1:9000";
+    assert_eq!(
+        checked_answer_url("https://proxy.example.com/toolbox/", https).unwrap(),
+        "https://proxy.example.com/toolbox"
+    );
+    assert!(checked_answer_url("http://127.0.0.1:9001/toolbox", loopback).is_ok());
+    for bad in [
+        "http://proxy.example.com/toolbox",
+        "ftp://proxy.example.com",
+        "https://user:pw@proxy.example.com",
+        "https://proxy.example.com/toolbox?redirect=evil",
+        "https://proxy.example.com/#x",
+        "not a url",
+        "javascript:alert(1)",
+    ] {
+        let error = checked_answer_url(bad, https).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Provider, "{bad}");
+        assert!(!error.to_string().contains("pw"), "{error}");
+    }
+    assert_eq!(checked_answer_host("e2b.app").unwrap(), "e2b.app");
+    for bad in [
+        "",
+        "evil.com/x",
+        "a@b.com",
+        "e2b.app:80",
+        "-x.com",
+        "x y",
+        "é.com",
+    ] {
+        assert!(checked_answer_host(bad).is_err(), "{bad:?}");
+    }
+    let base = "https://3000-sb.proxy.example.com";
+    assert_eq!(join_same_origin(base, "").unwrap(), base);
+    for bad in [
+        "@127.0.0.1:1/steal",
+        ":1/x",
+        ".evil.com/x",
+        "//evil.com",
+        "x",
+    ] {
+        let error = join_same_origin(base, bad).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Validation, "{bad}");
+    }
 }

@@ -71,6 +71,13 @@ fn preview_link_token_and_headers_are_hidden() {
         expires_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000)),
     };
     assert_no_canary("PreviewLink", &link);
+    // Signed links carry the token in the host (Daytona) or a signature in the query.
+    let signed = PreviewLink {
+        url: format!("https://3000-{CANARY}.proxy.example.com/app?signature={CANARY}x"),
+        ..link
+    };
+    assert_no_canary("a signed PreviewLink", &signed);
+    assert!(format!("{signed:?}").contains("https://3000-<redacted>.proxy.example.com/app"));
 }
 
 #[test]

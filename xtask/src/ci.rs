@@ -5,7 +5,7 @@
 //! crate in `target/`. To add a step, add one line to [`steps`].
 
 use crate::args::Args;
-use crate::{Result, conformance, fixtures, readme, shell};
+use crate::{Result, conformance, deps, fixtures, readme, shell};
 use std::time::{Duration, Instant};
 
 /// What a step does.
@@ -84,6 +84,7 @@ fn steps(nextest: bool) -> Vec<Step> {
         Step::task("readme", "cargo xtask readme --check", readme::check).fix(readme::FIX),
         Step::task("conformance", "cargo xtask conformance", conformance::check),
         Step::task("fixtures", "cargo xtask fixtures", fixtures::check),
+        Step::task("dependencies", "cargo xtask deps", deps::check),
     ]
 }
 

@@ -11,6 +11,7 @@ mod bench;
 mod capabilities;
 mod ci;
 mod conformance;
+mod deps;
 mod fixtures;
 mod readme;
 mod record;
@@ -35,7 +36,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures, dependencies",
         run: ci::run,
     },
     Task {
@@ -47,7 +48,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "conformance",
         usage: "conformance [--provider NAME]",
-        about: "run the conformance suite; ends with `conformance: N passed, N failed, N skipped`",
+        about: "run the conformance suite; ends with `conformance: N passed, N not supported, N skipped, N failed`",
         run: conformance::run,
     },
     Task {
@@ -55,6 +56,12 @@ const TASKS: &[Task] = &[
         usage: "fixtures",
         about: "check cassettes for secrets, provenance and (with ../shared/specs) OpenAPI bodies",
         run: fixtures::run,
+    },
+    Task {
+        name: "deps",
+        usage: "deps",
+        about: "dependency check: known advisories (offline), cargo audit when reachable, duplicate major versions",
+        run: deps::run,
     },
     Task {
         name: "record",

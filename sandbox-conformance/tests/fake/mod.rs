@@ -13,6 +13,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use sandbox_conformance::cassette::TOKEN;
 use sandbox_conformance::{RecordTarget, Suite};
+use sandbox_sdk_core::idempotency::create_once;
 use sandbox_sdk_core::local::LocalProvider;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{
@@ -75,6 +76,9 @@ pub struct Bugs {
     pub double_info: bool,
     /// Sends exec requests to `/run` instead of `/exec`.
     pub wrong_exec_path: bool,
+    /// Creates without looking the idempotency key up (before sending, or after an ambiguous
+    /// failure), leaving the retry layer to send the create again at once.
+    pub no_create_lookup: bool,
 }
 
 /// The adapter.
@@ -92,6 +96,7 @@ impl FakeProvider {
         FakeProvider {
             http: reqwest::Client::builder()
                 .no_proxy()
+                .timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT)
                 .build()
                 .unwrap_or_default(),
             base: base.trim_end_matches('/').to_owned(),
@@ -129,12 +134,16 @@ impl FakeProvider {
             None => req,
         };
         let resp = req.send().await.map_err(|e| {
-            Error::new(
-                ErrorKind::Transport,
-                format!("request failed: {}", e.without_url()),
-            )
-            .with_provider(NAME)
-            .with_operation(op)
+            let kind = if e.is_timeout() {
+                ErrorKind::Timeout
+            } else {
+                ErrorKind::Transport
+            };
+            let ambiguous = !e.is_connect();
+            Error::new(kind, format!("request failed: {}", e.without_url()))
+                .with_provider(NAME)
+                .with_operation(op)
+                .with_ambiguous(ambiguous)
         })?;
         if resp.status().is_success() {
             return Ok(resp);
@@ -201,7 +210,8 @@ async fn map_error(op: &str, resp: reqwest::Response) -> Error {
     let mut e = Error::new(kind, message)
         .with_provider(NAME)
         .with_operation(op)
-        .with_status(status);
+        .with_status(status)
+        .with_ambiguous(matches!(status, 408 | 500 | 502 | 504));
     if let Some(d) = retry_after {
         e = e.with_retry_after(d);
     }
@@ -238,20 +248,15 @@ fn info_from(v: &Value) -> SandboxInfo {
     info
 }
 
-#[async_trait]
-impl Provider for FakeProvider {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        capabilities()
-    }
-
-    async fn create(&self, spec: &CreateSpec) -> sandbox_sdk_core::Result<Box<dyn Sandbox>> {
+impl FakeProvider {
+    /// Sends one create (twice with the `retry_create_blindly` bug) and returns the new id.
+    async fn send_create(&self, spec: &CreateSpec) -> sandbox_sdk_core::Result<String> {
         let mut body = json!({ "metadata": spec.metadata });
         if let Some(t) = spec.timeout {
             body["timeout_secs"] = json!(t.as_secs());
+        }
+        if let Some(key) = &spec.idempotency_key {
+            body["idempotency_key"] = json!(key);
         }
         let mut result = self
             .json(
@@ -273,10 +278,53 @@ impl Provider for FakeProvider {
                 )
                 .await;
         }
-        let v = result?;
+        Ok(result?["id"].as_str().unwrap_or_default().to_owned())
+    }
+
+    /// The sandbox made under an idempotency key, if the service lists one.
+    async fn find_by_key(&self, key: &str) -> sandbox_sdk_core::Result<Option<String>> {
+        let v = self
+            .json(
+                "create",
+                reqwest::Method::GET,
+                "/v1/sandboxes",
+                &[("idempotency_key", key)],
+                None,
+            )
+            .await?;
+        Ok(v["sandboxes"][0]["id"].as_str().map(str::to_owned))
+    }
+}
+
+#[async_trait]
+impl Provider for FakeProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        capabilities()
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> sandbox_sdk_core::Result<Box<dyn Sandbox>> {
+        let key = spec.idempotency_key.as_deref();
+        if self.bugs.no_create_lookup {
+            let id = self.send_create(spec).await?;
+            return Ok(Box::new(FakeSandbox {
+                provider: self.clone(),
+                id,
+            }));
+        }
+        let id = create_once(
+            key,
+            &sandbox_conformance::REPLAY_CREATE_LOOKUP,
+            || self.send_create(spec),
+            || self.find_by_key(key.unwrap_or_default()),
+        )
+        .await?;
         Ok(Box::new(FakeSandbox {
             provider: self.clone(),
-            id: v["id"].as_str().unwrap_or_default().to_owned(),
+            id,
         }))
     }
 

@@ -3,9 +3,10 @@
 //! [`HooksProvider`] calls [`Hooks::before_create`] before a create, [`Hooks::after_create`] after
 //! one succeeded, and [`Hooks::on_error`] once for each error returned to the caller (from the
 //! provider, its list stream, its sandboxes, and their process and download streams), with provider, operation and sandbox id filled
-//! in. [`Hooks::on_retry`] is called by the retry layer; the [`Client`](super::Client) builder
-//! connects it.
+//! in. [`Hooks::on_retry`] is called by the retry layer and [`Hooks::on_fallback`] by the fallback
+//! layer; the [`Client`](super::Client) builder connects them.
 
+use super::fallback::FallbackEvent;
 use super::retry::RetryEvent;
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::Capabilities;
@@ -30,6 +31,8 @@ pub trait Hooks: Send + Sync {
     fn after_create(&self, _provider: &str, _sandbox_id: &str) {}
     /// Before each retry.
     fn on_retry(&self, _event: &RetryEvent<'_>) {}
+    /// Each time `create` falls back from one provider to the next.
+    fn on_fallback(&self, _event: &FallbackEvent<'_>) {}
     /// For each error returned to the caller; its provider, operation and sandbox id are set.
     fn on_error(&self, _error: &Error) {}
 }

@@ -39,7 +39,7 @@ mod shell;
 mod trace;
 
 pub use emulate::{CHUNK, EmulateProvider, EmulateSandbox, ExitMarker};
-pub use fallback::FallbackProvider;
+pub use fallback::{FallbackEvent, FallbackProvider, OnFallback, is_unavailable};
 pub use gate::{GateProvider, GateSandbox, check_exec};
 pub use hooks::{Hooks, HooksProvider, HooksSandbox};
 pub use retry::{OnRetry, RetryEvent, RetryPolicy, RetryProvider, RetrySandbox};
@@ -152,7 +152,13 @@ impl ClientBuilder {
             primary
         } else {
             let fallbacks = self.fallbacks.iter().cloned().map(layer).collect();
-            Arc::new(FallbackProvider::new(primary, fallbacks))
+            let mut fallback = FallbackProvider::new(primary, fallbacks);
+            if let Some(hooks) = self.hooks.clone() {
+                fallback = fallback.on_fallback(Arc::new(move |event: &FallbackEvent<'_>| {
+                    hooks.on_fallback(event)
+                }));
+            }
+            Arc::new(fallback)
         };
         if let Some(hooks) = self.hooks {
             provider = Arc::new(HooksProvider::new(provider, hooks));

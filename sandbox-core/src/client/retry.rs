@@ -8,7 +8,16 @@
 //!   stream has yielded its first item (an error after that ends the stream as is);
 //! - sandbox: `info`, `stat`, `list_files`, `download` (the call that starts it, not the stream),
 //!   `write_file` (it replaces the whole file), `mkdir`, `processes`, `attach`, `watch`,
-//!   `preview_link`, `destroy`, `stop`, `pause`, `resume`, `set_timeout`, `metrics`.
+//!   `preview_link`, `destroy`, `stop`, `pause`, `resume`, `set_timeout`, `metrics`. A `destroy`
+//!   retried after an ambiguous failure (see [`Error::is_ambiguous`]) that then finds the sandbox
+//!   gone returns success: the earlier attempt did it.
+//!
+//! A create that fails ambiguously was already looked up by the adapter for as long as the
+//! provider may still be making it ([`crate::idempotency`]) before the error reaches this layer,
+//! so sending it again here does not make a second sandbox.
+//!
+//! The final error of a call that was tried more than once says how many attempts were made over
+//! how long.
 //! - never: `exec`, `upload` (its body is consumed), `kill_process`, `remove`, `rename`, `fork`,
 //!   `snapshot`, `ssh_access` (minting new access revokes the old).
 //!
@@ -17,7 +26,7 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::Capabilities;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
@@ -178,9 +187,22 @@ impl<'a> Retrier<'a> {
     }
 
     fn give_up(&self, error: Error) -> Error {
-        error
+        let error = error
             .or_context(self.provider, self.operation, self.sandbox_id)
-            .with_retryable(false)
+            .with_retryable(false);
+        if self.attempt == 1 {
+            return error;
+        }
+        let elapsed = if self.config.policy.no_delay {
+            self.virtual_elapsed
+        } else {
+            self.started.elapsed()
+        };
+        error.with_note(format!(
+            "gave up after {} attempts over {} ms",
+            self.attempt,
+            elapsed.as_millis()
+        ))
     }
 
     /// Decides after a failed attempt: `Ok(())` after waiting means try again; `Err` is final.
@@ -432,7 +454,24 @@ impl Sandbox for RetrySandbox {
         self.retry("resume", || self.inner.resume()).await
     }
     async fn destroy(&self) -> Result<()> {
-        self.retry("destroy", || self.inner.destroy()).await
+        // An attempt that failed ambiguously may have destroyed the sandbox: then the retry's
+        // NotFound means the destroy happened, and the caller gets success.
+        let may_be_gone = std::sync::atomic::AtomicBool::new(false);
+        let may_be_gone = &may_be_gone;
+        self.retry("destroy", || async move {
+            let gone_already = may_be_gone.load(std::sync::atomic::Ordering::Relaxed);
+            match self.inner.destroy().await {
+                Err(e) if gone_already && e.kind() == ErrorKind::NotFound => Ok(()),
+                Err(e) => {
+                    if e.is_ambiguous() {
+                        may_be_gone.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e)
+                }
+                ok => ok,
+            }
+        })
+        .await
     }
     async fn set_timeout(&self, timeout: Duration) -> Result<()> {
         self.retry("set_timeout", || self.inner.set_timeout(timeout))

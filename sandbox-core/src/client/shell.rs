@@ -83,6 +83,9 @@ pub(crate) fn build_script(command: &Command, fold: bool, exec: bool) -> Result<
         }
     }
     let argv = quote_argv(&command.argv)?;
+    // bash takes `exec -x` for an option of exec (and dash refuses `exec --`), so a program
+    // whose name starts with `-` runs as a plain command instead.
+    let exec = exec && !command.argv[0].starts_with('-');
     parts.push(if exec { format!("exec {argv}") } else { argv });
     Ok(parts.join(" && "))
 }
@@ -117,6 +120,26 @@ mod tests {
             shell_script(&nul).unwrap_err().kind(),
             ErrorKind::Validation
         );
+    }
+
+    #[test]
+    fn a_program_named_like_an_option_is_run_not_parsed() {
+        let script = shell_script(&Command::new("-l").arg("x")).unwrap();
+        assert_eq!(script, "'-l' 'x'");
+        for shell in ["sh", "bash", "dash"] {
+            let Ok(out) = std::process::Command::new(shell)
+                .args(["-c", &script])
+                .output()
+            else {
+                continue;
+            };
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // The shell looked `-l` up as a program; it did not take it for an option of exec.
+            assert!(
+                stderr.contains("-l") && stderr.contains("not found"),
+                "{shell}: {stderr}"
+            );
+        }
     }
 
     #[test]

@@ -268,7 +268,7 @@ pub fn default_error_mapper(response: &ErrorResponse) -> Error {
         message.push_str(reason);
     }
     if (300..400).contains(&response.status) {
-        message.push_str(": redirect to another origin not followed");
+        message.push_str(": redirects are not followed");
     }
     if let Some(text) = response.provider_message() {
         message.push_str(": ");
