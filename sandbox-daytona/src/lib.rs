@@ -71,6 +71,8 @@ mod capabilities;
 mod demux;
 mod error;
 mod exec;
+mod follow;
+mod logs;
 mod provider;
 mod sandbox;
 mod ssh;
@@ -79,7 +81,8 @@ mod time;
 mod wire;
 
 pub use builder::{
-    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport,
     LogFollow, MIN_SDK_VERSION, SOURCE,
 };
 pub use capabilities::{CAPABILITIES, FLAGS, capabilities_for};

@@ -39,6 +39,9 @@ pub(crate) struct Inner {
     pub http: HttpClient,
     /// The bearer credential, for the WebSocket upgrade (which does not go through `http`).
     pub secret: String,
+    /// Per sandbox id, the foreground sessions whose command ended, ready for the next one
+    /// (shared by every handle of the sandbox made by this provider; see `exec`).
+    pub idle_sessions: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 impl fmt::Debug for DaytonaProvider {
@@ -273,6 +276,7 @@ impl DaytonaProvider {
                 config,
                 http,
                 secret,
+                idle_sessions: Default::default(),
             }),
         }
     }

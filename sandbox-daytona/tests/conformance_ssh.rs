@@ -34,6 +34,8 @@ fn suite() -> Suite {
                 .poll_interval(Duration::ZERO)
                 .exec_transport(ExecTransport::Ssh)
                 .ssh_gateway("127.0.0.1", gateway::port())
+                .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(sandbox_conformance::REPLAY_CREATE_LOOKUP)
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
