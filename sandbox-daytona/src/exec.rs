@@ -59,7 +59,14 @@ pub(crate) fn command_line(command: &Command, label: u64) -> Result<String> {
     command.validate()?;
     let direct = command.cwd.is_none() && command.env.is_empty();
     let inner = if command.timeout.is_zero() {
-        if direct {
+        if let (true, [sh, c, script]) = (direct, command.argv.as_slice())
+            && sh == "sh"
+            && c == "-c"
+        {
+            // A shell line runs in a subshell of the `sh` that prints the marks: the same
+            // shell, one process less than `sh -c` (a fork, not an exec).
+            format!("({script}\n)")
+        } else if direct {
             quote_argv(&command.argv)?
         } else {
             // A subshell, so the script's `exec` replaces it and not the shell printing the mark.
@@ -632,7 +639,7 @@ mod tests {
         assert_eq!(
             command_line(&Command::shell("exit 3"), 7).unwrap(),
             format!(
-                "sh -c ''\\''sh'\\'' '\\''-c'\\'' '\\''exit 3'\\''; s=$?; printf '\\''%s:%s\\n'\\'' {END_MARK} \"$s\"; printf '\\''%s\\n'\\'' {END_MARK} >&2; exit $s' sdk-cmd-7"
+                "sh -c '(exit 3\n); s=$?; printf '\\''%s:%s\\n'\\'' {END_MARK} \"$s\"; printf '\\''%s\\n'\\'' {END_MARK} >&2; exit $s' sdk-cmd-7"
             )
         );
         assert!(command_line(&Command::new("x").arg("a\0"), 1).is_err());
@@ -654,6 +661,9 @@ mod tests {
             ("printf out; printf err >&2; exit 3", "out", "err", 3),
             ("echo out; echo err >&2", "out\n", "err\n", 0),
             ("exit 0", "", "", 0),
+            // A shell line runs in a subshell: a trailing comment must not eat its `)`.
+            ("echo out # a comment", "out\n", "", 0),
+            ("cd /; exit 5", "", "", 5),
         ] {
             let result = run_line(&command_line(&Command::shell(script), 1).unwrap(), &dir);
             assert_eq!(result.status.code(), Some(code), "{script}");

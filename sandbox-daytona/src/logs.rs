@@ -136,8 +136,25 @@ impl BodyScan {
             self.place(cursor, &mut out);
             return Ok(out);
         }
-        for &byte in chunk {
-            self.step(byte)?;
+        let mut at = 0;
+        while at < chunk.len() {
+            if self.state == State::Str {
+                // The plain run of a string up to its next quote or backslash, in one go.
+                let run = chunk[at..]
+                    .iter()
+                    .position(|b| *b == b'"' || *b == b'\\')
+                    .unwrap_or(chunk.len() - at);
+                if run > 0 {
+                    self.decoded.extend_from_slice(&chunk[at..at + run]);
+                    at += run;
+                    if self.decoded.len() >= 64 * 1024 {
+                        self.place(cursor, &mut out);
+                    }
+                    continue;
+                }
+            }
+            self.step(chunk[at])?;
+            at += 1;
             // A string ended (its bytes belong to its field), or the decode buffer is full.
             if (self.state == State::AfterValue && !self.decoded.is_empty())
                 || self.decoded.len() >= 64 * 1024

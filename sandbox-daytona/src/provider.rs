@@ -694,6 +694,9 @@ impl Inner {
     ) -> Result<SandboxDto> {
         let mut dto = first;
         let mut backoff = crate::time::backoff_until(self.config.poll_interval, deadline);
+        // `first` is usually the call's own answer, the state as the call began: the first
+        // look is at once, before any pause.
+        let mut looked = false;
         loop {
             let raw = dto.state.clone().unwrap_or_else(|| "unknown".to_owned());
             if done(&raw) {
@@ -730,7 +733,7 @@ impl Inner {
                 }
                 _ => {}
             }
-            if !backoff.pause().await {
+            if std::mem::replace(&mut looked, true) && !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!("sandbox still {raw} when the wait ran out"),

@@ -109,7 +109,7 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
     let server = MockServer::start().await;
     let front = ws::start(*server.address()).await;
     mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'sh' '-c' 'make test'").await;
+    mount_session_exec(&server, "(make test\n)").await;
     Mock::given(method("GET"))
         .and(path_regex(format!(
             "^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$"
@@ -250,7 +250,7 @@ async fn a_refused_upgrade_with_an_empty_502_on_a_running_sandbox_stays_transpor
 async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'sh' '-c' 'printf one; sleep 1; printf two >&2'").await;
+    mount_session_exec(&server, "(printf one; sleep 1; printf two >&2\n)").await;
     let cmd_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$");
     let logs_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1/logs$");
     mount_command_ends_after(&server, &cmd_path, "cmd-1", 1).await;
@@ -1051,14 +1051,10 @@ async fn a_short_command_is_one_request_in_a_reused_session() {
     for (n, inner, answer) in [
         (
             1,
-            "'sh' '-c' 'echo hi; echo oops >&2'",
+            "(echo hi; echo oops >&2\n)",
             sync_answer("c1", "hi\n", "oops\n", 0),
         ),
-        (
-            2,
-            "'sh' '-c' 'printf x; exit 3'",
-            sync_answer("c2", "x", "", 3),
-        ),
+        (2, "(printf x; exit 3\n)", sync_answer("c2", "x", "", 3)),
     ] {
         Mock::given(method("POST"))
             .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
