@@ -553,7 +553,7 @@ async fn client(base: &str) {
     );
     // The very line `run` sends for `echo hi` (the adapter's wrapper with its end marks), as
     // one execute request: the same work in the sandbox, so only the protocol differs.
-    let same = "sh -c '(echo hi\n); s=$?; printf '\\''%s:%s\\n'\\'' __sandbox_sdk_end_of_output__ \"$s\"; printf '\\''%s\\n'\\'' __sandbox_sdk_end_of_output__ >&2; exit $s' sdk-cmd-1";
+    let same = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sandbox_sdk_end_of_output__ \"$s\"; printf '%s\\n' __sandbox_sdk_end_of_output__ >&2; exit $s)";
     let mut samples = Vec::new();
     for _ in 0..n {
         let t = Instant::now();

@@ -43,10 +43,12 @@ const TIMEOUT_STATUSES: [i32; 2] = [124, 137];
 /// The most idle sessions a handle keeps for its next commands; more are deleted.
 const MAX_IDLE_SESSIONS: usize = 4;
 
-/// The shell line a [`Command`] becomes: `sh -c` over the core's script (cwd and env applied
-/// with safe quoting), wrapped in coreutils `timeout` when the command has a process timeout.
-/// `label` becomes the outer shell's `$0` (`sdk-cmd-N`), which makes the line unique within its
-/// session so a command still running after the direct window can be found by its text.
+/// The shell line a [`Command`] becomes: a subshell of the session's shell (a fork, not a new
+/// shell; `cd`, exports and `exit` stay inside it) running the quoted argv, or the core's
+/// script (cwd and env applied with safe quoting), wrapped in coreutils `timeout` when the
+/// command has a process timeout. It starts with the no-op `: sdk-cmd-{label}`, which makes the
+/// line unique within its session so a command still running after the direct window can be
+/// found by its text.
 ///
 /// The daemon's session wrapper reads each stream line by line and ends every line with `\n`,
 /// so a last line without one would gain a newline. To give back the exact bytes, the line ends
@@ -63,8 +65,8 @@ pub(crate) fn command_line(command: &Command, label: u64) -> Result<String> {
             && sh == "sh"
             && c == "-c"
         {
-            // A shell line runs in a subshell of the `sh` that prints the marks: the same
-            // shell, one process less than `sh -c` (a fork, not an exec).
+            // A shell line runs in a nested subshell: one process less than `sh -c` (a fork,
+            // not an exec); the newline keeps a trailing comment from eating the `)`.
             format!("({script}\n)")
         } else if direct {
             quote_argv(&command.argv)?
@@ -81,10 +83,9 @@ pub(crate) fn command_line(command: &Command, label: u64) -> Result<String> {
         };
         format!("timeout -k 5 {secs} {program}")
     };
-    let script = format!(
-        "{inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s"
-    );
-    Ok(format!("sh -c {} sdk-cmd-{label}", shell_quote(&script)?))
+    Ok(format!(
+        "(: sdk-cmd-{label}; {inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
+    ))
 }
 
 /// The line printed on stdout (with `:status`) and stderr after the command (see
@@ -639,7 +640,7 @@ mod tests {
         assert_eq!(
             command_line(&Command::shell("exit 3"), 7).unwrap(),
             format!(
-                "sh -c '(exit 3\n); s=$?; printf '\\''%s:%s\\n'\\'' {END_MARK} \"$s\"; printf '\\''%s\\n'\\'' {END_MARK} >&2; exit $s' sdk-cmd-7"
+                "(: sdk-cmd-7; (exit 3\n); s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
             )
         );
         assert!(command_line(&Command::new("x").arg("a\0"), 1).is_err());

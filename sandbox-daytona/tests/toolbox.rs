@@ -27,18 +27,17 @@ impl wiremock::Match for BodyContains {
 const END_MARK: &str = "__sandbox_sdk_end_of_output__";
 
 /// The session command the adapter sends for `inner` (the quoted argv) as the handle's first
-/// command: wrapped so both streams end with the end mark (stdout's with the status), the exit
-/// status is kept, and `$0` labels the line.
+/// command: a subshell labelled `sdk-cmd-1` whose streams end with the end mark (stdout's with
+/// the status), keeping the exit status.
 fn wrapped(inner: &str) -> String {
     wrapped_nth(inner, 1)
 }
 
 /// [`wrapped`] for the handle's `n`th command.
 fn wrapped_nth(inner: &str, n: u64) -> String {
-    let script = format!(
-        "{inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s"
-    );
-    format!("sh -c '{}' sdk-cmd-{n}", script.replace('\'', "'\\''"))
+    format!(
+        "(: sdk-cmd-{n}; {inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
+    )
 }
 
 /// Session create + async exec answering `cmd-1`; returns nothing, asserts via expect().
