@@ -493,81 +493,70 @@ async fn client(base: &str) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let rss_start = peak_rss_kib();
-    for (label, follow) in [
-        ("default (WebSocket)", LogFollow::WebSocket),
-        ("LogFollow::Poll", LogFollow::Poll),
-    ] {
-        let provider = builder(base).log_follow(follow).build().unwrap();
-        let sandbox = provider.get("sb-bench").await.unwrap();
-        let cmd = Command::shell("echo hi");
-        // Warm up (the first run makes the session).
-        let out = sandbox.run(&cmd).await.unwrap();
-        assert_eq!(out.stdout_lossy(), "hi\n");
-        let before = requests(base).await;
-        let mut samples = Vec::new();
-        for _ in 0..n {
+    // Interleaved, so a busy machine slows every path alike: in each round one run per follow
+    // mode and one execute request of each reference line.
+    let official = "sh -c \"echo 'ZWNobyBoaQ==' | base64 -d | sh\"";
+    // The very line `run` sends for `echo hi`, as one execute request: the same work in the
+    // sandbox, so only the protocol differs.
+    let same = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sandbox_sdk_end_of_output__ \"$s\"; printf '%s\\n' __sandbox_sdk_end_of_output__ >&2; exit $s)";
+    let ws = builder(base)
+        .build()
+        .unwrap()
+        .get("sb-bench")
+        .await
+        .unwrap();
+    let poll = builder(base)
+        .log_follow(LogFollow::Poll)
+        .build()
+        .unwrap()
+        .get("sb-bench")
+        .await
+        .unwrap();
+    let cmd = Command::shell("echo hi");
+    // Warm up (the first run makes the session).
+    for sandbox in [&ws, &poll] {
+        assert_eq!(sandbox.run(&cmd).await.unwrap().stdout_lossy(), "hi\n");
+    }
+    let mut samples: [Vec<Duration>; 5] = Default::default();
+    let mut counts = [0u64; 5];
+    for _ in 0..n {
+        for (i, sandbox) in [&ws, &poll].into_iter().enumerate() {
+            let before = requests(base).await;
             let t = Instant::now();
             let out = sandbox.run(&cmd).await.unwrap();
-            samples.push(t.elapsed());
+            samples[i].push(t.elapsed());
+            counts[i] += requests(base).await - before - 1;
             assert_eq!(out.stdout_lossy(), "hi\n");
         }
-        let per_run = (requests(base).await - before - 1) as f64 / n as f64;
+        for (i, line) in [(2, "echo hi"), (3, official), (4, same)] {
+            let before = requests(base).await;
+            let t = Instant::now();
+            let out = ws
+                .execute(line, None, &BTreeMap::new(), None)
+                .await
+                .unwrap();
+            samples[i].push(t.elapsed());
+            counts[i] += requests(base).await - before - 1;
+            assert!(out.result.starts_with("hi\n"), "{:?}", out.result);
+        }
+    }
+    for (i, label) in [
+        "run(echo hi), default (WebSocket)",
+        "run(echo hi), LogFollow::Poll",
+        "one execute request of `echo hi` (reference)",
+        "one execute request of the official SDKs' line (reference)",
+        "one execute request of the line run sends (reference)",
+    ]
+    .into_iter()
+    .enumerate()
+    {
         println!(
-            "run(echo hi), {label}: {}, {per_run:.2} requests per run",
-            stats(samples)
+            "{label}: {}, {:.2} requests each",
+            stats(samples[i].clone()),
+            counts[i] as f64 / n as f64
         );
     }
     let provider = builder(base).build().unwrap();
-    let sandbox = provider.get("sb-bench").await.unwrap();
-    let before = requests(base).await;
-    let mut samples = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        let out = sandbox
-            .execute("echo hi", None, &BTreeMap::new(), None)
-            .await
-            .unwrap();
-        samples.push(t.elapsed());
-        assert_eq!(out.result, "hi\n");
-    }
-    let per_run = (requests(base).await - before - 1) as f64 / n as f64;
-    println!(
-        "one toolbox execute request of `echo hi` (reference): {}, {per_run:.2} requests per call",
-        stats(samples)
-    );
-    // What the official SDKs send for executeCommand("echo hi") (base64 through `sh`).
-    let official = "sh -c \"echo 'ZWNobyBoaQ==' | base64 -d | sh\"";
-    let mut samples = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        let out = sandbox
-            .execute(official, None, &BTreeMap::new(), None)
-            .await
-            .unwrap();
-        samples.push(t.elapsed());
-        assert_eq!(out.result, "hi\n");
-    }
-    println!(
-        "one toolbox execute request of the official SDKs' line (reference): {}",
-        stats(samples)
-    );
-    // The very line `run` sends for `echo hi` (the adapter's wrapper with its end marks), as
-    // one execute request: the same work in the sandbox, so only the protocol differs.
-    let same = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sandbox_sdk_end_of_output__ \"$s\"; printf '%s\\n' __sandbox_sdk_end_of_output__ >&2; exit $s)";
-    let mut samples = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        let out = sandbox
-            .execute(same, None, &BTreeMap::new(), None)
-            .await
-            .unwrap();
-        samples.push(t.elapsed());
-        assert!(out.result.starts_with("hi\n"), "{:?}", out.result);
-    }
-    println!(
-        "one toolbox execute request of the line run sends (reference): {}",
-        stats(samples)
-    );
 
     let lifecycle_runs = 20;
     let (mut create, mut stop, mut destroy) = (Vec::new(), Vec::new(), Vec::new());
