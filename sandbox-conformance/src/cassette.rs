@@ -459,12 +459,28 @@ impl Cassette {
     }
 
     /// Reads and parses a cassette file without substituting placeholders.
+    ///
+    /// A cassette in which [`crate::record::SecretCheck`] finds anything that looks like a
+    /// secret (a JWT, an `sk_live_` key, a provider key, plain, base64 or percent-encoded) is
+    /// refused, naming the line and the kind, never the value: replay is where an author who
+    /// wrote or edited a cassette by hand finds out.
     pub fn load(path: &Path) -> Result<Cassette, CassetteError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| CassetteError {
             file: file.clone(),
             message: format!("cannot read: {e}"),
         })?;
+        let findings = crate::record::SecretCheck::new().cassette(&text);
+        if !findings.is_empty() {
+            let lines: Vec<String> = findings.iter().map(|f| format!("line {f}")).collect();
+            return Err(CassetteError {
+                file,
+                message: format!(
+                    "holds what looks like a secret; replace it with a placeholder such as {{{{token}}}}: {}",
+                    lines.join("; ")
+                ),
+            });
+        }
         Cassette::from_json(&text).map_err(|e| CassetteError {
             file,
             message: e.message,
@@ -803,6 +819,30 @@ pub fn request_lines(cassette: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cassette_holding_a_secret_under_an_unknown_field_is_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let jwt = [
+            "eyJhbGciOiJIUzI1NiJ9",
+            "eyJzdWIiOiJzYW5kYm94In0",
+            "c2lnbmF0dXJlLXZhbHVlLTEyMzQ",
+        ]
+        .join(".");
+        let text = format!(
+            r#"{{"provider":"fake","scenario":"connect","provenance":{{"kind":"spec","date":"2026-12-01","source":"test"}},
+"interactions":[{{"request":{{"method":"GET","path":"/v1/sandboxes/{{{{sandbox_id}}}}"}},
+"response":{{"status":200,"body":{{"json":{{"id":"x","exec_jwt":"{jwt}"}}}}}}}}]}}"#
+        );
+        let path = dir.path().join("connect.json");
+        std::fs::write(&path, &text).unwrap();
+        let error = super::Cassette::load(&path).unwrap_err().to_string();
+        assert!(error.contains("looks like a secret"), "{error}");
+        assert!(error.contains("line 3"), "{error}");
+        assert!(!error.contains(&jwt), "{error}");
+        std::fs::write(&path, text.replace(&jwt, "{{token}}")).unwrap();
+        super::Cassette::load(&path).unwrap();
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -78,6 +78,11 @@
 pub mod cassette;
 mod proxy;
 pub mod record;
+
+/// The README's snippets, compiled as doc tests so they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 pub mod replay;
 pub mod scenarios;
 mod suite;

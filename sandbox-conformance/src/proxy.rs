@@ -47,7 +47,7 @@ impl std::fmt::Debug for LoggedRequest {
             .headers
             .iter()
             .map(|(k, v)| {
-                let v = if crate::replay::is_credential_name(k) {
+                let v = if crate::replay::is_credential_name(k) || k.contains("nonce") {
                     "<redacted>"
                 } else {
                     v.as_str()
@@ -187,6 +187,7 @@ fn full(bytes: impl Into<Bytes>) -> ProxyBody {
 }
 
 fn gateway_error(message: String) -> hyper::Response<ProxyBody> {
+    let message = redact_queries(&message);
     let body = serde_json::json!({ "message": message, "code": 502 }).to_string();
     let mut resp = hyper::Response::new(full(body));
     *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
@@ -228,6 +229,7 @@ async fn handle(
     let base = match handler.upstream(&logged) {
         Ok(base) => base,
         Err(message) => {
+            let message = redact_queries(&message);
             handler.on_exchange(Exchange {
                 request: logged,
                 status: 502,
@@ -254,7 +256,12 @@ async fn handle(
     let upstream = match upstream_req.send().await {
         Ok(resp) => resp,
         Err(e) => {
-            let message = format!("proxy could not reach {}: {e}", redact_url(&target));
+            // reqwest's text names the URL with its query (signed parameters, tokens).
+            let message = format!(
+                "proxy could not reach {}: {}",
+                redact_url(&target),
+                error_text(&e.without_url())
+            );
             handler.on_exchange(Exchange {
                 request: logged,
                 status: 502,
@@ -339,7 +346,8 @@ async fn handle(
                             }
                         }
                         Err(e) => {
-                            let message = format!("upstream body failed: {e}");
+                            let message =
+                                format!("upstream body failed: {}", error_text(&e.without_url()));
                             let _ = tx.send(Err(BoxError::from(message.clone()))).await;
                             error = Some(message);
                             break;
@@ -375,6 +383,31 @@ pub(crate) fn redact_url(url: &str) -> String {
     }
 }
 
+/// `text` with every query string (a `?` followed by `name=value` pairs, in a URL or a bare
+/// `/path?…`) replaced by `?…`: error text from HTTP libraries names URLs with their queries,
+/// which carry signatures and tokens.
+pub(crate) fn redact_queries(text: &str) -> String {
+    static QUERY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = QUERY
+        .get_or_init(|| regex::Regex::new(r#"\?[^\s#"'<>?]*=[^\s#"'<>]*"#).expect("a valid regex"));
+    re.replace_all(text, "?…").into_owned()
+}
+
+/// An error and its causes as one line, with no URL query in it (see [`redact_queries`]).
+pub(crate) fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    redact_queries(&out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +422,7 @@ mod tests {
                 ("authorization".into(), "Bearer h-secret-1".into()),
                 ("x-api-key".into(), "h-secret-2".into()),
                 ("x-access-token".into(), "h-secret-3".into()),
+                ("fly-machine-lease-nonce".into(), "h-secret-4".into()),
                 ("content-type".into(), "application/json".into()),
             ],
             body: Bytes::from_static(br#"{"password":"b-secret"}"#),
@@ -398,6 +432,70 @@ mod tests {
         assert!(
             shown.contains("application/json") && shown.contains("path=a"),
             "{shown}"
+        );
+    }
+
+    struct Collect {
+        upstream: String,
+        exchanges: std::sync::Mutex<Vec<Exchange>>,
+    }
+
+    impl Handler for Collect {
+        fn on_request(&self, _request: &LoggedRequest) {}
+        fn upstream(&self, _request: &LoggedRequest) -> Result<String, String> {
+            Ok(self.upstream.clone())
+        }
+        fn on_exchange(&self, exchange: Exchange) {
+            self.exchanges.lock().expect("lock").push(exchange);
+        }
+    }
+
+    /// A loopback address nothing listens on: connecting to it is refused at once.
+    fn closed_port_url() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        drop(listener);
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_upstream_names_no_query_value_in_the_502_or_the_exchange() {
+        let handler = Arc::new(Collect {
+            upstream: closed_port_url(),
+            exchanges: std::sync::Mutex::new(Vec::new()),
+        });
+        let proxy = Proxy::start(handler.clone()).await.expect("proxy");
+        let answer = reqwest::Client::new()
+            .get(format!(
+                "{}/files?signature=q-secret-sig&X-Amz-Credential=q-secret-cred",
+                proxy.url()
+            ))
+            .send()
+            .await
+            .expect("the proxy answers");
+        assert_eq!(answer.status().as_u16(), 502);
+        let body = answer.text().await.expect("body");
+        assert!(!body.contains("q-secret"), "{body}");
+        assert!(body.contains("proxy could not reach"), "{body}");
+        let exchanges = handler.exchanges.lock().expect("lock").clone();
+        let error = exchanges[0].error.clone().unwrap_or_default();
+        assert!(!error.contains("q-secret"), "{error}");
+        assert!(error.contains("/files?…"), "{error}");
+    }
+
+    #[test]
+    fn queries_are_redacted_from_error_text() {
+        let text = "error sending request for url (https://h.test/a/b?X-Amz-Signature=s3cr3t&x=1): \
+                    no route for GET /files?path=a&token=t0k3n";
+        let out = redact_queries(text);
+        assert!(!out.contains("s3cr3t") && !out.contains("t0k3n"), "{out}");
+        assert!(
+            out.contains("https://h.test/a/b?…") && out.contains("GET /files?…"),
+            "{out}"
+        );
+        assert_eq!(
+            redact_queries("what? nothing = here"),
+            "what? nothing = here"
         );
     }
 }

@@ -10,9 +10,16 @@
 //! Each scenario that can run live gets a sandbox created directly against the service (not
 //! recorded), connects to it through the proxy like replay does, and has that sandbox destroyed
 //! afterwards (not recorded either). Only a scenario that passes is written. Interactions are
-//! written in order with `"times": 1`, JSON request bodies compared exactly; review each
-//! cassette before committing it (`cargo xtask fixtures` checks for leftovers that look like
-//! secrets).
+//! written in order with `"times": 1`, JSON request bodies compared exactly.
+//!
+//! Secrets are scrubbed in every form ([`SecretCheck`]): the credentials given with
+//! [`RecordTarget::secret`], credentials the service hands out (fields named like `token`,
+//! `secret`, `jwt`, lease `nonce`s) or the adapter sends in headers, and any value that looks
+//! like a secret ([`SECRET_PATTERNS`]: JWTs, `sk_live_` keys, provider keys, long bearer
+//! tokens) — plain, percent-encoded, inside base64, or split across the chunks of a stream. A
+//! cassette that would still hold one is not written (the scenario fails naming the line and
+//! the kind, never the value). Review each cassette before committing it anyway; the same
+//! check is public ([`SecretCheck::cassette`]) for an author's own CI.
 
 use crate::cassette::{
     Body, Cassette, Frame, Interaction, Order, Provenance, ProvenanceKind, QueryValue, RequestSpec,
@@ -20,6 +27,9 @@ use crate::cassette::{
 };
 use crate::proxy::{Exchange, Handler, LoggedRequest, Proxy};
 use crate::scenarios::{self, Ctx, ScenarioInfo};
+pub use secrets::{Form, SECRET_PATTERNS, SecretCheck, SecretFinding};
+
+mod secrets;
 use crate::suite::{Factory, Outcome, ScenarioReport};
 use sandbox_sdk_core::client::{Client, RetryPolicy};
 use sandbox_sdk_core::{CreateSpec, Provider};
@@ -82,6 +92,28 @@ impl RecordTarget {
         }
     }
 
+    /// Records from a service that lives at one base URL (`upstream`): the adapter is built by
+    /// `factory` for the proxy URL while recording, and for `upstream` itself to create and
+    /// destroy the sandbox each scenario connects to; every request is forwarded to `upstream`.
+    /// Add the credential with [`RecordTarget::secret`].
+    pub fn one_host<F>(
+        factory: F,
+        upstream: &str,
+        out_dir: impl Into<PathBuf>,
+    ) -> sandbox_sdk_core::Result<RecordTarget>
+    where
+        F: Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
+    {
+        let upstream = upstream.trim_end_matches('/').to_owned();
+        let direct = factory(&upstream)?;
+        Ok(RecordTarget::new(
+            factory,
+            direct,
+            move |_request: &LoggedRequest| Some(upstream.clone()),
+            out_dir,
+        ))
+    }
+
     /// A credential to scrub (replaced by `{{token}}` wherever it appears).
     pub fn secret(mut self, secret: impl Into<String>) -> RecordTarget {
         let secret = secret.into();
@@ -122,8 +154,14 @@ struct Recording {
 impl Handler for Recording {
     fn on_request(&self, _request: &LoggedRequest) {}
     fn upstream(&self, request: &LoggedRequest) -> Result<String, String> {
-        let upstream = (self.router)(request)
-            .ok_or_else(|| format!("the recorder has no route for {}", request.line()))?;
+        // The path only: a query may hold signed parameters, and this text reaches the
+        // adapter (in the 502 body) and the report.
+        let upstream = (self.router)(request).ok_or_else(|| {
+            format!(
+                "the recorder has no route for {} {}",
+                request.method, request.path
+            )
+        })?;
         let mut seen = self.upstreams.lock().unwrap_or_else(|p| p.into_inner());
         if !seen.contains(&upstream) {
             seen.push(upstream.clone());
@@ -224,7 +262,11 @@ pub(crate) async fn run_record(
     }
     drop(proxy);
     if let Err(e) = result {
-        report.outcome = Outcome::Failed(format!("not recorded, the scenario failed live: {e}"));
+        // The adapter's error may quote a URL (with its signed query) or an answer's text.
+        report.outcome = Outcome::Failed(format!(
+            "not recorded, the scenario failed live: {}",
+            crate::proxy::redact_queries(&e)
+        ));
         return report;
     }
     let exchanges = handler
@@ -245,7 +287,13 @@ pub(crate) async fn run_record(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let scrub = Scrubber::new(target, sandbox_id.as_deref(), &upstreams, &exchanges);
+    let scrub = Scrubber::new(
+        &target.secrets,
+        &target.replacements,
+        sandbox_id.as_deref(),
+        &upstreams,
+        &exchanges,
+    );
     let cassette = match build_cassette(
         &report.provider,
         info.name,
@@ -275,7 +323,14 @@ pub(crate) async fn run_record(
 }
 
 /// Replaces secrets, ids, service addresses and signed URL parameters by placeholders.
+///
+/// Secrets (the values scrubbed to `{{token}}`, and anything matching a
+/// [`SECRET_PATTERNS`] value pattern) are found in every form [`SecretCheck`] knows: plain,
+/// percent-encoded, inside base64 (re-encoded after scrubbing) and, in a streamed answer, split
+/// across chunks (the chunks are joined first). Ids and addresses are replaced where written
+/// plainly.
 pub struct Scrubber {
+    secrets: SecretCheck,
     literal: Vec<(String, String)>,
     signed: regex::Regex,
 }
@@ -283,6 +338,7 @@ pub struct Scrubber {
 impl std::fmt::Debug for Scrubber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scrubber")
+            .field("secrets", &self.secrets)
             .field("rules", &self.literal.len())
             .finish()
     }
@@ -312,16 +368,25 @@ fn is_signed_param(name: &str) -> bool {
 
 impl Scrubber {
     fn new(
-        target: &RecordTarget,
+        secrets: &[String],
+        replacements: &[(String, String)],
         sandbox_id: Option<&str>,
         upstreams: &[String],
         exchanges: &[Exchange],
     ) -> Scrubber {
         let mut pairs = Vec::new();
-        for s in &target.secrets {
+        for s in secrets {
             pairs.push((s.clone(), "{{token}}".to_owned()));
         }
-        pairs.extend(target.replacements.iter().cloned());
+        pairs.extend(replacements.iter().cloned());
+        // Credentials the adapter sent in headers (a key, a bearer token, Fly's
+        // `fly-machine-lease-nonce` for a lease taken outside the recording) are scrubbed wherever
+        // a body, path or query repeats them.
+        for ex in exchanges {
+            for secret in secret_headers(&ex.request.headers).chain(secret_headers(&ex.headers)) {
+                pairs.push((secret, "{{token}}".to_owned()));
+            }
+        }
         // Sandbox ids: the one the scenario connected to, then ids the service handed out
         // (an `id`-like field of a JSON answer) that later requests use in their path.
         let mut ids: Vec<String> = sandbox_id.map(|id| vec![id.to_owned()]).unwrap_or_default();
@@ -360,25 +425,36 @@ impl Scrubber {
     }
 
     /// A scrubber replacing each `(value, placeholder)` (longest values first), plus signed URL
-    /// parameters (`X-Amz-Signature=…`, `token=…`, …) by `{{signature}}`.
+    /// parameters (`X-Amz-Signature=…`, `token=…`, …) by `{{signature}}`. Values written as
+    /// `{{token}}` are secrets: found in every form, like values matching [`SECRET_PATTERNS`].
     pub fn from_pairs(mut pairs: Vec<(String, String)>) -> Scrubber {
         pairs.retain(|(v, _)| v.len() >= 3);
         pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+        let (secrets, literal): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(_, p)| p == "{{token}}");
         Scrubber {
-            literal: pairs,
+            secrets: secrets
+                .into_iter()
+                .fold(SecretCheck::new(), |check, (v, p)| check.known_as(v, p)),
+            literal,
             signed: regex::Regex::new(SIGNED_PARAMS).expect("SIGNED_PARAMS is a valid regex"),
         }
     }
 
     /// Scrubs one string.
     pub fn text(&self, text: &str) -> String {
-        let mut out = text.to_owned();
+        let mut out = self.secrets.scrub_text(text);
         for (value, placeholder) in &self.literal {
             out = out.replace(value.as_str(), placeholder);
         }
         self.signed
             .replace_all(&out, "${1}{{signature}}")
             .into_owned()
+    }
+
+    /// The secrets this scrubber knows, as a check (for what is left after scrubbing).
+    pub fn check(&self) -> &SecretCheck {
+        &self.secrets
     }
 
     fn value(&self, value: &mut Value) {
@@ -397,8 +473,31 @@ impl Scrubber {
     }
 }
 
+/// Whether a header of this name carries a credential or a lease nonce.
+fn is_secret_header(name: &str) -> bool {
+    crate::replay::is_credential_name(name) || name.to_ascii_lowercase().contains("nonce")
+}
+
+/// The values (8 bytes or more) of headers that carry a credential or a lease nonce, each also
+/// without its auth scheme (`Bearer `, `FlyV1 `, ...).
+fn secret_headers(headers: &[(String, String)]) -> impl Iterator<Item = String> + '_ {
+    headers
+        .iter()
+        .filter(|(k, _)| is_secret_header(k))
+        .flat_map(|(_, v)| {
+            let v = v.trim();
+            let bare = v
+                .split_once(' ')
+                .map(|(_, rest)| rest.trim())
+                .filter(|rest| !rest.is_empty() && *rest != v);
+            std::iter::once(v.to_owned()).chain(bare.map(str::to_owned))
+        })
+        .filter(|v| v.len() >= 8 && !v.contains("{{"))
+}
+
 /// String values, anywhere in a JSON answer, of fields whose names say they hold a credential
-/// (`token`, `accessToken`, `secret`, `password`, `apiKey`, ...).
+/// (`token`, `accessToken`, `secret`, `password`, `apiKey`, `exec_jwt`, ...) or a lease nonce
+/// (Fly's lease answer `{"data": {"nonce": …}}` and `Machine.nonce`).
 fn secret_fields(body: &Value) -> Vec<String> {
     let is_secret = |k: &str| {
         let k = k.to_ascii_lowercase().replace(['_', '-'], "");
@@ -409,6 +508,8 @@ fn secret_fields(body: &Value) -> Vec<String> {
             "apikey",
             "privatekey",
             "credential",
+            "jwt",
+            "nonce",
         ]
         .iter()
         .any(|word| k.contains(word))
@@ -518,6 +619,8 @@ fn build_cassette(
                 || content_type
                     .is_some_and(|ct| ct.contains("connect+json") || ct.contains("event-stream"));
             let chunks: Vec<Vec<u8>> = ex.chunks.iter().map(|c| c.to_vec()).collect();
+            // A secret split across two chunks would be two frames, each clean on its own.
+            let chunks = scrub.secrets.regroup(&chunks);
             let (body, frames) = if streamed {
                 (None, Some(Frame::from_chunks(&chunks, content_type)))
             } else {
@@ -579,6 +682,17 @@ fn build_cassette(
             }
         }
     }
+    // Scrub or refuse: whatever still looks like a secret (split across JSON frames, in a form
+    // no rule rewrites) keeps the cassette from being written.
+    let left = scrub.secrets.cassette(&cassette.to_json_pretty());
+    if let Some(first) = left.first() {
+        return Err(format!(
+            "the cassette would hold a secret the scrub rules could not remove (line {}, {} in all); \
+             scrub it with RecordTarget::secret or RecordTarget::replace",
+            first,
+            left.len()
+        ));
+    }
     Ok(cassette)
 }
 
@@ -622,6 +736,101 @@ mod tests {
         let mut found = secret_fields(&body);
         found.sort();
         assert_eq!(found, ["tok-envd-123", "tok-traffic-456"]);
+    }
+
+    fn exchange(
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        status: u16,
+        answer: Value,
+    ) -> Exchange {
+        Exchange {
+            request: LoggedRequest {
+                method: method.into(),
+                path: path.into(),
+                query: None,
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                body: bytes::Bytes::new(),
+            },
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            chunks: vec![bytes::Bytes::from(answer.to_string())],
+            error: None,
+        }
+    }
+
+    fn record(exchanges: &[Exchange]) -> String {
+        let scrub = Scrubber::new(
+            &["live-api-token-0001".to_owned()],
+            &[],
+            Some("m-live-1234"),
+            &["https://api.machines.dev".to_owned()],
+            exchanges,
+        );
+        build_cassette("fly", "connect", "test", exchanges, &scrub)
+            .expect("cassette")
+            .to_json_pretty()
+    }
+
+    #[test]
+    fn fly_lease_nonces_are_scrubbed_from_answers_and_headers() {
+        let auth = ("authorization", "Bearer live-api-token-0001");
+        let exchanges = vec![
+            exchange(
+                "POST",
+                "/v1/apps/a/machines/m-live-1234/lease",
+                &[auth],
+                200,
+                serde_json::json!({"status": "success", "data": {"nonce": "5c35f65c9f95", "expires_at": 1}}),
+            ),
+            exchange(
+                "GET",
+                "/v1/apps/a/machines/m-live-1234",
+                &[auth],
+                200,
+                serde_json::json!({"id": "m-live-1234", "state": "started", "nonce": "7d41a0c2b8e3"}),
+            ),
+            // A lease taken outside the recording: only the header shows its nonce.
+            exchange(
+                "POST",
+                "/v1/apps/a/machines/m-live-1234/stop",
+                &[auth, ("fly-machine-lease-nonce", "9e8f7a6b5c4d")],
+                409,
+                serde_json::json!({"error": "lease nonce 9e8f7a6b5c4d does not match"}),
+            ),
+        ];
+        let text = record(&exchanges);
+        for nonce in ["5c35f65c9f95", "7d41a0c2b8e3", "9e8f7a6b5c4d"] {
+            assert!(!text.contains(nonce), "nonce {nonce} survived: {text}");
+        }
+        assert!(text.contains(r#""nonce": "{{token}}""#), "{text}");
+    }
+
+    #[test]
+    fn a_jwt_under_an_unknown_field_name_is_scrubbed_where_it_is_used_again() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJleGVjIn0.c2lnbmF0dXJlLWJ5dGVz";
+        let exchanges = vec![
+            exchange(
+                "POST",
+                "/v1/exec/session",
+                &[],
+                200,
+                serde_json::json!({"exec_jwt": jwt}),
+            ),
+            exchange(
+                "GET",
+                &format!("/v1/exec/{jwt}/status"),
+                &[],
+                200,
+                serde_json::json!({}),
+            ),
+        ];
+        let text = record(&exchanges);
+        assert!(!text.contains(jwt), "{text}");
     }
 
     #[test]
@@ -772,6 +981,190 @@ mod tests {
         let scrub = Scrubber::from_pairs(vec![("status".into(), "{{token}}".into())]);
         let err = build_cassette("demo", "connect", "test", &exchanges, &scrub).unwrap_err();
         assert!(err.contains("scrubbing left an invalid cassette"), "{err}");
+    }
+
+    const LIVE: &str = "live-api-token-0001";
+
+    fn streamed(path: &str, content_type: &str, chunks: Vec<Vec<u8>>) -> Exchange {
+        let mut ex = exchange("GET", path, &[], 200, Value::Null);
+        ex.headers = vec![("content-type".into(), content_type.into())];
+        ex.chunks = chunks.into_iter().map(bytes::Bytes::from).collect();
+        ex
+    }
+
+    #[test]
+    fn secrets_in_base64_bodies_fields_and_frames_are_scrubbed() {
+        use crate::cassette::encode_base64;
+        let binary = |text: &str| [&[0xff, 0xfe][..], text.as_bytes(), &[0x00]].concat();
+        let exchanges = vec![
+            // A downloaded file that holds the credential: a base64 body.
+            streamed(
+                "/files/a",
+                "application/octet-stream",
+                vec![binary(&format!("key={LIVE}"))],
+            ),
+            // A JSON answer carrying output as base64 (E2B's envd, file reads).
+            exchange(
+                "GET",
+                "/files/b",
+                &[],
+                200,
+                serde_json::json!({"content": encode_base64(format!("export TOKEN={LIVE}\n").as_bytes())}),
+            ),
+            // A binary stream: base64 frames.
+            streamed(
+                "/files/c",
+                "application/octet-stream",
+                vec![binary("head"), binary(&format!("tail {LIVE}"))],
+            ),
+        ];
+        let text = record(&exchanges);
+        let check = SecretCheck::new().known(LIVE);
+        assert!(check.cassette(&text).is_empty(), "{text}");
+        let c = Cassette::from_json(&text).expect("valid cassette");
+        let Some(Body::Base64(b)) = &c.interactions[0].response.body else {
+            panic!("a base64 body: {text}");
+        };
+        assert!(
+            String::from_utf8_lossy(&base64_decode(b)).contains("key={{token}}"),
+            "{text}"
+        );
+    }
+
+    fn base64_decode(text: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .expect("base64")
+    }
+
+    #[test]
+    fn a_secret_split_across_two_chunks_is_scrubbed() {
+        let (a, b) = LIVE.split_at(9);
+        let exchanges = vec![
+            streamed(
+                "/logs",
+                "text/plain",
+                vec![
+                    format!("line 1 {a}").into_bytes(),
+                    format!("{b} line 2\n").into_bytes(),
+                ],
+            ),
+            streamed(
+                "/bin",
+                "application/octet-stream",
+                vec![
+                    [&[0xff][..], a.as_bytes()].concat(),
+                    [b.as_bytes(), &[0xfe][..]].concat(),
+                ],
+            ),
+        ];
+        let text = record(&exchanges);
+        assert!(
+            SecretCheck::new().known(LIVE).cassette(&text).is_empty(),
+            "{text}"
+        );
+        assert!(text.contains("line 1 {{token}} line 2"), "{text}");
+    }
+
+    #[test]
+    fn a_percent_encoded_secret_in_a_path_is_scrubbed() {
+        let secret = "tok/en+live=0001";
+        let exchanges = vec![exchange(
+            "GET",
+            "/v1/preview/tok%2fen%2Blive%3D0001/index.html",
+            &[],
+            200,
+            serde_json::json!({}),
+        )];
+        let scrub = Scrubber::from_pairs(vec![(secret.into(), "{{token}}".into())]);
+        let c =
+            build_cassette("demo", "preview_link", "test", &exchanges, &scrub).expect("cassette");
+        assert_eq!(
+            c.interactions[0].request.path,
+            "/v1/preview/{{token}}/index.html"
+        );
+    }
+
+    #[test]
+    fn values_that_look_like_secrets_are_scrubbed_under_any_field_name() {
+        let planted = [
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJleGVjIn0.c2lnbmF0dXJlLWJ5dGVz",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+            "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+            "e2b_0123456789abcdef0123456789abcdef",
+            "dtn_0123456789abcdefABCDEF0123456789",
+            "fm2_lJPECAAAAAAAAAAAAxAQbWFjaGluZXM=",
+            "opaque-bearer-value-0123456789abcdef",
+        ];
+        let exchanges = vec![exchange(
+            "GET",
+            "/v1/session",
+            &[],
+            200,
+            serde_json::json!({
+                "exec_grant": planted[0],
+                "billing": {"stripe": planted[1], "test": planted[2]},
+                "notes": [format!("key {} and {}", planted[3], planted[4])],
+                "fly": format!("FlyV1 {}", planted[5]),
+                "header_echo": format!("Authorization: Bearer {}", planted[6]),
+            }),
+        )];
+        let text = record(&exchanges);
+        for value in planted {
+            assert!(!text.contains(value), "{value} survived: {text}");
+        }
+        assert!(text.contains("FlyV1 {{token}}"), "{text}");
+        assert!(text.contains("Bearer {{token}}"), "{text}");
+        assert!(SecretCheck::new().cassette(&text).is_empty(), "{text}");
+    }
+
+    #[test]
+    fn a_secret_no_rule_can_rewrite_keeps_the_cassette_from_being_written() {
+        use crate::cassette::{connect_envelope, encode_base64};
+        // E2B-style output events, each base64 on its own: the key is split across two of them.
+        let (a, b) = "sk_live_4eC39HqLyjWDarjtT1zdp7dc".split_at(15);
+        let event = |text: &str| {
+            connect_envelope(
+                0,
+                &serde_json::json!({"event": {"data": {"stdout": encode_base64(text.as_bytes())}}}),
+            )
+        };
+        let exchanges = vec![streamed(
+            "/process.Process/Start",
+            "application/connect+json",
+            vec![event(&format!("key {a}")), event(&format!("{b}\n"))],
+        )];
+        let err = build_cassette(
+            "demo",
+            "exec_streaming",
+            "test",
+            &exchanges,
+            &Scrubber::from_pairs(Vec::new()),
+        )
+        .unwrap_err();
+        assert!(err.contains("could not remove"), "{err}");
+        assert!(err.contains("secret key, split across frames"), "{err}");
+        assert!(!err.contains(a) && !err.contains(b), "{err}");
+    }
+
+    #[test]
+    fn a_request_without_a_route_is_refused_without_its_query() {
+        let recording = Recording {
+            router: Arc::new(|_| None),
+            exchanges: Mutex::new(Vec::new()),
+            upstreams: Mutex::new(Vec::new()),
+        };
+        let request = LoggedRequest {
+            method: "GET".into(),
+            path: "/files".into(),
+            query: Some("path=a&signature=q-secret-sig".into()),
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+        };
+        let err = recording.upstream(&request).unwrap_err();
+        assert!(!err.contains("q-secret"), "{err}");
+        assert!(err.contains("GET /files"), "{err}");
     }
 
     #[test]

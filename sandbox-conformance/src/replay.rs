@@ -339,6 +339,7 @@ pub(crate) fn is_credential_name(name: &str) -> bool {
             "signature",
             "password",
             "credential",
+            "nonce",
         ]
         .iter()
         .any(|w| name.contains(w))

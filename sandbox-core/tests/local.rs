@@ -891,3 +891,386 @@ fn a_background_exit_is_recorded_after_the_runtime_that_started_it_is_gone() {
         sb.destroy().await.unwrap();
     });
 }
+
+/// A link planted in the sandbox (by one of its processes, say) that points at a host directory:
+/// `remove` takes the link away and leaves the directory and everything in it alone, however the
+/// path spells the link (trailing slashes, a trailing `.`).
+#[tokio::test]
+async fn remove_of_a_symlink_removes_the_link_never_what_it_points_to() {
+    let sb = sandbox().await;
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("precious.txt"), b"keep").unwrap();
+    std::fs::create_dir(host.path().join("sub")).unwrap();
+    std::fs::write(host.path().join("sub/also.txt"), b"keep").unwrap();
+    sb.mkdir("d").await.unwrap();
+    let cases = [
+        ("link/", host.path().to_owned()),
+        ("link//", host.path().to_owned()),
+        ("link/.", host.path().to_owned()),
+        ("link", host.path().to_owned()),
+        ("d/link/", host.path().to_owned()),
+        ("link/", host.path().join("precious.txt")),
+    ];
+    for (path, points_to) in cases {
+        let link = sb.dir().join(path.trim_end_matches(['/', '.']));
+        std::os::unix::fs::symlink(&points_to, &link).unwrap();
+        sb.remove(path).await.unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link).is_err(),
+            "{path}: the link is still there"
+        );
+        assert_eq!(
+            std::fs::read(host.path().join("precious.txt")).ok(),
+            Some(b"keep".to_vec()),
+            "{path}: the host directory was emptied"
+        );
+        assert_eq!(
+            std::fs::read(host.path().join("sub/also.txt")).ok(),
+            Some(b"keep".to_vec()),
+            "{path}: the host directory was emptied"
+        );
+    }
+    sb.destroy().await.unwrap();
+}
+
+/// The guards "never the sandbox's own directory, never a host root" hold for where a path leads
+/// once its links are resolved, not only for how it is spelled.
+#[tokio::test]
+async fn remove_guards_hold_after_resolving_links() {
+    let sb = sandbox().await;
+    sb.write_file("keep.txt", Bytes::from_static(b"keep"))
+        .await
+        .unwrap();
+    let base = sb.dir().parent().unwrap().to_owned();
+    std::os::unix::fs::symlink(&base, sb.dir().join("up")).unwrap();
+    std::os::unix::fs::symlink(sb.dir(), sb.dir().join("self")).unwrap();
+    let absolute = format!("{}/up/work", sb.dir().display());
+    for path in [
+        "up/work",
+        "up/work/",
+        "up/./work",
+        "self/..",
+        "self/../work",
+        absolute.as_str(),
+    ] {
+        let err = sb.remove(path).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{path}: {err}");
+        assert!(err.to_string().contains(path), "{path}: {err}");
+        assert_eq!(
+            sb.read_to_string("keep.txt").await.unwrap(),
+            "keep",
+            "{path}"
+        );
+    }
+    sb.destroy().await.unwrap();
+}
+
+/// The uid of this test process, as the owner of a directory it just made.
+fn my_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(tempfile::tempdir().unwrap().path())
+        .unwrap()
+        .uid()
+}
+
+/// Another user who can write to the root (or owns it) could plant a sandbox's working
+/// directory: such a root is refused, with a Validation error naming it and the problem, before
+/// anything is created in it.
+#[tokio::test]
+async fn a_root_others_can_write_to_or_that_another_user_owns_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let refused = |root: std::path::PathBuf, problem: &'static str| async move {
+        let err = LocalProvider::with_root(&root)
+            .create_local(&CreateSpec::new())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&root.display().to_string()) && text.contains(problem),
+            "{text}"
+        );
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            assert_eq!(entries.count(), 0, "{text}");
+        }
+    };
+    for mode in [0o777, 0o1777, 0o770, 0o702] {
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap();
+        refused(shared.clone(), "writable by").await;
+    }
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
+    if my_uid() == 0 {
+        // The attack as reported: another user's directory, open to everyone.
+        std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        refused(shared.clone(), "owned by uid 65534").await;
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        refused(shared.clone(), "owned by uid 65534").await;
+        // A link to a private directory of ours, but the link belongs to someone else (who
+        // could point it elsewhere later).
+        let mine = dir.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        refused(link, "owned by uid 65534").await;
+        // A dangling link of someone else's: refused as such, and not followed.
+        let target = dir.path().join("planted-target");
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(&target, &dangling).unwrap();
+        std::os::unix::fs::lchown(&dangling, Some(65534), Some(65534)).unwrap();
+        refused(dangling, "owned by uid 65534").await;
+        assert!(!target.exists(), "the link was followed");
+    } else {
+        // Not root: a directory root owns stands for another user's.
+        refused("/".into(), "owned by uid 0").await;
+    }
+}
+
+#[tokio::test]
+async fn the_default_root_is_per_user_and_private() {
+    use std::os::unix::fs::MetadataExt;
+    let provider = LocalProvider::new();
+    let expected = std::env::temp_dir().join(format!("sandbox-sdk-local-{}", my_uid()));
+    assert_eq!(provider.root(), expected);
+    let sb = Cleanup(provider.create_local(&CreateSpec::new()).await.unwrap());
+    let meta = std::fs::metadata(provider.root()).unwrap();
+    assert_eq!(meta.uid(), my_uid());
+    assert_eq!(meta.mode() & 0o077, 0, "mode {:o}", meta.mode());
+    sb.destroy().await.unwrap();
+}
+
+/// Set in the environment of the child test run that probes what the host environment gives.
+const ENV_PROBE: &str = "LOCAL_TEST_ENV_PROBE";
+
+/// The host's credentials (and anything else it holds) do not reach a sandbox's processes
+/// unless the provider was told to pass them on. The host environment of a test process cannot
+/// be changed safely, so this runs the probe below in a child test run with canaries set.
+#[test]
+fn the_host_environment_is_not_inherited_unless_asked() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "host_env_probe",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ENV_PROBE, "1")
+        .env("E2B_API_KEY", "canary-e2b")
+        .env("DAYTONA_API_KEY", "canary-daytona")
+        .env("FLY_API_TOKEN", "canary-fly")
+        .env("SOME_HOST_VAR", "canary-other")
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the probe did not run:\n{stdout}"
+    );
+}
+
+/// The environment a command of a sandbox made by `provider` sees, as `NAME=value` lines.
+async fn env_seen(provider: LocalProvider) -> (String, String) {
+    let sb = Cleanup(
+        provider
+            .create_local(&CreateSpec::new().env("FROM_SPEC", "spec"))
+            .await
+            .unwrap(),
+    );
+    let out = sb
+        .run(&Command::new("env").env("FROM_CMD", "cmd"))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = sb.id().to_owned();
+    sb.destroy().await.unwrap();
+    (out.stdout_lossy(), id)
+}
+
+/// Run by the test above, in a child process with canaries in its environment; does nothing
+/// in an ordinary run.
+#[tokio::test]
+async fn host_env_probe() {
+    if std::env::var_os(ENV_PROBE).is_none() {
+        return;
+    }
+    let canaries = ["canary-e2b", "canary-daytona", "canary-fly", "canary-other"];
+    let (env, id) = env_seen(LocalProvider::new()).await;
+    for canary in canaries {
+        assert!(
+            !env.contains(canary),
+            "{canary} reached the sandbox:\n{env}"
+        );
+    }
+    let lines: Vec<&str> = env.lines().collect();
+    let path = format!("PATH={}", std::env::var("PATH").unwrap());
+    let home = format!("HOME={}", std::env::var("HOME").unwrap());
+    let marker = format!("SANDBOX_SDK_LOCAL_SANDBOX={id}");
+    for expected in [
+        path.as_str(),
+        home.as_str(),
+        "LANG=C.UTF-8",
+        "TZ=UTC",
+        "FROM_SPEC=spec",
+        "FROM_CMD=cmd",
+        marker.as_str(),
+    ] {
+        assert!(lines.contains(&expected), "{expected} missing:\n{env}");
+    }
+    // Named variables on top of the default list; nothing else.
+    let (env, _) =
+        env_seen(LocalProvider::new().inherit_env(["E2B_API_KEY", "NOT_SET_ANYWHERE"])).await;
+    assert!(env.lines().any(|l| l == "E2B_API_KEY=canary-e2b"), "{env}");
+    assert!(env.lines().any(|l| l == "TZ=UTC"), "{env}");
+    for canary in &canaries[1..] {
+        assert!(
+            !env.contains(canary),
+            "{canary} reached the sandbox:\n{env}"
+        );
+    }
+    // Everything, when asked.
+    let (env, _) = env_seen(LocalProvider::new().inherit_all_env()).await;
+    for canary in canaries {
+        assert!(env.contains(canary), "{canary} missing:\n{env}");
+    }
+}
+
+/// Starts `sleep 1000` in a process group of its own whose id is `pgid`, by steering the next
+/// pid of this pid namespace; `None` where that is not allowed (it takes CAP_SYS_ADMIN), or when
+/// other processes keep taking the pid first.
+fn unrelated_group_with_id(pgid: i32) -> Option<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    for _ in 0..200 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pgid - 1).to_string()).ok()?;
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        if child.id() == pgid as u32 {
+            return Some(child);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    None
+}
+
+/// After a sandbox's process ended and was reaped, its group id is free and may be taken by an
+/// unrelated process group of this user: neither destroy nor a process handle signals it.
+#[tokio::test]
+async fn destroy_and_kill_never_signal_a_group_whose_id_was_reused() {
+    use std::os::unix::process::ExitStatusExt;
+    let sb = sandbox().await;
+    let p = sb
+        .exec(&Command::shell("read line; true").stdin().background())
+        .await
+        .unwrap();
+    let pid: i32 = p.pid().parse().unwrap();
+    let attached = sb.attach(&pid.to_string()).await.unwrap();
+    let mut p = p;
+    drop(p.take_stdin());
+    assert!(p.wait().await.unwrap().success());
+    let Some(mut unrelated) = unrelated_group_with_id(pid) else {
+        eprintln!("skipped: cannot make a process group with a chosen id here");
+        return;
+    };
+    attached.kill().await.unwrap();
+    sb.destroy().await.unwrap();
+    // Had anything here sent it SIGKILL, that is how it ended; our SIGTERM comes later.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+    let status = unrelated.wait().unwrap();
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+}
+
+/// Unsetting the marker variable does not take a process out of destroy's reach: it is still in
+/// the group of the command that started it, or a child of a process of the sandbox.
+#[tokio::test]
+async fn destroy_kills_processes_that_unset_the_marker() {
+    let sb = sandbox().await;
+    // Left behind by a finished command, in its group.
+    let out = sb
+        .run(&Command::shell(
+            "unset SANDBOX_SDK_LOCAL_SANDBOX; sleep 1000 >/dev/null 2>&1 & echo $!",
+        ))
+        .await
+        .unwrap();
+    let left: i32 = out.stdout_lossy().trim().parse().unwrap();
+    // In a session of its own, under a command that still runs.
+    let mut p = sb
+        .exec(&Command::shell(
+            "unset SANDBOX_SDK_LOCAL_SANDBOX; setsid sleep 1000 >/dev/null 2>&1 & echo $!; wait",
+        ))
+        .await
+        .unwrap();
+    let detached: i32 = read_lines(&mut p, 1).await[0].parse().unwrap();
+    // The same from a background command.
+    let mut bg = sb
+        .exec(
+            &Command::shell(
+                "unset SANDBOX_SDK_LOCAL_SANDBOX; setsid sleep 1000 >/dev/null 2>&1 & echo $!; wait",
+            )
+            .background(),
+        )
+        .await
+        .unwrap();
+    let detached_bg: i32 = read_lines(&mut bg, 1).await[0].parse().unwrap();
+    for pid in [left, detached, detached_bg] {
+        assert!(!gone(pid), "{pid} should run before destroy");
+    }
+    sb.destroy().await.unwrap();
+    for pid in [left, detached, detached_bg] {
+        eventually(&format!("process {pid} is gone"), || gone(pid)).await;
+    }
+}
+
+/// What the docs say: paths are not confined to the sandbox's directory. `..` and a symbolic
+/// link lead out of it, for file operations and a command's cwd alike.
+#[tokio::test]
+async fn dot_dot_and_symlinks_lead_out_of_the_directory_as_documented() {
+    let sb = sandbox().await;
+    let host = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(host.path(), sb.dir().join("out")).unwrap();
+    sb.write_file("out/through-link.txt", Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    assert!(host.path().join("through-link.txt").exists());
+    sb.write_file("../beside-work.txt", Bytes::from_static(b"y"))
+        .await
+        .unwrap();
+    assert!(sb.dir().parent().unwrap().join("beside-work.txt").exists());
+    let out = sb.run(&Command::new("pwd").cwd("out")).await.unwrap();
+    assert_eq!(
+        out.stdout_lossy().trim_end(),
+        host.path().canonicalize().unwrap().display().to_string()
+    );
+    sb.destroy().await.unwrap();
+}
+
+/// The limit the docs state: a process that clears the marker, leaves its group and loses its
+/// parent (a daemon's double fork) is out of destroy's reach.
+#[tokio::test]
+async fn a_daemonized_process_without_the_marker_escapes_destroy_as_documented() {
+    let sb = sandbox().await;
+    let out = sb
+        .run(&Command::shell(
+            "unset SANDBOX_SDK_LOCAL_SANDBOX; (setsid sleep 1000 >/dev/null 2>&1 & echo $!)",
+        ))
+        .await
+        .unwrap();
+    let escaped: i32 = out.stdout_lossy().trim().parse().unwrap();
+    sb.destroy().await.unwrap();
+    let survived = !gone(escaped);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(escaped),
+        nix::sys::signal::SIGKILL,
+    );
+    assert!(survived, "destroy reached it: update the module docs");
+}

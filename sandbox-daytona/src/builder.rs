@@ -54,6 +54,12 @@ pub enum ExecTransport {
     /// Over SSH through Daytona's gateway (russh, auth method `none` with a cached access
     /// token as user): byte-exact live output, stdin, pty and resize. Background commands
     /// still use toolbox sessions.
+    ///
+    /// **The gateway's host key must be verified.** Daytona publishes no fingerprint, so pin
+    /// it with [`DaytonaBuilder::ssh_host_key`]; without a pin every SSH connection is refused
+    /// (`Unauthorized`, naming the key the gateway showed) before the access token is sent,
+    /// unless the caller opts into trusting the first key seen with
+    /// [`DaytonaBuilder::ssh_trust_host_key_on_first_use`].
     Ssh,
 }
 
@@ -111,6 +117,7 @@ pub struct DaytonaBuilder {
     pub(crate) log_follow: LogFollow,
     pub(crate) exec_transport: ExecTransport,
     pub(crate) ssh_host_key: Option<String>,
+    pub(crate) ssh_trust_first_use: bool,
     pub(crate) ssh_gateway: Option<(String, u16)>,
     pub(crate) create_lookup: CreateLookup,
     pub(crate) direct_window: Duration,
@@ -142,6 +149,7 @@ impl DaytonaBuilder {
             log_follow: LogFollow::WebSocket,
             exec_transport: ExecTransport::Toolbox,
             ssh_host_key: None,
+            ssh_trust_first_use: false,
             ssh_gateway: None,
             create_lookup: DEFAULT_CREATE_LOOKUP,
             direct_window: DEFAULT_DIRECT_WINDOW,
@@ -251,11 +259,30 @@ impl DaytonaBuilder {
         self
     }
 
-    /// Pins the SSH gateway's host key by its SHA-256 fingerprint (`SHA256:…`, as `ssh-keygen
-    /// -l` prints it). Without a pin the first key seen per gateway is trusted for the life of
-    /// the process and a different one later is refused (Daytona publishes no fingerprint).
+    /// Pins the SSH gateway's host key by its fingerprint (`SHA256:…` or `SHA512:…`, as
+    /// `ssh-keygen -l -f KEY.pub` prints it): a gateway showing any other key is refused
+    /// (`Unauthorized`) before the access token is sent. Daytona publishes no fingerprint; take
+    /// it from a connection you trust (`ssh-keyscan HOST | ssh-keygen -l -f -`).
+    ///
+    /// Without a pin, SSH connections are refused unless
+    /// [`DaytonaBuilder::ssh_trust_host_key_on_first_use`] is set; a pin wins over that
+    /// setting. [`DaytonaBuilder::build`] fails with `Validation` on a malformed fingerprint.
     pub fn ssh_host_key(mut self, fingerprint: impl Into<String>) -> Self {
         self.ssh_host_key = Some(fingerprint.into());
+        self
+    }
+
+    /// Opts into trusting the SSH gateway's host key on first use (default `false`): with no
+    /// [`DaytonaBuilder::ssh_host_key`] pin, the first key a gateway shows in this process is
+    /// accepted and remembered for the life of the process, and a different key later is
+    /// refused.
+    ///
+    /// This is weaker than a pin: whoever answers the first connection of each process (a
+    /// network attacker, a wrong DNS answer) is trusted and is sent the SSH access token,
+    /// which grants a shell in the sandbox. Off, connections without a pin are refused before
+    /// the token is sent.
+    pub fn ssh_trust_host_key_on_first_use(mut self, trust: bool) -> Self {
+        self.ssh_trust_first_use = trust;
         self
     }
 
@@ -317,7 +344,8 @@ impl DaytonaBuilder {
     }
 
     /// Builds the provider. Fails with `Validation` when no credential is set, a JWT has no
-    /// organization id, the SDK version is below 0.167.0, or a URL is malformed.
+    /// organization id, the SDK version is below 0.167.0, a URL is malformed, or the SSH host
+    /// key pin is not a fingerprint.
     pub fn build(self) -> Result<DaytonaProvider> {
         let secret = match (&self.api_key, &self.jwt_token) {
             (Some(key), _) => key.clone(),
@@ -343,6 +371,13 @@ impl DaytonaBuilder {
                     self.sdk_version
                 )));
             }
+        }
+        if let Some(pin) = &self.ssh_host_key
+            && crate::ssh::parse_fingerprint(pin).is_none()
+        {
+            return Err(config_error(
+                "the SSH host key pin is not a fingerprint such as SHA256:… (as ssh-keygen -l prints it)",
+            ));
         }
         let mut http = HttpClient::builder(PROVIDER, self.api_url.trim_end_matches('/'))
             .bearer(secret.clone())
@@ -400,6 +435,7 @@ impl fmt::Debug for DaytonaBuilder {
             .field("log_follow", &self.log_follow)
             .field("exec_transport", &self.exec_transport)
             .field("ssh_host_key", &self.ssh_host_key)
+            .field("ssh_trust_first_use", &self.ssh_trust_first_use)
             .field("ssh_gateway", &self.ssh_gateway)
             .field("create_lookup", &self.create_lookup)
             .field("direct_window", &self.direct_window)

@@ -61,7 +61,10 @@
 //!   [`ExecTransport::Ssh`] for every foreground command — runs a command over an SSH session
 //!   channel through Daytona's gateway (russh; auth method `none`, the token as user): stdout,
 //!   stderr and exit status apart, stdin, pty and resize. A dropped connection is reported, after
-//!   a look at the sandbox, as `NotRunning` or an invalid/expired token.
+//!   a look at the sandbox, as `NotRunning` or an invalid/expired token. The gateway's host key
+//!   is verified by default: pinned with [`DaytonaBuilder::ssh_host_key`], or refused before the
+//!   token is sent unless the caller opts into
+//!   [`DaytonaBuilder::ssh_trust_host_key_on_first_use`].
 //! - **Snapshots and limits**: [`DaytonaProvider::prepare`] makes a snapshot idempotently by a
 //!   content hash in its name; [`DaytonaProvider::limits`] reads the organization's
 //!   per-sandbox limits.

@@ -151,43 +151,93 @@ pub(crate) const PID_PREFIX: &str = "ssh/";
 /// How long a token used by [`exec`] must stay valid.
 const EXEC_TOKEN_TTL: Duration = Duration::from_secs(30 * 60);
 
+/// A host key pin (`SHA256:…` or `SHA512:…`, base64 without padding, as `ssh-keygen -l`
+/// prints it), or `None` when `text` is not one.
+pub(crate) fn parse_fingerprint(text: &str) -> Option<russh::keys::ssh_key::Fingerprint> {
+    text.trim().parse().ok()
+}
+
 /// Host keys seen per gateway (`host:port` → SHA-256 fingerprint), trusted on first use for the
-/// life of the process; a different key later is refused.
+/// life of the process by providers that opted in; a different key later is refused.
 fn known_hosts() -> &'static std::sync::Mutex<HashMap<String, String>> {
     static KNOWN: OnceLock<std::sync::Mutex<HashMap<String, String>>> = OnceLock::new();
     KNOWN.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
 }
 
+/// How the gateway's host key is verified (from the builder).
+#[derive(Clone)]
+enum HostKeyPolicy {
+    /// Only the key with this fingerprint is accepted.
+    Pinned(russh::keys::ssh_key::Fingerprint),
+    /// No pin, and the caller opted into trust on first use.
+    TrustFirstUse,
+    /// No pin and no opt-in: every key is refused.
+    Refuse,
+}
+
+/// Why a host key was refused, with the SHA-256 fingerprint of the key the gateway showed.
+enum Refusal {
+    /// It is not the pinned key.
+    NotPinned(String),
+    /// It differs from the key trusted on first use earlier in this process.
+    Changed(String),
+    /// Nothing to verify it against (no pin, no opt-in).
+    Unverified(String),
+}
+
 struct GatewayClient {
     endpoint: String,
-    pinned: Option<String>,
-    mismatch: Arc<std::sync::Mutex<Option<String>>>,
+    policy: HostKeyPolicy,
+    refusal: Arc<std::sync::Mutex<Option<Refusal>>>,
 }
 
 impl russh::client::Handler for GatewayClient {
     type Error = russh::Error;
 
+    /// Runs during the key exchange, before [`russh::client::connect`] returns and so before
+    /// the access token is sent (as the user name of the `none` auth that follows): a key that
+    /// is refused here ends the connection with nothing sent but the handshake.
     async fn check_server_key(
         &mut self,
-        key: &russh::keys::PublicKey,
+        key: &russh::keys::PublicKeyOrCertificate,
     ) -> std::result::Result<bool, Self::Error> {
+        // For a certificate, the key it certifies: the key exchange was signed with that key,
+        // and the certificate's signer is not trusted for anything.
+        let key = key.public_key();
         let seen = key.fingerprint(russh::keys::HashAlg::Sha256).to_string();
-        let expected = match &self.pinned {
-            Some(pin) => Some(pin.clone()),
-            None => {
+        let refusal = match &self.policy {
+            HostKeyPolicy::Pinned(pin) => {
+                (key.fingerprint(pin.algorithm()) != *pin).then_some(Refusal::NotPinned(seen))
+            }
+            HostKeyPolicy::TrustFirstUse => {
                 let mut known = known_hosts().lock().unwrap_or_else(|e| e.into_inner());
-                known
+                let trusted = known
                     .entry(self.endpoint.clone())
                     .or_insert_with(|| seen.clone());
-                known.get(&self.endpoint).cloned()
+                (*trusted != seen).then_some(Refusal::Changed(seen))
             }
+            HostKeyPolicy::Refuse => Some(Refusal::Unverified(seen)),
         };
-        let ok = expected.as_deref() == Some(seen.as_str());
-        if !ok {
-            *self.mismatch.lock().unwrap_or_else(|e| e.into_inner()) = Some(seen);
-        }
+        let ok = refusal.is_none();
+        *self.refusal.lock().unwrap_or_else(|e| e.into_inner()) = refusal;
         Ok(ok)
     }
+}
+
+/// The error for a refused host key.
+fn refusal_error(refusal: Refusal, endpoint: &str, sandbox_id: &str) -> Error {
+    let message = match refusal {
+        Refusal::NotPinned(seen) => format!(
+            "the SSH gateway {endpoint} presented host key {seen}, not the pinned one (ssh_host_key); the access token was not sent"
+        ),
+        Refusal::Changed(seen) => format!(
+            "the SSH gateway {endpoint} presented host key {seen}, not the one it presented first in this process; the access token was not sent"
+        ),
+        Refusal::Unverified(seen) => format!(
+            "the SSH gateway {endpoint} presented host key {seen}, which cannot be verified: pin the gateway's key with DaytonaBuilder::ssh_host_key (after checking it), or opt into trusting the first key seen with DaytonaBuilder::ssh_trust_host_key_on_first_use; the access token was not sent"
+        ),
+    };
+    ssh_error(ErrorKind::Unauthorized, message, sandbox_id)
 }
 
 /// The command line run over SSH: the argv quoted, cwd and env folded into `sh -c`, and a
@@ -241,7 +291,10 @@ async fn explain_disconnect(inner: &Inner, sandbox_id: &str, token: &str) -> Err
 
 /// Runs `command` over an SSH session channel through the gateway: auth method `none` with the
 /// cached token as user, then `exec`; stdout (`Data`), stderr (`ExtendedData` 1) and the exit
-/// status arrive apart. Stdin, a pty and window resizes are supported.
+/// status arrive apart. Stdin, a pty and window resizes are supported. The gateway's host key
+/// is verified first ([`HostKeyPolicy`]): the token only goes to a pinned key, or to the key
+/// trusted on first use when the caller opted into that, and otherwise the call fails
+/// `Unauthorized` without sending it.
 pub(crate) async fn exec(
     inner: Arc<Inner>,
     sandbox_id: &str,
@@ -257,11 +310,20 @@ pub(crate) async fn exec(
         nodelay: true,
         ..Default::default()
     };
-    let mismatch = Arc::new(std::sync::Mutex::new(None));
+    let policy = match inner.config.ssh_host_key.as_deref() {
+        // A malformed pin fails `build`; should one get here, it pins no key.
+        Some(pin) => match parse_fingerprint(pin) {
+            Some(pin) => HostKeyPolicy::Pinned(pin),
+            None => HostKeyPolicy::Refuse,
+        },
+        None if inner.config.ssh_trust_first_use => HostKeyPolicy::TrustFirstUse,
+        None => HostKeyPolicy::Refuse,
+    };
+    let refusal = Arc::new(std::sync::Mutex::new(None));
     let client = GatewayClient {
         endpoint: endpoint.clone(),
-        pinned: inner.config.ssh_host_key.clone(),
-        mismatch: mismatch.clone(),
+        policy,
+        refusal: refusal.clone(),
     };
     let connect = russh::client::connect(
         Arc::new(config),
@@ -277,12 +339,8 @@ pub(crate) async fn exec(
             ));
         }
         Ok(Err(e)) => {
-            if let Some(seen) = mismatch.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                return Err(ssh_error(
-                    ErrorKind::Unauthorized,
-                    format!("the SSH gateway {endpoint} presented an unexpected host key {seen}"),
-                    sandbox_id,
-                ));
+            if let Some(refused) = refusal.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return Err(refusal_error(refused, &endpoint, sandbox_id));
             }
             return Err(ssh_error(
                 ErrorKind::Transport,

@@ -10,7 +10,7 @@
 //! replay servers' URLs are reused between tests) never carries one into another scenario,
 //! and each command mints exactly once, as the cassettes count. The API names the cloud
 //! gateway in `sshCommand`; [`DaytonaBuilder::ssh_gateway`] points the adapter at the
-//! loopback one.
+//! loopback one, whose host key is pinned with [`DaytonaBuilder::ssh_host_key`].
 
 mod gateway;
 
@@ -36,6 +36,9 @@ fn suite() -> Suite {
                 .ssh_gateway("127.0.0.1", gateway::port())
                 .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(sandbox_conformance::REPLAY_CREATE_LOOKUP)
+                // Pinned, as a caller should: without a pin (or the first-use opt-in) the
+                // adapter refuses the gateway before sending the token.
+                .ssh_host_key(gateway::fingerprint())
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },

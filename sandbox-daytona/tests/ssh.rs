@@ -55,8 +55,14 @@ async fn mint_answers(f: &Fixture, token: &str, times: u64) {
         .await;
 }
 
-fn builder(f: &Fixture) -> DaytonaBuilder {
+/// An SSH-configured builder with no host key pin and no first-use trust.
+fn unpinned(f: &Fixture) -> DaytonaBuilder {
     common::builder(&f.api).exec_transport(ExecTransport::Ssh)
+}
+
+/// An SSH-configured builder that pins the test gateway's host key.
+fn builder(f: &Fixture) -> DaytonaBuilder {
+    unpinned(f).ssh_host_key(gateway::fingerprint())
 }
 
 /// The fixture's sandbox through an SSH-configured provider.
@@ -210,27 +216,77 @@ async fn a_pinned_host_key_that_differs_is_refused() {
         .unwrap();
     let err = sandbox.run(&Command::new("true")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
-    assert!(err.message().contains("host key"));
-    // The right pin is accepted.
-    let fingerprint = gateway::host_key()
+    assert!(err.message().contains("not the pinned one"), "{err}");
+    assert!(f.gw.seen().users.is_empty(), "the token went to the key");
+    // The right pin is accepted, as SHA-256 or SHA-512.
+    let sha512 = gateway::host_key()
         .public_key()
-        .fingerprint(HashAlg::Sha256)
+        .fingerprint(HashAlg::Sha512)
         .to_string();
-    let sandbox = builder(&f)
-        .ssh_host_key(fingerprint)
+    for pin in [gateway::fingerprint(), sha512] {
+        let sandbox = unpinned(&f)
+            .ssh_host_key(pin)
+            .build()
+            .unwrap()
+            .get(f.id)
+            .await
+            .unwrap();
+        assert!(
+            sandbox
+                .run(&Command::new("true"))
+                .await
+                .unwrap()
+                .status
+                .success()
+        );
+    }
+    // A pin that is not a fingerprint fails the build.
+    let err = unpinned(&f).ssh_host_key("ab:cd:ef").build().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation, "{err}");
+}
+
+#[tokio::test]
+async fn without_a_pin_or_first_use_trust_the_host_key_is_refused_before_the_token_is_sent() {
+    let f = fixture("started", "sb-without_a_pin_or_fir").await;
+    mint_answers(&f, GOOD, 1).await;
+    let sandbox = unpinned(&f).build().unwrap().get(f.id).await.unwrap();
+    let err = sandbox.run(&Command::new("true")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    let message = err.message();
+    assert!(message.contains(&gateway::fingerprint()), "{err}");
+    assert!(
+        message.contains("ssh_host_key") && message.contains("ssh_trust_host_key_on_first_use"),
+        "{err}"
+    );
+    assert!(!format!("{err} {err:?}").contains(GOOD));
+    // The handshake ended at the host key: the gateway saw no auth attempt, so no token.
+    assert!(f.gw.seen().users.is_empty(), "{:?}", f.gw.seen().users);
+    assert!(f.gw.seen().commands.is_empty());
+    // With the pin the same sandbox works (the token minted above is reused: expect(1)).
+    let out = builder(&f)
         .build()
         .unwrap()
         .get(f.id)
         .await
+        .unwrap()
+        .run(&Command::new("true"))
+        .await
         .unwrap();
-    assert!(
-        sandbox
-            .run(&Command::new("true"))
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
+    assert!(out.status.success());
+    assert_eq!(f.gw.seen().users, [GOOD]);
+    // So it does with the explicit first-use opt-in and no pin.
+    let out = unpinned(&f)
+        .ssh_trust_host_key_on_first_use(true)
+        .build()
+        .unwrap()
+        .get(f.id)
+        .await
+        .unwrap()
+        .run(&Command::new("true"))
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(f.gw.seen().users, [GOOD, GOOD]);
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 //! The environment variables [`FlyBuilder::from_env`] reads are listed on [`FlyBuilder`].
 
 use crate::provider::FlyProvider;
+use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, Result};
 use std::fmt;
 use std::time::Duration;
@@ -18,6 +19,18 @@ pub const DEFAULT_IMAGE: &str = "ubuntu:24.04";
 /// past about 30 s with `deadline_exceeded` (PROTOCOL.md §8). Commands that may run longer use
 /// the background-and-poll emulation instead.
 pub const EXEC_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long an ambiguous create (timed out, connection lost after sending, 408/5xx) is looked up
+/// by its idempotency key before the error goes back to the caller: Fly's create can time out
+/// upstream with a 408 and still make the machine (PROTOCOL.md §1), and a launch takes seconds,
+/// so the adapter keeps looking for a minute.
+pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(60);
+
+/// How long the `/exec` that starts an emulated command waits in the machine for it to end
+/// (default of [`FlyBuilder::launch_wait`]): a command done by then costs that one call; one still
+/// running is left running and polled. One second matches Fly's sustained exec rate (1 request/s
+/// per machine), so waiting longer in one call would not let the next come any sooner.
+pub const DEFAULT_LAUNCH_WAIT: Duration = Duration::from_secs(1);
 
 /// A Fly Machines provider's configuration. `Debug` never shows the token.
 ///
@@ -62,8 +75,10 @@ pub struct FlyBuilder {
     pub(crate) direct_exec_limit: Duration,
     pub(crate) prefer_direct_exec: bool,
     pub(crate) poll_interval: Duration,
+    pub(crate) launch_wait: Duration,
     pub(crate) upload_chunk: usize,
     pub(crate) download_chunk: u64,
+    pub(crate) create_lookup: CreateLookup,
 }
 
 impl Default for FlyBuilder {
@@ -86,8 +101,10 @@ impl Default for FlyBuilder {
             direct_exec_limit: EXEC_DEADLINE,
             prefer_direct_exec: false,
             poll_interval: Duration::from_secs(1),
+            launch_wait: DEFAULT_LAUNCH_WAIT,
             upload_chunk: crate::files::UPLOAD_CHUNK,
             download_chunk: crate::files::DOWNLOAD_CHUNK,
+            create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
         }
     }
 }
@@ -228,11 +245,24 @@ impl FlyBuilder {
         self
     }
 
-    /// Sets the least time between two calls of one emulated operation (default 1 s, Fly's
-    /// sustained per-action rate): output polls of a streamed command, and file chunks after a
-    /// burst of two. Each poll also waits in the machine up to ~1 s for output.
+    /// Sets the pace of the many calls one emulated operation makes (default 1 s, Fly's
+    /// sustained per-action rate): after a burst of two, one call per interval, the burst
+    /// refilling while the operation is idle. It paces output polls of a command and file
+    /// chunks. Each poll also waits in the machine up to ~1 s for output, so a quiet command
+    /// costs one call per second whatever the interval.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
+        self
+    }
+
+    /// How long the one `/exec` that starts a command without a (short) timeout waits in the
+    /// machine for it to end (default [`DEFAULT_LAUNCH_WAIT`], at most [`EXEC_DEADLINE`]): a
+    /// command that ends within it is done in that one call, output and exit code included;
+    /// one that does not is left running (never killed for being slow) and polled. Live output
+    /// of a streamed command shows up after this wait at the latest. Background commands never
+    /// wait. Waits below a second need a `sleep` that takes decimals (GNU, BusyBox).
+    pub fn launch_wait(mut self, wait: Duration) -> Self {
+        self.launch_wait = wait.min(EXEC_DEADLINE);
         self
     }
 
@@ -243,6 +273,17 @@ impl FlyBuilder {
         let bytes = bytes.max(3);
         self.upload_chunk = bytes.min(crate::files::UPLOAD_CHUNK);
         self.download_chunk = (bytes as u64).min(crate::files::DOWNLOAD_CHUNK);
+        self
+    }
+
+    /// How an ambiguous create is settled (default: look the idempotency key up for
+    /// [`DEFAULT_CREATE_LOOKUP_WINDOW`], at once and then 25 ms doubling to 1 s apart). Fly has
+    /// no idempotency header, so a create with a key lists machines by the key's metadata label
+    /// first, sends the create once, and after a timeout, a lost connection or a 408/5xx keeps
+    /// listing for the window; only when no machine appears does the error go back (and the
+    /// retry layer may send the create again). Creates without a key are sent once.
+    pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.create_lookup = lookup;
         self
     }
 
@@ -335,8 +376,10 @@ impl fmt::Debug for FlyBuilder {
             .field("direct_exec_limit", &self.direct_exec_limit)
             .field("prefer_direct_exec", &self.prefer_direct_exec)
             .field("poll_interval", &self.poll_interval)
+            .field("launch_wait", &self.launch_wait)
             .field("upload_chunk", &self.upload_chunk)
             .field("download_chunk", &self.download_chunk)
+            .field("create_lookup", &self.create_lookup)
             .finish()
     }
 }

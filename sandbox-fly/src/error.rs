@@ -120,6 +120,13 @@ pub(crate) fn map_error(resp: FailedResponse<'_>) -> Error {
             ),
             None => (ErrorKind::Conflict, text),
         },
+        // `/exec` on a machine that is not started answers 412 (the only precondition exec
+        // has); every other 412 (start from a state that cannot start, a volume in use, a stale
+        // metadata version: PROTOCOL.md §2) is a conflict with the machine's current state.
+        412 if resp.operation == Some("exec") => (
+            ErrorKind::NotRunning,
+            format!("machine is not running, so it cannot run commands ({text})"),
+        ),
         412 => (ErrorKind::Conflict, text),
         422 if code_str == "name_taken" => (ErrorKind::Conflict, text),
         422 if lower.contains("limit") => (ErrorKind::QuotaExceeded, text),
@@ -158,11 +165,6 @@ pub(crate) fn map_error(resp: FailedResponse<'_>) -> Error {
             .retry_after
             .unwrap_or_else(|| documented_retry_after(resp.operation));
         error = error.with_retry_after(delay);
-    }
-    if resp.status == 408 && resp.operation == Some("create") {
-        // A create that timed out upstream may still have made the machine (PROTOCOL.md §1):
-        // only an idempotent retry (which lists by key first) is safe, and the client decides that.
-        error = error.with_retryable(false);
     }
     error
 }
@@ -250,6 +252,25 @@ mod tests {
     }
 
     #[test]
+    fn exec_on_a_stopped_machine_is_not_running_and_other_412s_stay_conflicts() {
+        let mut r = resp(412, r#"{"error":"machine is not started"}"#);
+        r.operation = Some("exec");
+        let e = map_error(r);
+        assert_eq!(e.kind(), ErrorKind::NotRunning);
+        assert!(e.message().contains("machine is not started"), "{e}");
+        assert_eq!(e.status(), Some(412));
+        assert_eq!(e.request_id(), Some("01JJRPZ859TZM6BZ1A9RN4AZ5N-fra"));
+        for op in ["start", "update", "metadata"] {
+            let mut r = resp(
+                412,
+                r#"{"error":"unable to start machine from current state"}"#,
+            );
+            r.operation = Some(op);
+            assert_eq!(map_error(r).kind(), ErrorKind::Conflict, "{op}");
+        }
+    }
+
+    #[test]
     fn rate_limit_uses_retry_after_or_the_documented_rate() {
         let mut r = resp(429, "");
         r.retry_after = Some(Duration::from_secs(7));
@@ -280,13 +301,16 @@ mod tests {
         assert!(e.message().contains("it is stopped"), "{}", e.message());
     }
 
+    /// A create that timed out upstream may still have made the machine (PROTOCOL.md §1): the
+    /// transport marks the 408 ambiguous and the adapter looks the key up for its window before
+    /// returning it; past that, with no machine found, sending again is right.
     #[test]
-    fn create_timeout_is_not_blindly_retryable() {
+    fn create_timeout_is_a_retryable_timeout() {
         let mut r = resp(408, "");
         r.operation = Some("create");
         let e = map_error(r);
         assert_eq!(e.kind(), ErrorKind::Timeout);
-        assert!(!e.is_retryable());
+        assert!(e.is_retryable());
     }
 
     #[test]

@@ -14,12 +14,14 @@
 
 use crate::api::Api;
 use crate::error::PROVIDER;
+use crate::pace::Pacer;
 use crate::scripts;
 use crate::wire::{ExecRequest, ExecResponse};
 use async_trait::async_trait;
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
+use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, ExitStatus, Process, ProcessControl, ProcessEvent, ProcessInfo,
     PtySize, Result, Stdin,
@@ -39,8 +41,8 @@ pub const POLL_CHUNK: u64 = 256 * 1024;
 /// Ticks of 0.2 s a poll waits inside the machine for news before answering.
 const POLL_WAIT_TICKS: u64 = 5;
 
-/// Server-side timeout of the launch and poll calls (they return within ~1 s normally).
-const CONTROL_EXEC_SECS: u64 = 20;
+/// Whole seconds a poll may spend waiting in the machine for news ([`POLL_WAIT_TICKS`] of 0.2 s).
+const POLL_WAIT_SECS: u64 = 1;
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
@@ -63,15 +65,27 @@ pub(crate) fn wrap_argv(cmd: &Command) -> Vec<String> {
     argv
 }
 
-/// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`.
+/// The server-side deadline, in whole seconds, of one of the adapter's own scripts (file chunks,
+/// stat, kill, listing, launch, poll): they do little work in the machine, so they get the
+/// request timeout (at least 1 s), plus the `wait_secs` a launch or poll spends waiting in the
+/// machine on purpose. The HTTP call is bounded by this deadline plus the request timeout
+/// ([`Api::exec`]), so a silent server costs about twice the request timeout, never more.
+pub(crate) fn script_secs(api: &Api, wait_secs: u64) -> u64 {
+    let budget = api.settings.request_timeout.as_secs_f64().ceil().max(1.0) as u64;
+    budget + wait_secs
+}
+
+/// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`, with the deadline of
+/// [`script_secs`] (`wait_secs` being the time it is asked to wait in the machine).
 pub(crate) async fn run_script(
     api: &Api,
     machine: &str,
     script: &str,
     args: &[&str],
     stdin: Option<String>,
-    secs: u64,
+    wait_secs: u64,
 ) -> Result<ExecResponse> {
+    let secs = script_secs(api, wait_secs);
     let mut command = vec![
         "sh".to_owned(),
         "-c".to_owned(),
@@ -351,7 +365,7 @@ impl PolledControl {
         if clean {
             args.push("1");
         }
-        let resp = run_script(&self.api, &self.machine, scripts::KILL, &args, None, 15).await?;
+        let resp = run_script(&self.api, &self.machine, scripts::KILL, &args, None, 0).await?;
         match resp.exit_code.unwrap_or(0) {
             0 => Ok(()),
             _ => Err(script_error(
@@ -405,9 +419,16 @@ struct Poller {
     out: u64,
     err: u64,
     clean: bool,
+    /// The process id is the caller's tag (it may be asked for again).
+    tagged: bool,
+    /// Fly's exec rate, shared with the launch call.
+    pacer: Pacer,
+    /// Pauses after polls that came back early without news; reset by news.
+    backoff: Backoff,
+    /// The last poll came back early without news (its wait in the machine was cut short).
+    quiet: bool,
     interval: Duration,
     deadline: Option<(Instant, Duration)>,
-    last: Option<Instant>,
     vanished: u8,
     done: bool,
     launched: bool,
@@ -476,7 +497,8 @@ impl Poller {
         }
     }
 
-    async fn poll(&mut self) -> Result<PollAnswer> {
+    /// One poll; also returns how long the machine was asked to wait for news.
+    async fn poll(&mut self) -> (Result<PollAnswer>, Duration) {
         let ticks = match self.deadline {
             Some((at, _)) => {
                 let left = at.saturating_duration_since(Instant::now()).as_millis() as u64;
@@ -491,23 +513,51 @@ impl Poller {
             &self.err.to_string(),
             &POLL_CHUNK.to_string(),
             &ticks.to_string(),
-            if self.clean { "1" } else { "0" },
+            clean_flag(self.clean, self.tagged),
         ]
         .map(str::to_owned);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let c = &self.control;
-        let resp = run_script(
+        let answer = run_script(
             &c.api,
             &c.machine,
             &scripts::poll_script(),
             &args,
             None,
-            CONTROL_EXEC_SECS,
+            POLL_WAIT_SECS,
         )
-        .await?;
-        poll_result(resp, &c.machine, &c.pid)
+        .await
+        .and_then(|resp| poll_result(resp, &c.machine, &c.pid));
+        (answer, Duration::from_millis(ticks * 200))
     }
 
+    /// Takes the launch's answer. A launch that waited in the machine for the whole timeout and
+    /// still found the process running means the timeout has passed, whatever the local clock
+    /// says: the process is killed next instead of polled once more.
+    fn launched_with(&mut self, first: PollAnswer, waited: Duration) {
+        if let Some((_, limit)) = self.deadline
+            && waited >= limit
+            && first.exit.is_none()
+        {
+            self.deadline = Some((Instant::now(), limit));
+        }
+        self.apply(first);
+    }
+
+    /// A backoff for quiet polls, bounded by the process's deadline.
+    fn fresh_backoff(interval: Duration, deadline: Option<(Instant, Duration)>) -> Backoff {
+        let backoff = Backoff::new(interval);
+        match deadline {
+            Some((at, _)) => backoff.within(at.saturating_duration_since(Instant::now())),
+            None => backoff,
+        }
+    }
+
+    /// The next event: queued ones first, then one poll. Polls go at once, as Fly's exec rate
+    /// allows ([`Pacer`]): each waits in the machine for news, so a silent process costs one
+    /// call per wait, not a client-side sleep. A poll that comes back early without news (the
+    /// wait was cut short by the deadline, or `sleep` fails in the image) is followed by a
+    /// [`Backoff`] pause, so nothing spins.
     async fn next(&mut self) -> Option<Result<ProcessEvent>> {
         loop {
             if let Some(event) = self.queue.pop_front() {
@@ -516,13 +566,14 @@ impl Poller {
             if self.done {
                 return None;
             }
-            if let Some(last) = self.last {
-                let mut wake = last + self.interval;
-                if let Some((at, _)) = self.deadline {
-                    wake = wake.min(at);
-                }
-                tokio::time::sleep_until(wake).await;
+            if self.quiet {
+                self.backoff.pause().await;
             }
+            let mut wake = self.pacer.next_at();
+            if let Some((at, _)) = self.deadline {
+                wake = wake.min(at);
+            }
+            tokio::time::sleep_until(wake).await;
             if let Some((at, limit)) = self.deadline
                 && Instant::now() >= at
             {
@@ -545,9 +596,24 @@ impl Poller {
                 }
                 return Some(Err(error));
             }
-            self.last = Some(Instant::now());
-            match self.poll().await {
-                Ok(answer) => self.apply(answer),
+            self.pacer.take();
+            let (answer, waited) = {
+                let started = Instant::now();
+                let (answer, asked) = self.poll().await;
+                (answer, (started.elapsed(), asked))
+            };
+            match answer {
+                Ok(answer) => {
+                    let news = answer.exit.is_some()
+                        || !answer.stdout.is_empty()
+                        || !answer.stderr.is_empty();
+                    let (took, asked) = waited;
+                    self.quiet = !news && (asked.is_zero() || took < asked / 2);
+                    if news {
+                        self.backoff = Self::fresh_backoff(self.interval, self.deadline);
+                    }
+                    self.apply(answer);
+                }
                 Err(e) => {
                     self.done = true;
                     return Some(Err(e));
@@ -599,9 +665,35 @@ fn meta_json(cmd: &Command) -> String {
     .to_string()
 }
 
-/// Launches `cmd` detached under the first free id of `ids` and returns that id and the first
-/// poll. An id whose directory exists is skipped (exit 47), except that a tag (`reuse`) may take
-/// over the directory of a finished process.
+/// `wait` as the `sleep` operand of the launch script: whole seconds as an integer (any `sleep`
+/// takes it), shorter or finer waits as a decimal with millisecond precision.
+fn sleep_operand(wait: Duration) -> String {
+    if wait.subsec_millis() == 0 {
+        wait.as_secs().to_string()
+    } else {
+        format!("{:.3}", wait.as_secs_f64())
+    }
+}
+
+/// How long the launch of `cmd` waits in the machine for it to end: the builder's
+/// [`crate::FlyBuilder::launch_wait`] for a foreground command (cut to its timeout), nothing
+/// for a background one, whose caller wants the handle at once.
+fn launch_wait(api: &Api, cmd: &Command) -> Duration {
+    if cmd.background {
+        return Duration::ZERO;
+    }
+    let wait = api.settings.launch_wait;
+    if cmd.timeout.is_zero() {
+        wait
+    } else {
+        wait.min(cmd.timeout)
+    }
+}
+
+/// Launches `cmd` detached under the first free id of `ids`, waits up to `wait` in the machine
+/// for it to end, and returns that id and the first poll (the whole result when it ended in
+/// time). An id whose directory exists is skipped (exit 47), except that a tag (`reuse`) may
+/// take over the directory of a finished process.
 #[allow(clippy::too_many_arguments)]
 async fn launch(
     api: &Api,
@@ -611,14 +703,15 @@ async fn launch(
     clean: bool,
     stdin: bool,
     reuse: bool,
+    wait: Duration,
 ) -> Result<(String, PollAnswer)> {
     let mut last = None;
     for pid in ids {
         let mut args: Vec<String> = vec![
             process_dir(pid),
-            POLL_WAIT_TICKS.to_string(),
+            sleep_operand(wait),
             POLL_CHUNK.to_string(),
-            flag(clean),
+            clean_flag(clean, reuse).to_owned(),
             flag(stdin),
             meta_json(cmd),
             flag(reuse),
@@ -631,7 +724,7 @@ async fn launch(
             &scripts::run_script(),
             &args,
             None,
-            CONTROL_EXEC_SECS,
+            wait.as_secs_f64().ceil() as u64,
         )
         .await?;
         if resp.exit_code == Some(47) {
@@ -648,6 +741,17 @@ async fn launch(
     Err(last.unwrap_or_else(|| {
         Error::new(ErrorKind::Conflict, "no free process id").with_provider(PROVIDER)
     }))
+}
+
+/// The poll scripts' clean flag: `0` keeps the process directory (a background process), `1`
+/// removes it once everything is read, `2` does so detached after answering, for an untagged
+/// id (`p{seq}…`) that no later command can ask for, so the removal races with nothing.
+fn clean_flag(clean: bool, tagged: bool) -> &'static str {
+    match (clean, tagged) {
+        (false, _) => "0",
+        (true, true) => "1",
+        (true, false) => "2",
+    }
 }
 
 fn flag(on: bool) -> String {
@@ -684,27 +788,37 @@ pub(crate) async fn start_polled(
     let reuse = cmd.tag.is_some();
     let clean = !cmd.background;
     let deadline = (!cmd.timeout.is_zero()).then(|| (Instant::now() + cmd.timeout, cmd.timeout));
-    let poller = |pid: &str| Poller {
-        control: Arc::new(PolledControl {
-            api: api.clone(),
-            machine: machine.to_owned(),
-            pid: pid.to_owned(),
-        }),
-        out: 0,
-        err: 0,
-        clean,
-        interval: api.settings.poll_interval,
-        deadline,
-        last: Some(Instant::now()),
-        vanished: 0,
-        done: false,
-        launched: false,
-        queue: VecDeque::new(),
+    let wait = launch_wait(api, cmd);
+    let interval = api.settings.poll_interval;
+    let poller = |pid: &str| {
+        let mut pacer = Pacer::new(interval);
+        // The launch is the first call of the process's exec budget.
+        pacer.take();
+        Poller {
+            control: Arc::new(PolledControl {
+                api: api.clone(),
+                machine: machine.to_owned(),
+                pid: pid.to_owned(),
+            }),
+            out: 0,
+            err: 0,
+            clean,
+            tagged: reuse,
+            pacer,
+            backoff: Poller::fresh_backoff(interval, deadline),
+            quiet: false,
+            interval,
+            deadline,
+            vanished: 0,
+            done: false,
+            launched: false,
+            queue: VecDeque::new(),
+        }
     };
     if !cmd.stdin {
-        let (pid, first) = launch(api, machine, &ids, cmd, clean, false, reuse).await?;
+        let (pid, first) = launch(api, machine, &ids, cmd, clean, false, reuse, wait).await?;
         let mut p = poller(&pid);
-        p.apply(first);
+        p.launched_with(first, wait);
         return Ok(polled_process(p, pid, None));
     }
     let pid = ids[0].clone();
@@ -721,7 +835,7 @@ pub(crate) async fn start_polled(
             let input = collected.await?;
             let path = format!("{}.in", process_dir(&ids[0]));
             crate::files::upload_bytes(&api, &machine, &path, input).await?;
-            let launched = launch(&api, &machine, &ids, &cmd, clean, true, reuse).await;
+            let launched = launch(&api, &machine, &ids, &cmd, clean, true, reuse, wait).await;
             if launched.is_err() {
                 // The launch moves the stdin file into the process directory; when it failed
                 // (the tag is taken, ...) the file would stay beside the directories forever.
@@ -733,8 +847,8 @@ pub(crate) async fn start_polled(
         match started {
             Ok((_, first)) => {
                 p.deadline = deadline.map(|(_, limit)| (Instant::now() + limit, limit));
-                p.last = Some(Instant::now());
-                p.apply(first);
+                p.backoff = Poller::fresh_backoff(p.interval, p.deadline);
+                p.launched_with(first, wait);
             }
             Err(e) => {
                 p.done = true;
@@ -769,18 +883,24 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
         &scripts::poll_script(),
         &[&dir, "0", "0", "0", "0", "0"],
         None,
-        CONTROL_EXEC_SECS,
+        0,
     )
     .await?;
     let first = poll_result(resp, machine, pid)?;
+    let interval = api.settings.poll_interval;
+    let mut pacer = Pacer::new(interval);
+    pacer.take();
     let mut poller = Poller {
         control: control.clone(),
         out: first.out_size,
         err: first.err_size,
         clean: false,
-        interval: api.settings.poll_interval,
+        tagged: true,
+        pacer,
+        backoff: Poller::fresh_backoff(interval, None),
+        quiet: false,
+        interval,
         deadline: None,
-        last: Some(Instant::now()),
         vanished: 0,
         done: false,
         launched: false,
@@ -793,7 +913,7 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
 /// Lists the background processes started in the machine (running or finished, until their
 /// directory is cleaned up).
 pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInfo>> {
-    let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], None, 20).await?;
+    let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], None, 0).await?;
     if resp.exit_code.unwrap_or(0) != 0 {
         return Err(script_error(
             &resp,
@@ -957,9 +1077,12 @@ mod tests {
             err: 0,
             // Not a foreground process: dropping it must not spawn a kill.
             clean: false,
+            tagged: false,
+            pacer: Pacer::new(Duration::ZERO),
+            backoff: Backoff::new(Duration::ZERO),
+            quiet: false,
             interval: Duration::ZERO,
             deadline: None,
-            last: None,
             vanished: 0,
             done: false,
             launched: false,

@@ -2,10 +2,17 @@
 //! uploads and through its `stdout` for downloads, one chunk per call, so a file of any size
 //! moves in constant memory.
 //!
-//! Chunk sizes: Fly documents no limit on an exec request or its stdin, and none on its output.
-//! The adapter keeps every exec body under [`MAX_EXEC_BODY`] (1 MiB, far under the 4 MiB gRPC
-//! message default behind flyd): [`UPLOAD_CHUNK`] raw bytes become 4/3 as much base64 text in
-//! one JSON string; downloads read [`DOWNLOAD_CHUNK`] bytes per call.
+//! Chunk sizes: Fly documents no limit on an exec request or its stdin, and none on its output
+//! (PROTOCOL.md §8), so the adapter keeps every exec body, request and answer, under its own cap
+//! of [`MAX_EXEC_BODY`] (1 MiB) and fills it: [`UPLOAD_CHUNK`] raw bytes become 4/3 as much base64
+//! in one JSON string, with room left for the script and two paths of up to 4 KiB; a download
+//! answer carries [`DOWNLOAD_CHUNK`] bytes as base64 wrapped at 76 columns, each line break
+//! escaped as two characters in the JSON string.
+//!
+//! Throughput: Fly allows 1 exec per second per machine sustained, in bursts of 3 (PROTOCOL.md
+//! §3). Transfers take two calls at once and then one per [`crate::FlyBuilder::poll_interval`]
+//! (default 1 s), so a file moves at about 0.7 MiB/s sustained whatever the network: 10 MiB takes
+//! about 13 s.
 
 use crate::api::Api;
 use crate::error::PROVIDER;
@@ -26,13 +33,13 @@ use tokio::io::AsyncReadExt;
 /// The largest exec request body the adapter sends (an upload chunk in base64 plus the script).
 pub const MAX_EXEC_BODY: usize = 1024 * 1024;
 
-/// Raw bytes per upload call: 512 KiB become ~683 KiB of base64, under [`MAX_EXEC_BODY`].
-pub const UPLOAD_CHUNK: usize = 512 * 1024;
+/// Raw bytes per upload call: 760 KiB become 1,037,656 bytes of base64, leaving 10,920 bytes of
+/// [`MAX_EXEC_BODY`] for the script, the two paths and the JSON around them.
+pub const UPLOAD_CHUNK: usize = 760 * 1024;
 
-/// Raw bytes per download call (~683 KiB of base64 in the answer).
-pub const DOWNLOAD_CHUNK: u64 = 512 * 1024;
-
-const FILE_EXEC_SECS: u64 = 30;
+/// Raw bytes per download call: 736 KiB become 1,004,888 bytes of base64, 1,031,332 with the
+/// line breaks escaped in the JSON answer, under [`MAX_EXEC_BODY`].
+pub const DOWNLOAD_CHUNK: u64 = 736 * 1024;
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
@@ -125,7 +132,7 @@ pub(crate) async fn upload(
                 if last { "1" } else { "0" },
             ],
             Some(b64().encode(&current)),
-            FILE_EXEC_SECS,
+            0,
         )
         .await
         .and_then(|r| check(r, "upload", machine, &format!("writing {path}")));
@@ -150,7 +157,7 @@ pub(crate) async fn upload(
 /// Best effort removal of a partial upload (or of a stdin file nobody will read) after a
 /// failure; the failure is what gets reported.
 pub(crate) async fn remove_part(api: &Api, machine: &str, part: &str) {
-    if let Err(e) = run_script(api, machine, scripts::CLEANUP, &[part], None, 10).await {
+    if let Err(e) = run_script(api, machine, scripts::CLEANUP, &[part], None, 0).await {
         tracing::debug!(error = %e, "fly: could not remove a partial upload");
     }
 }
@@ -202,7 +209,7 @@ pub(crate) fn parse_stat_line(line: &str, path: &str) -> Option<FileInfo> {
 
 pub(crate) async fn stat(api: &Api, machine: &str, path: &str) -> Result<FileInfo> {
     let p = arg_path(path)?;
-    let resp = run_script(api, machine, scripts::STAT, &[&p], None, FILE_EXEC_SECS).await?;
+    let resp = run_script(api, machine, scripts::STAT, &[&p], None, 0).await?;
     let resp = check(resp, "stat", machine, path)?;
     let line = resp.stdout.as_deref().unwrap_or("").trim();
     let mut info = parse_stat_line(line, path).ok_or_else(|| {
@@ -226,15 +233,7 @@ pub(crate) async fn list(
 ) -> Result<Vec<FileInfo>> {
     let p = arg_path(path)?;
     let depth = options.depth.max(1).to_string();
-    let resp = run_script(
-        api,
-        machine,
-        scripts::LIST,
-        &[&p, &depth],
-        None,
-        FILE_EXEC_SECS,
-    )
-    .await?;
+    let resp = run_script(api, machine, scripts::LIST, &[&p, &depth], None, 0).await?;
     let resp = check(resp, "list_files", machine, path)?;
     let mut entries: Vec<FileInfo> = resp
         .stdout
@@ -257,7 +256,7 @@ pub(crate) async fn simple(
 ) -> Result<()> {
     let args: Vec<String> = paths.iter().map(|p| arg_path(p)).collect::<Result<_>>()?;
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let resp = run_script(api, machine, script, &refs, None, FILE_EXEC_SECS).await?;
+    let resp = run_script(api, machine, script, &refs, None, 0).await?;
     check(resp, op, machine, &paths.join(" -> ")).map(drop)
 }
 
@@ -297,7 +296,7 @@ pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Dow
                     scripts::DOWNLOAD,
                     &[&p, &block.to_string(), &index.to_string()],
                     None,
-                    FILE_EXEC_SECS,
+                    0,
                 )
                 .await?;
                 let resp = check(resp, "download", &machine, &path)?;
@@ -379,9 +378,22 @@ mod tests {
     }
 
     #[test]
-    fn upload_chunks_stay_under_the_exec_body_limit() {
+    fn chunks_fill_but_stay_under_the_exec_body_limit() {
+        // Upload: base64 in one JSON string, plus the script, two 4 KiB paths and the JSON.
         let encoded = UPLOAD_CHUNK.div_ceil(3) * 4;
-        assert!(encoded + 4096 < MAX_EXEC_BODY);
-        assert!((DOWNLOAD_CHUNK as usize).div_ceil(3) * 4 < MAX_EXEC_BODY);
+        let request = encoded + scripts::UPLOAD.len() + 2 * 4096 + 256;
+        assert!(request < MAX_EXEC_BODY, "{request}");
+        assert!(
+            request + 3 * 1024 * 4 / 3 > MAX_EXEC_BODY,
+            "3 KiB more would not fit"
+        );
+        // Download: base64 wrapped at 76 columns, each `\n` escaped as two characters.
+        let encoded = (DOWNLOAD_CHUNK as usize).div_ceil(3) * 4;
+        let answer = encoded + encoded.div_ceil(76) * 2 + 256;
+        assert!(answer < MAX_EXEC_BODY, "{answer}");
+        assert!(
+            answer + 24 * 1024 * 4 / 3 > MAX_EXEC_BODY,
+            "24 KiB more would not fit"
+        );
     }
 }

@@ -36,8 +36,10 @@
 //! - **Leases** ([`FlySandbox::acquire_lease`]) are native; a held nonce is sent on every mutation.
 //! - **Preview links** point at `https://{app}.fly.dev` for ports exposed with
 //!   [`FlyBuilder::expose_port`], pinned to the machine with `fly-force-instance-id`.
-//! - **Idempotent create**: the idempotency key is stored in a metadata label; a retried create
-//!   lists by it and adopts the machine it finds.
+//! - **Idempotent create**: the idempotency key is stored in a metadata label (Fly has no
+//!   idempotency header and does not document machine names as unique); a create lists by it
+//!   first and adopts the machine it finds, and a create whose answer was lost keeps listing
+//!   for [`FlyBuilder::create_lookup`]'s window before anything is sent again.
 //!
 //! Rate limits: Fly allows about 1 request per second per action and machine (bursts of 3; Get
 //! Machine 5/s). A 429 is `QuotaExceeded` carrying `Retry-After` or that documented rate; the
@@ -57,7 +59,10 @@ mod state;
 pub mod wire;
 
 pub use api::{LEASE_NONCE_HEADER, MAX_WAIT};
-pub use builder::{DEFAULT_BASE_URL, DEFAULT_IMAGE, EXEC_DEADLINE, FlyBuilder};
+pub use builder::{
+    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
+    EXEC_DEADLINE, FlyBuilder,
+};
 pub use capabilities::CAPABILITIES;
 pub use error::{PROVIDER, REQUEST_ID_HEADER, documented_retry_after};
 pub use exec::{POLL_CHUNK, STDIN_LIMIT};

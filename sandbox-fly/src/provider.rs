@@ -12,6 +12,7 @@ use crate::wire::{
 };
 use async_trait::async_trait;
 use futures::StreamExt;
+use sandbox_sdk_core::idempotency::create_once;
 use sandbox_sdk_core::{
     Capabilities, CreateSpec, Error, ErrorKind, ListFilter, Provider, Result, Sandbox, SandboxInfo,
     SandboxState, SandboxStream,
@@ -181,18 +182,25 @@ impl FlyProvider {
 
     /// Creates a machine and waits until it is `started` (chaining `/wait` calls within
     /// [`FlyBuilder::start_timeout`]). With an idempotency key, a machine already made under that
-    /// key is adopted instead (started first if it was stopped or suspended).
+    /// key is adopted instead (started first if it was stopped or suspended), and a create whose
+    /// answer was lost is settled by listing the key for [`FlyBuilder::create_lookup`]'s window
+    /// before the error goes back: Fly has no idempotency header (PROTOCOL.md §1), so the
+    /// metadata label is the only dedupe.
     pub async fn create_machine(&self, spec: &CreateSpec) -> Result<FlySandbox> {
         let request = self.create_request(spec)?;
-        if let Some(key) = &spec.idempotency_key
-            && let Some(existing) = self.find_by_key(key).await?
-        {
-            tracing::debug!(machine = %existing.id, "fly: adopting the machine made under this idempotency key");
-            let sandbox = FlySandbox::new(self.api.clone(), existing);
-            sandbox.ensure_started().await?;
-            return Ok(sandbox);
-        }
-        let machine = self.api.create(&request).await?;
+        let key = spec.idempotency_key.as_deref();
+        let machine = create_once(
+            key,
+            &self.api.settings.create_lookup,
+            || self.api.create(&request),
+            || async move {
+                match key {
+                    Some(key) => self.find_by_key(key).await,
+                    None => Ok(None),
+                }
+            },
+        )
+        .await?;
         if machine.id.is_empty() {
             return Err(
                 Error::new(ErrorKind::Provider, "create answered without a machine id")

@@ -13,28 +13,43 @@ pub const ROOT: &str = "/tmp/sandbox-fly";
 /// First line of every poll answer.
 pub const POLL_TAG: &str = "sandbox-fly-poll";
 
-/// A shell function printing one poll: `sandbox-fly-poll ALIVE EXIT OUTSIZE ERRSIZE`, then up
+/// Shell functions printing one poll: `sandbox-fly-poll ALIVE EXIT OUTSIZE ERRSIZE`, then up
 /// to N bytes of stdout from offset O in base64, a `.` line, and up to N bytes of stderr from
 /// offset E in base64. It first waits up to W ticks of 0.2 s for news (long poll). With C=1 it
-/// removes the process directory once the exit is recorded and everything left fits this answer.
+/// removes the process directory once the exit is recorded and everything left fits this answer;
+/// C=2 removes it the same way, detached, after answering (for ids nobody else can reuse: the
+/// removal races with nothing and stays off the answer's path).
 /// The exit file is read after the liveness check and before the sizes, so once an exit is seen
-/// the sizes are final.
-const POLL_FN: &str = r#"poll() {
+/// the sizes are final. Builtins do the reading (`read`, `kill -0`, no command substitution);
+/// the only tools started are one `wc` per check and one `base64` per stream with news (plus
+/// `tail`/`head` past offset 0 or past N bytes), so a finished command's answer costs two or
+/// three processes.
+const POLL_FN: &str = r#"part() {
+  [ "$4" -gt 0 ] && [ "$3" -gt "$2" ] || return 0
+  if [ "$2" = 0 ] && [ "$3" -le "$4" ]; then base64 <"$1"; else tail -c +$(($2+1)) "$1" | head -c "$4" | base64; fi
+}
+poll() {
   d=$1 o=$2 e=$3 n=$4 w=$5 c=$6 t=0
   [ -f "$d/pid" ] || { echo "no such process" >&2; exit 44; }
+  p=; read p <"$d/pid"
   while :; do
-    a=1; kill -0 "$(cat "$d/pid")" 2>/dev/null || a=0
-    x=; [ -f "$d/exit" ] && x=$(cat "$d/exit")
-    so=$(($(wc -c <"$d/out"))); se=$(($(wc -c <"$d/err")))
+    a=1; kill -0 "$p" 2>/dev/null || a=0
+    x=; [ -f "$d/exit" ] && read x <"$d/exit"
+    wc -c "$d/out" "$d/err" >"$d/size"; { read so _; read se _; } <"$d/size"
     if [ "$a" = 0 ] || [ -n "$x" ] || [ "$so" -gt "$o" ] || [ "$se" -gt "$e" ] || [ "$t" -ge "$w" ]; then break; fi
     sleep 0.2 2>/dev/null || sleep 1
     t=$((t+1))
   done
   echo "sandbox-fly-poll $a ${x:--} $so $se"
-  if [ "$n" -gt 0 ]; then tail -c +$((o+1)) "$d/out" | head -c "$n" | base64; fi
+  part "$d/out" "$o" "$so" "$n"
   echo .
-  if [ "$n" -gt 0 ]; then tail -c +$((e+1)) "$d/err" | head -c "$n" | base64; fi
-  if [ "$c" = 1 ] && [ -n "$x" ] && [ $((so-o)) -le "$n" ] && [ $((se-e)) -le "$n" ]; then rm -rf "$d"; fi
+  part "$d/err" "$e" "$se" "$n"
+  if [ "$c" != 0 ] && [ -n "$x" ] && [ $((so-o)) -le "$n" ] && [ $((se-e)) -le "$n" ]; then
+    if [ "$c" = 2 ]; then
+      s=; command -v setsid >/dev/null 2>&1 && s=setsid
+      $s rm -rf "$d" </dev/null >/dev/null 2>&1 &
+    else rm -rf "$d"; fi
+  fi
   exit 0
 }
 "#;
@@ -42,11 +57,21 @@ const POLL_FN: &str = r#"poll() {
 /// `sh -c RUN sh DIR WAIT N CLEAN STDIN META REUSE ARGV…`: creates DIR (exit 47 when it exists,
 /// unless REUSE=1 and its process has ended), starts ARGV detached (in its own session when
 /// `setsid` exists) with stdout and stderr going to files, stdin from `DIR.in` when STDIN=1, and
-/// its exit code recorded; then answers like a poll from offset 0.
+/// its exit code recorded; then waits up to WAIT seconds (`0` = not at all; decimals where
+/// `sleep` takes them) for it to end, and answers like a poll from offset 0.
+///
+/// The wait costs nothing when the command is quick: a `sleep WAIT` runs beside it, the script
+/// waits for that sleep, and the command's wrapper, once the exit is recorded, sends the script
+/// `SIGUSR1`, whose trap ends the sleep. So one `/exec` returns a short command's whole result
+/// as soon as it ends, and a longer one is left running (never killed for being slow) to be
+/// polled. The wrapper finds the script's pid in `DIR/waiter`, which the script empties before it
+/// answers, so a command that ends later signals nobody; the script writes it (after setting the
+/// trap) and then looks for the exit, so a command that ended before that is not waited for.
+/// The command starts first and the timer beside it, to keep the timer off a quick command's path.
 pub fn run_script() -> String {
     format!(
         r#"{POLL_FN}d=$1 w=$2 n=$3 c=$4 i=$5 m=$6 r=$7; shift 7
-mkdir -p "${{d%/*}}" || exit 1
+[ -d "${{d%/*}}" ] || mkdir -p "${{d%/*}}" || exit 1
 if ! mkdir "$d" 2>/dev/null; then
   if [ "$r" = 1 ] && {{ [ -f "$d/exit" ] || ! kill -0 "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; }}; then
     rm -rf "$d" && mkdir "$d" || exit 1
@@ -58,9 +83,16 @@ fi
 printf '%s' "$m" >"$d/meta.json"
 if [ "$i" = 1 ]; then mv -f "$d.in" "$d/in" || exit 1; i="$d/in"; else i=/dev/null; fi
 s=; command -v setsid >/dev/null 2>&1 && s=setsid
-$s sh -c 'd=$1 i=$2; shift 2; "$@" <"$i" >"$d/out" 2>"$d/err"; echo $? >"$d/exit.t"; mv "$d/exit.t" "$d/exit"' sh "$d" "$i" "$@" </dev/null >/dev/null 2>&1 &
+$s sh -c 'd=$1 i=$2; shift 2; "$@" <"$i" >"$d/out" 2>"$d/err"; echo $? >"$d/exit"; read p <"$d/waiter" && kill -s USR1 "$p"' sh "$d" "$i" "$@" </dev/null >/dev/null 2>&1 &
 echo $! >"$d/pid"
-poll "$d" 0 0 "$n" "$w" "$c"
+if [ "$w" != 0 ]; then
+  sleep "$w" </dev/null >/dev/null 2>&1 & t=$!
+  trap 'kill "$t" 2>/dev/null' USR1
+  echo $$ >"$d/waiter"
+  [ -s "$d/exit" ] || wait "$t" 2>/dev/null
+  : >"$d/waiter"; kill "$t" 2>/dev/null
+fi
+poll "$d" 0 0 "$n" 0 "$c"
 "#
     )
 }
@@ -258,6 +290,70 @@ mod tests {
         let o = run(LIST, &[tmp.join("sub").to_str().unwrap(), "1"], b"");
         assert!(String::from_utf8(o.stdout).unwrap().contains("f.bin"));
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// One launch answers with a quick command's whole result (exit code included, so `run` needs
+    /// no poll), and leaves a command still running after the wait running, not killed.
+    #[test]
+    fn a_launch_returns_a_quick_result_whole_and_leaves_a_slow_command_running() {
+        if sh().is_none() {
+            return;
+        }
+        let root = std::env::temp_dir().join(format!("sandbox-fly-wait-{}", std::process::id()));
+        let quick = root.join("p1");
+        let out = run(
+            &run_script(),
+            &[
+                quick.to_str().unwrap(),
+                "30",
+                "1024",
+                "2",
+                "0",
+                "{}",
+                "0",
+                "sh",
+                "-c",
+                "printf hi; printf oops >&2; exit 3",
+            ],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let answer = crate::exec::parse_poll(&String::from_utf8(out.stdout).unwrap()).unwrap();
+        assert_eq!(answer.exit, Some(sandbox_sdk_core::ExitStatus::code(3)));
+        assert_eq!(
+            (&answer.stdout[..], &answer.stderr[..]),
+            (&b"hi"[..], &b"oops"[..])
+        );
+        // Everything fitted the answer: the directory goes (detached, so wait for it).
+        for _ in 0..100 {
+            if !quick.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            !quick.exists(),
+            "a finished, fully read process is cleaned up"
+        );
+
+        let slow = root.join("p2");
+        let slow_s = slow.to_str().unwrap();
+        let out = run(
+            &run_script(),
+            &[slow_s, "0.2", "1024", "2", "0", "{}", "0", "sleep", "30"],
+            b"",
+        );
+        let answer = crate::exec::parse_poll(&String::from_utf8(out.stdout).unwrap()).unwrap();
+        assert!(answer.alive && answer.exit.is_none(), "{answer:?}");
+        let again = run(&poll_script(), &[slow_s, "0", "0", "0", "0", "0"], b"");
+        let again = crate::exec::parse_poll(&String::from_utf8(again.stdout).unwrap()).unwrap();
+        assert!(again.alive, "still running after the launch answered");
+        assert!(run(KILL, &[slow_s, "1"], b"").status.success());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     /// Kill, process listing and stdin from `DIR.in`, under this machine's `sh`.

@@ -1,7 +1,7 @@
-//! `cargo xtask bench`: runs the `sdk` benchmark of `sandbox-sdk-core` in release mode and writes
-//! its measurements to `BENCHMARKS.md`.
+//! `cargo xtask bench`: runs the `sdk` benchmark of the unpublished `sandbox-bench` crate in
+//! release mode and writes its measurements to `BENCHMARKS.md`.
 //!
-//! The benchmark (`sandbox-core/benches/sdk/`) measures each SDK path and a raw baseline in the
+//! The benchmark (`sandbox-bench/benches/sdk/`) measures each SDK path and a raw baseline in the
 //! same run, on loopback only, and prints one JSON line per measurement on stdout; this task
 //! collects those lines, adds what machine they were taken on, and renders the table. Not part of
 //! `cargo xtask ci`: timings belong here, never in tests.
@@ -17,14 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const OUTPUT: &str = "BENCHMARKS.md";
 
 /// The cargo command that runs the benchmark (`-- --quick` appended for a quick run).
-const BENCH_ARGS: &[&str] = &[
-    "bench",
-    "-p",
-    "sandbox-sdk-core",
-    "--all-features",
-    "--bench",
-    "sdk",
-];
+const BENCH_ARGS: &[&str] = &["bench", "-p", "sandbox-bench", "--bench", "sdk"];
 
 /// `cargo xtask bench [--quick]`: `--quick` uses small sizes and prints the table without writing
 /// `BENCHMARKS.md`.
@@ -306,9 +299,9 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
          cargo xtask bench            # runs everything in release mode and rewrites BENCHMARKS.md\n\
          cargo xtask bench --quick    # small sizes, prints the table, leaves BENCHMARKS.md alone\n\
          # or the benchmark alone (JSON lines on stdout, a summary on stderr):\n\
-         cargo bench -p sandbox-sdk-core --all-features --bench sdk -- [--quick] [http] [local]\n\
+         cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local]\n\
          ```\n\n\
-         The benchmark's source is `sandbox-core/benches/sdk/`; this file is written by\n\
+         The benchmark's source is `sandbox-bench/benches/sdk/`; this file is written by\n\
          `xtask/src/bench.rs`."
     );
     out

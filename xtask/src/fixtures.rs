@@ -3,8 +3,11 @@
 //! It fails on:
 //! - anything that looks like a secret: provider API keys (`e2b_…`, `dtn_…`, Fly's `FlyV1 …` and
 //!   `fm2_…`), `Bearer` tokens of 24+ characters, JWTs, AWS access key ids and signed-URL
-//!   parameters, private keys, GitHub and Stripe-style tokens (the message names the file, line
-//!   and kind of secret, never the secret);
+//!   parameters, private keys, GitHub and Stripe-style tokens, written plainly, percent-encoded,
+//!   inside base64 or split across the frames of a streamed answer (the message names the file,
+//!   line, kind and form of secret, never the secret). The check is the conformance kit's own
+//!   ([`sandbox_conformance::record::SecretCheck`]), the one the recorder scrubs and refuses
+//!   with;
 //! - a cassette that is not valid JSON or has no provenance (`kind` spec or recorded, a `date`,
 //!   and for `spec` a `source`);
 //! - when `../shared/specs` (beside the repository) exists: a JSON request or response body that
@@ -19,7 +22,7 @@
 
 use crate::args::Args;
 use crate::{Result, shell};
-use regex::Regex;
+use sandbox_conformance::record::SecretCheck;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -156,7 +159,7 @@ fn check_files_measured(
     specs: Option<&Path>,
     coverage: &mut Coverage,
 ) -> Vec<String> {
-    let patterns = secret_patterns();
+    let secrets = SecretCheck::new();
     let mut specs_cache: Vec<(String, Vec<Value>)> = Vec::new();
     let mut problems = Vec::new();
     for file in files {
@@ -172,15 +175,10 @@ fn check_files_measured(
                 continue;
             }
         };
-        for (line_no, line) in text.lines().enumerate() {
-            for (name, re) in &patterns {
-                if re.is_match(line) {
-                    problems.push(format!(
-                        "{shown}:{}: looks like a secret ({name}); scrub it to a placeholder such as {{{{token}}}}",
-                        line_no + 1
-                    ));
-                }
-            }
+        for finding in secrets.cassette(&text) {
+            problems.push(format!(
+                "{shown}:{finding}; scrub it to a placeholder such as {{{{token}}}}"
+            ));
         }
         let cassette: Value = match serde_json::from_str(&text) {
             Ok(v) => v,
@@ -208,32 +206,6 @@ fn check_files_measured(
         }
     }
     problems
-}
-
-fn secret_patterns() -> Vec<(&'static str, Regex)> {
-    [
-        ("E2B API key", r"e2b_[0-9a-f]{20,}"),
-        ("E2B access token", r"sk_e2b_[0-9A-Za-z]{20,}"),
-        ("Daytona API key", r"dtn_[A-Za-z0-9]{20,}"),
-        ("Fly token", r"FlyV1 |fm[12]_[A-Za-z0-9+/=_-]{20,}"),
-        ("bearer token", r"(?i)bearer [A-Za-z0-9._~+/=-]{24,}"),
-        ("JWT", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-        ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-        (
-            "signed URL parameter",
-            r"(?i)[?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)=[^{&\s]",
-        ),
-        (
-            "signed URL parameter",
-            r#"(?i)"(?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)"\s*:\s*"[^{"]"#,
-        ),
-        ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-        ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-        ("secret key", r"\bsk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ]
-    .into_iter()
-    .filter_map(|(name, re)| Regex::new(re).ok().map(|re| (name, re)))
-    .collect()
 }
 
 fn check_provenance(cassette: &Value) -> std::result::Result<(), String> {
@@ -816,9 +788,43 @@ components:
     }
 
     #[test]
+    fn secrets_are_caught_encoded_split_and_under_any_field_name() {
+        let b64 = |s: &str| sandbox_conformance::cassette::encode_base64(s.as_bytes());
+        let stripe = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
+        let (a, b) = stripe.split_at(14);
+        let mut planted = good();
+        planted["interactions"][0]["request"]["path"] =
+            json!("/files/e2b_0123456789abcdef%300123456789abcdef");
+        planted["interactions"][0]["response"]["body"] = json!({"json": {"exec_jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJlLWJ5dGVz"}});
+        planted["interactions"].as_array_mut().expect("array").extend([
+            json!({"request": {"method": "GET", "path": "/a"},
+                   "response": {"body": {"base64": b64(&format!("key={stripe}"))}}}),
+            json!({"request": {"method": "GET", "path": "/b"},
+                   "response": {"frames": [{"text": format!("out {a}")}, {"text": format!("{b}\n")}]}}),
+            json!({"request": {"method": "GET", "path": "/c", "headers": {"authorization": "FlyV1 fm2_lJPECAAAAAAAAAAAAxAQ"}}}),
+        ]);
+        let (dir, files, _) = setup(&[("planted.json", planted)]);
+        let text = check_files(&files, dir.path(), None).join("\n");
+        for expected in [
+            "E2B API key, percent-encoded",
+            "(JWT)",
+            "secret key, base64-encoded",
+            "secret key, split across frames",
+            "(Fly token)",
+        ] {
+            assert!(text.contains(expected), "{expected}: {text}");
+        }
+        assert!(
+            !text.contains(a) && !text.contains(b),
+            "the secret is shown: {text}"
+        );
+    }
+
+    #[test]
     fn placeholders_and_short_values_are_not_secrets() {
         let mut c = good();
-        c["interactions"][0]["request"]["headers"] = json!({"authorization": "Bearer {{token}}"});
+        c["interactions"][0]["request"]["headers"] =
+            json!({"authorization": "Bearer {{token}}", "x-fly": "FlyV1 {{token}}"});
         c["interactions"][0]["request"]["query"] = json!({"X-Amz-Signature": "{{signature}}"});
         let (dir, files, specs) = setup(&[("lifecycle.json", c)]);
         assert!(check_files(&files, dir.path(), Some(&specs)).is_empty());

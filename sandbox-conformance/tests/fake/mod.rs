@@ -45,13 +45,12 @@ pub fn factory(
 /// Records from a freshly started fake service into `out`.
 pub fn record_target(out: &Path) -> RecordTarget {
     let base = spawn_service(LIVE_TOKEN);
-    let direct: Arc<dyn Provider> = Arc::new(FakeProvider::new(&base, LIVE_TOKEN));
-    RecordTarget::new(
-        |proxy| Ok(Arc::new(FakeProvider::new(proxy, LIVE_TOKEN)) as Arc<dyn Provider>),
-        direct,
-        move |_request| Some(base.clone()),
+    RecordTarget::one_host(
+        |url| Ok(Arc::new(FakeProvider::new(url, LIVE_TOKEN)) as Arc<dyn Provider>),
+        &base,
         out,
     )
+    .expect("the fake adapter builds")
     .secret(LIVE_TOKEN)
     .source("the fake service of sandbox-conformance/tests/fake, on loopback")
 }

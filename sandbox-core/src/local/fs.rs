@@ -26,6 +26,46 @@ pub(crate) fn io_error(e: std::io::Error, what: &str, path: &str) -> Error {
     Error::new(kind, message).with_source(e)
 }
 
+/// Checks that `root` is fit to hold sandboxes of user `me`: a directory owned by `me` that its
+/// group and others cannot write to, reached (if `root` is a symbolic link) through a link `me`
+/// owns. Whoever else could write there could plant a sandbox's working directory.
+pub(crate) fn check_root(root: &Path, me: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = root.display();
+    let refuse = |problem: String| {
+        Err(Error::validation(format!(
+            "refusing to use {shown} as the local sandbox root: {problem}"
+        )))
+    };
+    let link = std::fs::symlink_metadata(root)
+        .map_err(|e| io_error(e, "cannot inspect sandbox root", &shown.to_string()))?;
+    if link.file_type().is_symlink() && link.uid() != me {
+        return refuse(format!(
+            "it is a symbolic link owned by uid {}, not by the current user (uid {me})",
+            link.uid()
+        ));
+    }
+    let meta = std::fs::metadata(root)
+        .map_err(|e| io_error(e, "cannot inspect sandbox root", &shown.to_string()))?;
+    if !meta.is_dir() {
+        return refuse("it is not a directory".to_owned());
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "it is owned by uid {}, not by the current user (uid {me}); use a directory you own",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "it is writable by its group or by others (mode {:o}); make it private (chmod \
+             go-w) or use another directory",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 /// Writes everything `body` yields to `target`, creating parents and replacing any file there.
 /// The copy goes through a fixed-size buffer, so memory stays constant.
 pub(crate) async fn write_from(
@@ -169,16 +209,59 @@ pub(crate) async fn list(target: &Path, shown: &str, depth: u32) -> Result<Vec<F
 }
 
 /// Removes a file or a whole tree; a missing path is `NotFound`.
-pub(crate) async fn remove(target: &Path, shown: &str) -> Result<()> {
-    let meta = tokio::fs::symlink_metadata(target)
+///
+/// A symbolic link is removed itself, never what it points to, however the path spells it
+/// (`link`, `link/`, `link/.`), and a tree is removed without following the links inside it.
+/// Links in the leading components are resolved first, and the guards apply to where the path
+/// really leads: never a host root, never `protected` (the sandbox's working directory) or a
+/// directory containing it.
+pub(crate) async fn remove(target: &Path, shown: &str, protected: &Path) -> Result<()> {
+    let (target, shown, protected) = (target.to_owned(), shown.to_owned(), protected.to_owned());
+    tokio::task::spawn_blocking(move || remove_blocking(&target, &shown, &protected))
         .await
-        .map_err(|e| io_error(e, "cannot remove", shown))?;
+        .map_err(|e| Error::new(ErrorKind::Provider, format!("remove task failed: {e}")))?
+}
+
+fn remove_blocking(target: &Path, shown: &str, protected: &Path) -> Result<()> {
+    let resolved = resolve_but_last(target).map_err(|e| io_error(e, "cannot remove", shown))?;
+    let protected = std::fs::canonicalize(protected).unwrap_or_else(|_| protected.to_owned());
+    if resolved.parent().is_none() || protected.starts_with(&resolved) {
+        return Err(Error::validation(format!(
+            "refusing to remove {shown}: it leads to {}, which is a host root or contains the \
+             sandbox's working directory",
+            resolved.display()
+        )));
+    }
+    let meta =
+        std::fs::symlink_metadata(&resolved).map_err(|e| io_error(e, "cannot remove", shown))?;
+    // `remove_dir_all` does not follow a link at the top (it was checked just above and is
+    // opened with O_NOFOLLOW) nor inside the tree.
     let result = if meta.is_dir() {
-        tokio::fs::remove_dir_all(target).await
+        std::fs::remove_dir_all(&resolved)
     } else {
-        tokio::fs::remove_file(target).await
+        std::fs::remove_file(&resolved)
     };
     result.map_err(|e| io_error(e, "cannot remove", shown))
+}
+
+/// `target` with every symbolic link resolved except in its last component, which is named as
+/// is (so a link there stays the link). Trailing slashes and `.` components are dropped: they
+/// would make the system follow a final link. A path ending in `..` (or the root) names a
+/// directory, resolved in full.
+fn resolve_but_last(target: &Path) -> std::io::Result<PathBuf> {
+    use std::path::Component;
+    let clean: PathBuf = target.components().collect();
+    match (clean.components().next_back(), clean.parent()) {
+        (Some(Component::Normal(name)), Some(parent)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            Ok(std::fs::canonicalize(parent)?.join(name))
+        }
+        _ => std::fs::canonicalize(&clean),
+    }
 }
 
 /// Creates a directory and its parents; an existing directory is fine, an existing file is not.

@@ -2,30 +2,60 @@
 //! commands are real child processes. It needs no account and no network.
 //!
 //! **This is not an isolation boundary.** Processes run as the current user, on the host, with
-//! the host's filesystem, network and environment. Use it for development, tests and trusted code.
+//! the host's filesystem and network. Nothing keeps a path inside the sandbox's directory: `..`
+//! climbs out of it and a symbolic link leads wherever it points, in file operations and in a
+//! command's cwd alike, and any command can read and write whatever the user can. Use it for
+//! development, tests and trusted code.
 //!
 //! What it does:
 //!
 //! - Each sandbox is a fresh directory (mode `0700`) under [`LocalProvider::with_root`] (by default
-//!   `sandbox-sdk-local/` in the system temp directory), with a uuid id. Its user-visible directory
-//!   is `<root>/<id>/work`; process output of background commands goes to `<root>/<id>/state`,
-//!   outside the work directory.
+//!   `sandbox-sdk-local-{uid}/` in the system temp directory, one per user, made `0700`), with a
+//!   uuid id. The root must be owned by the current user and not writable by its group or
+//!   others (nor be a link someone else owns); otherwise create fails with `Validation` naming
+//!   the root and the problem. Its user-visible directory is `<root>/<id>/work`; process output
+//!   of background commands goes to `<root>/<id>/state`, outside the work directory.
 //! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
 //!   directory, which is also every command's default cwd. An absolute path is a host path, used
-//!   as is.
+//!   as is. Paths are not confined: `../x` is outside the work directory, and a file operation
+//!   through a symbolic link (one a process of the sandbox may have planted) acts where the
+//!   link points, on the host. The only exception is `remove`: `remove` of a symbolic link
+//!   removes the link, never what it points to, and never removes a host root or a directory
+//!   holding the sandbox's working directory, also when a link leads there. Its checks look at
+//!   the path as it is when `remove` starts: a process of the sandbox that swaps a directory on
+//!   the path for a link at that very moment can still redirect it.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
 //!   processes keep running and directories stay until removed.
-//! - Exec runs each command in its own process group (`setpgid`), with the inherited environment
-//!   plus [`CreateSpec::env`](crate::CreateSpec) plus [`Command::env`]. Stdout and stderr are
+//! - **Environment:** a command gets [`CreateSpec::env`](crate::CreateSpec) plus
+//!   [`Command::env`] plus, from the host environment, only [`INHERITED_ENV`] (`PATH`, `HOME`,
+//!   `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `TERM`, `TZ`, `TMPDIR`) and `LC_*`: the
+//!   host's credentials (`E2B_API_KEY`, `DAYTONA_API_KEY`, `FLY_API_TOKEN`, cloud keys, ...)
+//!   stay out. [`LocalProvider::inherit_env`] adds named variables,
+//!   [`LocalProvider::inherit_all_env`] passes everything. `HOME` stays the host's: the files
+//!   under it are readable anyway (this is not an isolation boundary), and tools keep their
+//!   configuration and caches.
+//! - Exec runs each command in its own process group (`setpgid`). Stdout and stderr are
 //!   streamed live and apart, read only as the stream is polled (a slow reader slows the child).
-//!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group.
-//!   Every process carries the sandbox id in [`SANDBOX_MARKER`]; on Linux, destroy also kills each
-//!   process still carrying it (one started with `&` by a finished command, or one that left its
-//!   group), unless it cleared its environment.
+//!   Kill, timeout, drop of a foreground handle and destroy send `SIGKILL` to the whole group,
+//!   but only while the group's leader is unreaped (on Linux its exit is observed with
+//!   `waitid(WNOWAIT)` and it is reaped under the lock that signals take): once the leader is
+//!   reaped its id may be taken by an unrelated group, which is never signalled.
 //!   Process ids are host pids. A foreground stream ends when every holder of the child's
 //!   stdout and stderr has closed them (as with a shell's `$(...)`): a grandchild left running in
 //!   the background with inherited output keeps the stream open until it exits or is killed.
+//! - **How far destroy reaches.** On Linux, destroy walks `/proc` and stops, then kills, every
+//!   process that belongs to the sandbox as far as it can tell: a member of a group of one of
+//!   its commands (for a finished command: one that started before its leader was reaped, in a
+//!   group whose id has not been taken again), a process carrying the sandbox id in
+//!   [`SANDBOX_MARKER`], and every descendant of these. This catches a process that clears
+//!   the marker (`unset SANDBOX_SDK_LOCAL_SANDBOX`) or leaves its group (`setsid`) while its
+//!   parent in the sandbox lives. None of it is unsheddable: unprivileged Linux offers no such
+//!   mechanism here (a cgroup needs delegation; making the host process a child subreaper would
+//!   change how the whole host process reaps children). **A process escapes destroy** when it
+//!   clears the marker, leaves its group and loses its parent, as a daemon's double fork does:
+//!   `unset SANDBOX_SDK_LOCAL_SANDBOX; (setsid sleep 1000 &)` keeps running. Where there is no
+//!   `/proc` (macOS, BSDs), destroy reaches only the groups of commands still running.
 //! - Background commands write stdout and stderr to files in the state directory, so nothing blocks
 //!   when nobody reads; a dedicated thread reaps each one, so its exit is recorded even after the
 //!   async runtime that started it is gone. The handle returned by `exec` streams the files from
@@ -105,7 +135,9 @@ fn lexically_normal(path: &Path) -> PathBuf {
 }
 
 /// Environment variable carrying the sandbox id into every process it starts (and, by
-/// inheritance, their children), so destroy finds processes that left their process group.
+/// inheritance, their children), one of the ways destroy finds processes that left their
+/// process group. A process can clear it; see the [module docs](self) for how far destroy
+/// reaches.
 pub const SANDBOX_MARKER: &str = "SANDBOX_SDK_LOCAL_SANDBOX";
 
 /// What the `local` provider does. Everything not listed as native here is unsupported.
@@ -140,6 +172,33 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Clone)]
 pub struct LocalProvider {
     root: PathBuf,
+    host_env: HostEnv,
+}
+
+/// The variables of the host environment a sandbox's processes get by default (besides every
+/// `LC_*` locale variable). Credentials such as `E2B_API_KEY` are not among them.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR",
+];
+
+/// Which variables of the host environment a sandbox's processes get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostEnv {
+    /// [`INHERITED_ENV`], `LC_*`, and these names.
+    Listed(std::collections::BTreeSet<String>),
+    /// All of it.
+    All,
+}
+
+impl HostEnv {
+    fn passes(&self, name: &std::ffi::OsStr) -> bool {
+        match self {
+            HostEnv::All => true,
+            HostEnv::Listed(extra) => name.to_str().is_some_and(|name| {
+                INHERITED_ENV.contains(&name) || name.starts_with("LC_") || extra.contains(name)
+            }),
+        }
+    }
 }
 
 impl Default for LocalProvider {
@@ -149,16 +208,44 @@ impl Default for LocalProvider {
 }
 
 impl LocalProvider {
-    /// A provider keeping sandboxes under `sandbox-sdk-local/` in the system temp directory.
+    /// A provider keeping sandboxes under `sandbox-sdk-local-{uid}/` in the system temp
+    /// directory: one root per user, created with mode `0700`.
     pub fn new() -> Self {
+        let uid = nix::unistd::geteuid();
+        Self::with_root(std::env::temp_dir().join(format!("sandbox-sdk-local-{uid}")))
+    }
+
+    /// A provider keeping sandbox directories under `root` (created with mode `0700` on first
+    /// use). Each create checks that the root is a directory owned by the current user that
+    /// neither its group nor others can write to, and otherwise fails with `Validation`: whoever
+    /// can write to the root could plant a sandbox's working directory.
+    pub fn with_root(root: impl Into<PathBuf>) -> Self {
         LocalProvider {
-            root: std::env::temp_dir().join("sandbox-sdk-local"),
+            root: root.into(),
+            host_env: HostEnv::Listed(Default::default()),
         }
     }
 
-    /// A provider keeping sandbox directories under `root` (created on first use).
-    pub fn with_root(root: impl Into<PathBuf>) -> Self {
-        LocalProvider { root: root.into() }
+    /// Also passes these variables of the host environment (when set there) to the processes of
+    /// the sandboxes this provider creates, on top of [`INHERITED_ENV`] and `LC_*`. For example
+    /// `inherit_env(["CARGO_HOME", "SSL_CERT_FILE"])`. No effect after
+    /// [`inherit_all_env`](Self::inherit_all_env).
+    pub fn inherit_env<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let HostEnv::Listed(extra) = &mut self.host_env {
+            extra.extend(names.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Passes the whole host environment (credentials such as `E2B_API_KEY` included) to the
+    /// processes of the sandboxes this provider creates, as a plain child process would get it.
+    pub fn inherit_all_env(mut self) -> Self {
+        self.host_env = HostEnv::All;
+        self
     }
 
     /// Where this provider creates sandbox directories.
@@ -211,24 +298,35 @@ impl LocalProvider {
         let (work, state) = (base.join("work"), base.join("state"));
         let dirs = {
             let (base, work, state) = (base.clone(), work.clone(), state.clone());
-            move || -> std::io::Result<u32> {
-                use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+            move || -> Result<u32> {
+                use std::os::unix::fs::DirBuilderExt;
+                let me = nix::unistd::geteuid().as_raw();
+                // A root that exists is checked first, so a problem with it (say a dangling
+                // link of someone else's, where mkdir says only "File exists") is named.
+                if std::fs::symlink_metadata(&root).is_ok() {
+                    fs::check_root(&root, me)?;
+                }
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)
-                    .create(&root)?;
+                    .create(&root)
+                    .map_err(|e| {
+                        fs::io_error(e, "cannot create sandbox root", &base_shown(&root))
+                    })?;
+                fs::check_root(&root, me)?;
                 let mut builder = std::fs::DirBuilder::new();
                 builder.mode(0o700);
-                builder.create(&base)?;
-                builder.create(&work)?;
-                builder.create(&state)?;
-                Ok(std::fs::metadata(&base)?.uid())
+                for dir in [&base, &work, &state] {
+                    builder.create(dir).map_err(|e| {
+                        fs::io_error(e, "cannot create sandbox directory", &base_shown(dir))
+                    })?;
+                }
+                Ok(me)
             }
         };
         let uid = tokio::task::spawn_blocking(dirs)
             .await
-            .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))?
-            .map_err(|e| fs::io_error(e, "cannot create sandbox directory", &base_shown(&base)))?;
+            .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))??;
         let inner = Arc::new(Inner {
             id: id.clone(),
             base,
@@ -238,11 +336,13 @@ impl LocalProvider {
             created_at: SystemTime::now(),
             metadata: spec.metadata.clone(),
             env: spec.env.clone(),
+            host_env: self.host_env.clone(),
             idempotency_key: spec.idempotency_key.clone(),
             destroyed: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
+            ended_groups: Default::default(),
         });
         let existing = {
             let mut registry = lock(&REGISTRY);
@@ -338,11 +438,15 @@ struct Inner {
     metadata: BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     idempotency_key: Option<String>,
+    /// What its processes get from the host environment.
+    host_env: HostEnv,
     destroyed: AtomicBool,
     paused: AtomicBool,
     /// Every process started and not yet forgotten, by pid.
     processes: Mutex<BTreeMap<u32, Arc<ProcState>>>,
     next_output: std::sync::atomic::AtomicU64,
+    /// The process groups whose leaders have been reaped (for destroy's sweep).
+    ended_groups: Arc<Mutex<Vec<process::EndedGroup>>>,
 }
 
 impl Inner {
@@ -454,6 +558,10 @@ impl Inner {
         let mut cmd = std::process::Command::new(program);
         {
             use std::os::unix::process::CommandExt;
+            if self.host_env != HostEnv::All {
+                cmd.env_clear()
+                    .envs(std::env::vars_os().filter(|(name, _)| self.host_env.passes(name)));
+            }
             cmd.args(&command.argv[1..])
                 .current_dir(&cwd)
                 .envs(&self.env)
@@ -507,15 +615,18 @@ impl Inner {
         };
         let pgid = i32::try_from(pid)
             .map_err(|_| Error::new(ErrorKind::Provider, format!("pid {pid} out of range")))?;
-        let state = Arc::new(ProcState::new(
-            pgid,
-            command.argv.clone(),
-            command.describe(),
-            cwd_shown,
-            command.tag.clone(),
-            output_files,
-            command.timeout,
-        ));
+        let state = Arc::new(
+            ProcState::new(
+                pgid,
+                command.argv.clone(),
+                command.describe(),
+                cwd_shown,
+                command.tag.clone(),
+                output_files,
+                command.timeout,
+            )
+            .recording_to(self.ended_groups.clone()),
+        );
         lock(&self.processes).insert(pid, state.clone());
         // Destroy sets the flag before it kills what it finds in the table: either it saw this
         // process, or we see the flag now.
@@ -674,10 +785,19 @@ impl LocalSandbox {
             return inner.alive();
         }
         lock(&REGISTRY).remove(&inner.id);
-        inner.signal_all(Signal::SIGKILL);
+        // Stop and kill what /proc shows to be ours first, while the ppid links of the whole
+        // tree are intact, then the groups whose leaders are still unreaped.
+        let live: Vec<i32> = lock(&inner.processes)
+            .values()
+            .filter(|s| s.finished().is_none())
+            .map(|s| s.pgid)
+            .collect();
+        let ended = lock(&inner.ended_groups).clone();
         let id = inner.id.clone();
         let _ =
-            tokio::task::spawn_blocking(move || process::kill_marked(SANDBOX_MARKER, &id)).await;
+            tokio::task::spawn_blocking(move || process::sweep(SANDBOX_MARKER, &id, &live, &ended))
+                .await;
+        inner.signal_all(Signal::SIGKILL);
         let base = inner.base.clone();
         // A dying process may still create a file for a moment; try a few times.
         let mut last = None;
@@ -837,14 +957,16 @@ impl Sandbox for LocalSandbox {
     async fn remove(&self, path: &str) -> Result<()> {
         self.files_op("remove", |inner| async move {
             let target = inner.resolve(path)?;
-            // Absolute paths are host paths; never remove a host root or the sandbox itself.
+            // Absolute paths are host paths; never remove a host root or the sandbox itself,
+            // however the path is spelled (checked here by text, for a path that need not
+            // exist) and wherever its links lead (checked by `fs::remove`).
             let target_clean = lexically_normal(&target);
             if target_clean.parent().is_none() || inner.work.starts_with(&target_clean) {
                 return Err(Error::validation(format!(
                     "refusing to remove {path}: it contains the sandbox's working directory"
                 )));
             }
-            fs::remove(&target, path).await
+            fs::remove(&target, path, &inner.work).await
         })
         .await
     }

@@ -9,8 +9,8 @@ use futures::StreamExt;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdout};
@@ -49,6 +49,22 @@ pub(crate) struct ProcState {
     pub(crate) timed_out: AtomicBool,
     /// `None` while running.
     pub(crate) exit: watch::Sender<Option<Finished>>,
+    /// Held while the group is signalled and while its leader is reaped and `exit` set, so a
+    /// signal only goes out while the leader is unreaped: until then its pid, and so the group
+    /// id, cannot belong to anyone else.
+    signals: Mutex<()>,
+    /// Where the group is recorded once its leader is reaped, for destroy's sweep.
+    groups: Arc<Mutex<Vec<EndedGroup>>>,
+}
+
+/// A process group of the sandbox whose leader has been reaped: its id is free for reuse, so
+/// destroy counts as ours only the members that started before the leader was reaped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EndedGroup {
+    pub(crate) pgid: i32,
+    /// Time since boot, in clock ticks, read just before the leader was reaped; 0 where
+    /// unknown (then no member counts).
+    pub(crate) reaped_at: u64,
 }
 
 impl ProcState {
@@ -71,16 +87,52 @@ impl ProcState {
             limit,
             timed_out: AtomicBool::new(false),
             exit: watch::Sender::new(None),
+            signals: Mutex::new(()),
+            groups: Default::default(),
         }
+    }
+
+    /// Records the group in `groups` once its leader is reaped.
+    pub(crate) fn recording_to(mut self, groups: Arc<Mutex<Vec<EndedGroup>>>) -> Self {
+        self.groups = groups;
+        self
     }
 
     pub(crate) fn finished(&self) -> Option<Finished> {
         *self.exit.borrow()
     }
 
-    /// Sends `signal` to the whole process group; a group that is already gone is not an error.
+    /// Sends `signal` to the whole process group while its leader is unreaped (and so the group
+    /// id still ours). Once the leader has ended and been reaped this does nothing: the id may
+    /// have been taken by an unrelated group since. A group that is already gone is not an error.
     pub(crate) fn signal_group(&self, signal: Signal) -> Result<()> {
+        let _signals = super::lock(&self.signals);
+        if self.finished().is_some() {
+            return Ok(());
+        }
         signal_group(self.pgid, signal)
+    }
+
+    /// Reaps the leader with `reap` (which must not block: the leader has exited, see
+    /// [`wait_exited`]) and records how it ended, with no signal going out in between. Returns
+    /// `None` if `reap` finds it still running.
+    pub(crate) fn reap(
+        &self,
+        reap: impl FnOnce() -> std::io::Result<Option<std::process::ExitStatus>>,
+    ) -> Option<Finished> {
+        let _signals = super::lock(&self.signals);
+        let reaped_at = ticks_since_boot().unwrap_or(0);
+        let status = reap().transpose()?;
+        let mut groups = super::lock(&self.groups);
+        // An earlier group of the sandbox under the same id had no member left when the id was
+        // given out again: its record is spent. So the list holds at most one record per id.
+        groups.retain(|g| g.pgid != self.pgid);
+        groups.push(EndedGroup {
+            pgid: self.pgid,
+            reaped_at,
+        });
+        drop(groups);
+        Some(self.finish(status))
     }
 
     fn finish(&self, status: std::io::Result<std::process::ExitStatus>) -> Finished {
@@ -260,8 +312,18 @@ pub(crate) fn foreground_stream(
                 },
             }
         }
-        let waited = s.child.wait().await;
-        let finished = s.guard.state.finish(waited);
+        let state = s.guard.state.clone();
+        wait_exited_async(state.pgid).await;
+        let finished = match state.reap(|| s.child.try_wait()) {
+            Some(finished) => finished,
+            // Not seen exiting (no waitid here): reap first, record after.
+            None => {
+                let waited = s.child.wait().await;
+                state
+                    .reap(|| waited.map(Some))
+                    .unwrap_or_else(|| state.finish(Err(std::io::Error::other("no exit status"))))
+            }
+        };
         s.done = true;
         if let Some(w) = s.guard.watchdog.take() {
             w.abort();
@@ -284,8 +346,12 @@ pub(crate) fn reap_in_background(
     watchdog: Option<JoinHandle<()>>,
 ) {
     let reaper = move || {
-        let waited = child.wait();
-        state.finish(waited);
+        wait_exited(state.pgid);
+        if state.reap(|| child.try_wait()).is_none() {
+            // Not seen exiting (no waitid here): reap first, record after.
+            let waited = child.wait();
+            state.reap(|| waited.map(Some));
+        }
         if let Some(w) = watchdog {
             w.abort();
         }
@@ -378,45 +444,152 @@ pub(crate) fn tail_stream(
     .boxed()
 }
 
-/// Sends `SIGKILL` to every process of this user whose environment holds `marker=id`, found by
-/// scanning `/proc` (Linux); where `/proc` is absent this does nothing. Repeats while it finds
-/// some, so children forked during the sweep are caught too.
-pub(crate) fn kill_marked(marker: &str, id: &str) {
+/// Blocks until child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`), so its pid
+/// stays reserved until [`ProcState::reap`]. Returns at once where that is not available, or
+/// when the child cannot be waited for.
+pub(crate) fn wait_exited(pid: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(Pid::from_raw(pid)), flags) {}
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pid;
+}
+
+/// [`wait_exited`] for async code: a non-blocking look first (a foreground child whose output
+/// ended has usually exited), then a blocking wait on the blocking pool.
+async fn wait_exited_async(pid: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
+        if let Ok(WaitStatus::StillAlive) = waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+            let _ = tokio::task::spawn_blocking(move || wait_exited(pid)).await;
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pid;
+}
+
+/// Time since boot in clock ticks (`USER_HZ`, 100 per second), the unit of a process's start
+/// time in `/proc/<pid>/stat`; `None` without `/proc`. Were `USER_HZ` larger, start times would
+/// read later than they are and fewer processes would count as started before a given moment:
+/// the safe direction for [`sweep`].
+fn ticks_since_boot() -> Option<u64> {
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let seconds = uptime.split_whitespace().next()?;
+    let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, "0"));
+    let centis: String = fraction
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(2)
+        .collect();
+    Some(whole.parse::<u64>().ok()? * 100 + centis.parse::<u64>().ok()?)
+}
+
+/// One process as `/proc/<pid>/stat` shows it.
+struct ProcEntry {
+    pid: i32,
+    ppid: i32,
+    pgid: i32,
+    /// Start time in clock ticks since boot.
+    start: u64,
+    zombie: bool,
+}
+
+fn proc_entry(pid: i32) -> Option<ProcEntry> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // rest[0] is field 3 (state), so field n is rest[n - 3].
+    Some(ProcEntry {
+        pid,
+        ppid: rest.get(1)?.parse().ok()?,
+        pgid: rest.get(2)?.parse().ok()?,
+        start: rest.get(19)?.parse().ok()?,
+        zombie: *rest.first()? == "Z",
+    })
+}
+
+fn all_processes() -> Vec<ProcEntry> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_entry)
+        .collect()
+}
+
+/// Kills, on Linux, every process of this user that belongs to the sandbox as far as `/proc`
+/// can tell: one whose environment holds `marker=id`; a member of one of its `live` groups
+/// (leader not yet reaped); a member of one of its `ended` groups whose id is not a live pid
+/// again and that started no later than the clock tick (10ms) in which that group's leader was
+/// reaped (a later one may belong to a group that reused the id; one that reused it, ended and
+/// left members all within that tick is the case this cannot tell apart); and every descendant
+/// of these. Found processes are stopped first and killed at the end, so none can
+/// fork or orphan a child while the tree is walked. Where `/proc` is absent this does nothing.
+///
+/// A process can still escape: one that clears the marker, leaves the group (`setsid`) and whose
+/// parent exits before the sweep (a daemon's double fork) is re-parented outside the sandbox
+/// and carries nothing left to tell it apart.
+pub(crate) fn sweep(marker: &str, id: &str, live: &[i32], ended: &[EndedGroup]) {
+    use std::collections::BTreeMap;
     let needle = format!("{marker}={id}");
-    let own = std::process::id();
-    for _ in 0..5 {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        let mut killed = 0;
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid == own {
-                continue;
-            }
-            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-                continue;
-            };
-            if environ
+    let own = i32::try_from(std::process::id()).unwrap_or(0);
+    let marked = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+            environ
                 .split(|b| *b == 0)
                 .any(|var| var == needle.as_bytes())
-            {
-                let Ok(raw) = i32::try_from(pid) else {
+        })
+    };
+    // pid -> start time of every process stopped so far.
+    let mut found: BTreeMap<i32, u64> = BTreeMap::new();
+    for _ in 0..20 {
+        let procs = all_processes();
+        // An ended group whose id is a live pid again was taken over: that pid was free only
+        // once no process was left in our group, so all its members now are someone else's.
+        let ended: Vec<EndedGroup> = ended
+            .iter()
+            .filter(|g| !procs.iter().any(|p| p.pid == g.pgid))
+            .copied()
+            .collect();
+        let mut new = 0;
+        // Repeat over one snapshot until no more descendants turn up.
+        loop {
+            let mut grew = false;
+            for p in &procs {
+                if p.pid == own || p.pid <= 1 || p.zombie || found.contains_key(&p.pid) {
                     continue;
-                };
-                if nix::sys::signal::kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
-                    killed += 1;
+                }
+                let ours = found.contains_key(&p.ppid)
+                    || live.contains(&p.pgid)
+                    || ended
+                        .iter()
+                        .any(|g| g.pgid == p.pgid && p.start <= g.reaped_at)
+                    || marked(p.pid);
+                if ours && nix::sys::signal::kill(Pid::from_raw(p.pid), Signal::SIGSTOP).is_ok() {
+                    found.insert(p.pid, p.start);
+                    grew = true;
+                    new += 1;
                 }
             }
+            if !grew {
+                break;
+            }
         }
-        if killed == 0 {
-            return;
+        if new == 0 {
+            break;
+        }
+    }
+    for (pid, start) in found {
+        // Stopped processes do not exit by themselves; check it is still the same one anyway.
+        if proc_entry(pid).is_some_and(|p| p.start == start) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
     }
 }

@@ -14,10 +14,11 @@
 //! util-linux `script` after `stty` set the requested size.
 #![allow(dead_code)]
 
+use bytes::Bytes;
 use russh::keys::PrivateKey;
 use russh::keys::ssh_key::private::Ed25519Keypair;
-use russh::server::{Auth, Msg, Server as _, Session};
-use russh::{Channel, ChannelId, CryptoVec};
+use russh::server::{Auth, ChannelOpenHandle, Msg, Server as _, Session};
+use russh::{Channel, ChannelId};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -37,6 +38,14 @@ pub fn port() -> u16 {
 /// The gateway's host key.
 pub fn host_key() -> PrivateKey {
     PrivateKey::from(Ed25519Keypair::from_seed(&[9u8; 32]))
+}
+
+/// The SHA-256 fingerprint of [`host_key`] (`SHA256:…`), what a client pins.
+pub fn fingerprint() -> String {
+    host_key()
+        .public_key()
+        .fingerprint(russh::keys::HashAlg::Sha256)
+        .to_string()
 }
 
 fn start_shared() -> u16 {
@@ -216,12 +225,14 @@ impl russh::server::Handler for Conn {
     async fn channel_open_session(
         &mut self,
         _channel: Channel<Msg>,
+        reply: ChannelOpenHandle,
         _session: &mut Session,
-    ) -> Result<bool, Self::Error> {
+    ) -> Result<(), Self::Error> {
         if !self.gateway.tokens.contains(&self.user) {
             return Err(russh::Error::Disconnect);
         }
-        Ok(true)
+        reply.accept().await;
+        Ok(())
     }
 
     async fn pty_request(
@@ -306,7 +317,7 @@ impl russh::server::Handler for Conn {
                 while let Ok(n) = stdout.read(&mut buf).await {
                     if n == 0
                         || h1
-                            .data(channel, CryptoVec::from_slice(&buf[..n]))
+                            .data(channel, Bytes::copy_from_slice(&buf[..n]))
                             .await
                             .is_err()
                     {
@@ -321,7 +332,7 @@ impl russh::server::Handler for Conn {
                 while let Ok(n) = stderr.read(&mut buf).await {
                     if n == 0
                         || h2
-                            .extended_data(channel, 1, CryptoVec::from_slice(&buf[..n]))
+                            .extended_data(channel, 1, Bytes::copy_from_slice(&buf[..n]))
                             .await
                             .is_err()
                     {

@@ -3,7 +3,7 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-sdk-core --all-features --bench sdk -- [--quick] [http] [local]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
