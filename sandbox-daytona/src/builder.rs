@@ -3,6 +3,7 @@
 use crate::error::{PROVIDER, map_error};
 use crate::provider::DaytonaProvider;
 use sandbox_sdk_core::http::HttpClient;
+use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, Result};
 use std::fmt;
 use std::time::Duration;
@@ -18,6 +19,28 @@ pub const DEFAULT_SDK_VERSION: &str = "0.218.0";
 /// The lowest `X-Daytona-SDK-Version` for which the daemon answers logs and sync session execs
 /// with stdout and stderr apart.
 pub const MIN_SDK_VERSION: (u64, u64, u64) = (0, 167, 0);
+
+/// How long a create that may have happened (timed out, connection lost after sending, 5xx
+/// gateway answer) is looked up by its name before anything is sent again: 60 s, from 25 ms
+/// apart doubling to 1 s. The API keeps a snapshot create's request open for up to 30 s while
+/// the sandbox starts (PROTOCOL.md §1), and the sandbox row, with its name, exists from the
+/// start of that wait; 60 s covers it with room for a slow API.
+pub const DEFAULT_CREATE_LOOKUP: CreateLookup = CreateLookup::new(Duration::from_secs(60));
+
+/// How long a foreground command is waited on in one synchronous request before it is followed
+/// instead (see [`DaytonaBuilder::direct_window`]).
+pub const DEFAULT_DIRECT_WINDOW: Duration = Duration::from_secs(1);
+
+/// The longest silence between the chunks of a streamed upload's or download's body, or of a
+/// polled log (see [`DaytonaBuilder::idle_timeout`]).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long the log WebSocket may be silent before a ping is sent.
+pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(20);
+
+/// How long a ping on the log WebSocket may go unanswered (no pong, no frame) before the stream
+/// ends with a `Transport` error.
+pub const DEFAULT_PING_ANSWER: Duration = Duration::from_secs(10);
 
 /// The `X-Daytona-Source` value this SDK sends.
 pub const SOURCE: &str = "sdk-rust";
@@ -96,6 +119,10 @@ pub struct DaytonaBuilder {
     pub(crate) ssh_host_key: Option<String>,
     pub(crate) ssh_trust_first_use: bool,
     pub(crate) ssh_gateway: Option<(String, u16)>,
+    pub(crate) create_lookup: CreateLookup,
+    pub(crate) direct_window: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) log_ping: (Duration, Duration),
 }
 
 impl Default for DaytonaBuilder {
@@ -124,6 +151,10 @@ impl DaytonaBuilder {
             ssh_host_key: None,
             ssh_trust_first_use: false,
             ssh_gateway: None,
+            create_lookup: DEFAULT_CREATE_LOOKUP,
+            direct_window: DEFAULT_DIRECT_WINDOW,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            log_ping: (DEFAULT_PING_EVERY, DEFAULT_PING_ANSWER),
         }
     }
 
@@ -264,6 +295,42 @@ impl DaytonaBuilder {
         self
     }
 
+    /// How long and how often a create that may have happened is looked up by its name before
+    /// the error goes back to the caller (default [`DEFAULT_CREATE_LOOKUP`]: 60 s). Applies to
+    /// creates with an idempotency key (see [`DaytonaProvider`](crate::DaytonaProvider)'s
+    /// `create`).
+    pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.create_lookup = lookup;
+        self
+    }
+
+    /// How long a foreground command is waited on in one synchronous request (default
+    /// [`DEFAULT_DIRECT_WINDOW`], 1 s). A command that ends within it costs that one request
+    /// (stdout, stderr and the exit code come in its answer); one still running is left
+    /// running and followed from then on, its output so far included. Zero sends every command
+    /// asynchronously and follows it from its first line.
+    pub fn direct_window(mut self, window: Duration) -> Self {
+        self.direct_window = window;
+        self
+    }
+
+    /// The longest silence allowed between the chunks of a streamed upload's or download's
+    /// body, and of a polled log (default [`DEFAULT_IDLE_TIMEOUT`], 60 s). The answer's head
+    /// must come within the request timeout after the last byte was sent; there is no total
+    /// limit, so large transfers work at any speed that is not silence.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// Pings the log WebSocket after `every` of silence and ends the stream with a `Transport`
+    /// error when nothing (no pong, no frame) answers within `answer_within` (defaults
+    /// [`DEFAULT_PING_EVERY`], 20 s, and [`DEFAULT_PING_ANSWER`], 10 s).
+    pub fn log_ping(mut self, every: Duration, answer_within: Duration) -> Self {
+        self.log_ping = (every, answer_within);
+        self
+    }
+
     /// The control-plane base URL this builder will use (set, from the environment, or
     /// [`DEFAULT_API_URL`]).
     pub fn api_url_or_default(&self) -> &str {
@@ -370,6 +437,10 @@ impl fmt::Debug for DaytonaBuilder {
             .field("ssh_host_key", &self.ssh_host_key)
             .field("ssh_trust_first_use", &self.ssh_trust_first_use)
             .field("ssh_gateway", &self.ssh_gateway)
+            .field("create_lookup", &self.create_lookup)
+            .field("direct_window", &self.direct_window)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("log_ping", &self.log_ping)
             .finish()
     }
 }

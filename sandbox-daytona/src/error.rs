@@ -61,6 +61,14 @@ pub fn map_error(response: &ErrorResponse) -> Error {
         {
             ErrorKind::Conflict
         }
+        // The toolbox proxy for a sandbox that is not running: "bad request: no IP address
+        // found. Is the Sandbox started?" (BAD_REQUEST from DAYTONA_PROXY).
+        (400, _)
+            if lower.contains("is the sandbox started")
+                || lower.contains("no ip address found") =>
+        {
+            ErrorKind::NotRunning
+        }
         (400, _) if lower.contains("failed to start") => ErrorKind::Provider,
         (400 | 422, _) => ErrorKind::Validation,
         // An empty 502 is the proxy losing its upstream: the sandbox stopped, or an idle timeout.
@@ -285,6 +293,17 @@ mod tests {
             r#"{"statusCode":400,"message":"Sandbox failed to start: image pull failed"}"#,
         ));
         assert_eq!(e.kind(), ErrorKind::Provider);
+    }
+
+    #[test]
+    fn the_proxys_400_for_a_sandbox_that_is_not_started_is_not_running() {
+        let e = map_error(&response(
+            400,
+            &[],
+            r#"{"statusCode":400,"message":"bad request: no IP address found. Is the Sandbox started?","code":"BAD_REQUEST","source":"DAYTONA_PROXY"}"#,
+        ));
+        assert_eq!(e.kind(), ErrorKind::NotRunning);
+        assert_eq!(e.status(), Some(400));
     }
 
     #[test]

@@ -1,57 +1,74 @@
-//! Commands through the toolbox: each command runs as an asynchronous session command
-//! (PROTOCOL.md §3.2), its output followed live over the log WebSocket (§4.2) and demultiplexed
-//! by [`LogDemux`], or — with [`LogFollow::Poll`] — by polling the command and its JSON logs.
-//! The exit code is the daemon's (`GET …/command/{cid}`).
+//! Commands through the toolbox, as session commands (PROTOCOL.md §3.2).
 //!
-//! A foreground command gets a session of its own, deleted once the exit code is read (or when
-//! the handle is dropped early, which kills the command). A background command's session is
-//! kept; its pid is `{sessionId}/{commandId}`, usable with `attach` and `kill_process`.
+//! A foreground command runs in a session taken from the sandbox's pool (the provider's,
+//! shared by every handle of the sandbox): made on first use, given back once the command
+//! ended, deleted when a handle is dropped before its command ends (which kills it). It is
+//! first sent synchronously: when it ends within the builder's
+//! [`direct_window`](crate::DaytonaBuilder::direct_window), that one request brings back
+//! stdout, stderr and the exit code (the answer's `stdout`/`stderr`/`exitCode`, §3.2, §4.3),
+//! so a short command costs one request. A command still running when the window closes keeps
+//! running; its id is read from the session, and it is followed to its end ([`Follower`]) live
+//! over the log WebSocket, or by polling with [`LogFollow::Poll`]. With a zero window every
+//! command is sent asynchronously and followed from its start.
+//!
+//! A background (or tagged) command gets a session of its own that is kept; its pid is
+//! `{sessionId}/{commandId}`, usable with `attach` and `kill_process`.
 
 use crate::builder::LogFollow;
-use crate::demux::{LogDemux, LogStream};
-use crate::error::{PROVIDER, map_error};
+use crate::error::PROVIDER;
+use crate::follow::Follower;
 use crate::sandbox::Toolbox;
-use crate::wire::{CreateSessionBody, SessionCommandDto, SessionExecAnswer, SessionExecBody};
+use crate::wire::{CreateSessionBody, SessionDto, SessionExecAnswer, SessionExecBody};
 use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
-use sandbox_sdk_core::http::{ErrorResponse, Headers, Method, encode_path_segment};
+use sandbox_sdk_core::http::{Method, encode_path_segment};
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
     PtySize, Result,
 };
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// Exit status reported for a command killed through [`ProcessControl::kill`] or
 /// `kill_process` (the session's shell gets SIGKILL).
-const SIGKILL: i32 = 9;
+pub(crate) const SIGKILL: i32 = 9;
 
-/// How often a ping is sent on the log WebSocket (the server sends none; PROTOCOL.md §4.2).
-const PING_EVERY: Duration = Duration::from_secs(20);
+/// The statuses coreutils `timeout` ends with when it stopped the command: 124 after SIGTERM,
+/// 137 when the grace (`-k 5`) ran out and it sent SIGKILL.
+const TIMEOUT_STATUSES: [i32; 2] = [124, 137];
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// The most idle sessions a handle keeps for its next commands; more are deleted.
+const MAX_IDLE_SESSIONS: usize = 4;
 
-/// The shell line a [`Command`] becomes: `sh -c` over the core's script (cwd and env applied
-/// with safe quoting), wrapped in coreutils `timeout` when the command has a process timeout.
+/// The shell line a [`Command`] becomes: a subshell of the session's shell (a fork, not a new
+/// shell; `cd`, exports and `exit` stay inside it) running the quoted argv, or the core's
+/// script (cwd and env applied with safe quoting), wrapped in coreutils `timeout` when the
+/// command has a process timeout. It starts with the no-op `: sdk-cmd-{label}`, which makes the
+/// line unique within its session so a command still running after the direct window can be
+/// found by its text.
 ///
 /// The daemon's session wrapper reads each stream line by line and ends every line with `\n`,
 /// so a last line without one would gain a newline. To give back the exact bytes, the line ends
-/// by printing [`END_MARK`] and a newline on both streams (after the command, keeping its exit
-/// status); the follower strips exactly that suffix. Output that lacks it (a killed command, a
-/// command started elsewhere) is passed on unchanged.
-pub(crate) fn command_line(command: &Command) -> Result<String> {
+/// by printing the end mark on both streams after the command: `{END_MARK}:{status}` on stdout
+/// and [`END_MARK`] on stderr, each with a newline, then exits with the command's status. The
+/// follower strips exactly those suffixes, and once both are seen it knows the output is
+/// complete and the exit status without asking the daemon. Output that lacks them (a killed
+/// command, a command started elsewhere) is passed on unchanged.
+pub(crate) fn command_line(command: &Command, label: u64) -> Result<String> {
     command.validate()?;
     let direct = command.cwd.is_none() && command.env.is_empty();
     let inner = if command.timeout.is_zero() {
-        if direct {
+        if let (true, [sh, c, script]) = (direct, command.argv.as_slice())
+            && sh == "sh"
+            && c == "-c"
+        {
+            // A shell line runs in a nested subshell: one process less than `sh -c` (a fork,
+            // not an exec); the newline keeps a trailing comment from eating the `)`.
+            format!("({script}\n)")
+        } else if direct {
             quote_argv(&command.argv)?
         } else {
             // A subshell, so the script's `exec` replaces it and not the shell printing the mark.
@@ -66,44 +83,123 @@ pub(crate) fn command_line(command: &Command) -> Result<String> {
         };
         format!("timeout -k 5 {secs} {program}")
     };
-    let script =
-        format!("{inner}; s=$?; printf '%s\\n' {END_MARK}; printf '%s\\n' {END_MARK} >&2; exit $s");
-    Ok(format!("sh -c {}", shell_quote(&script)?))
+    Ok(format!(
+        "(: sdk-cmd-{label}; {inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
+    ))
 }
 
-/// The line printed on stdout and stderr after the command (see [`command_line`]).
+/// The line printed on stdout (with `:status`) and stderr after the command (see
+/// [`command_line`]).
 pub(crate) const END_MARK: &str = "__sandbox_sdk_end_of_output__";
 
-/// Holds back the end of one stream while it could still be the start of the end mark, so
+/// The longest end-mark line: the mark, `:`, a status of up to 10 digits, the newline.
+const MAX_MARK_LEN: usize = END_MARK.len() + 12;
+
+/// Whether `tail` is the start of an end-mark line (`Some(false)`), a whole one ending in its
+/// newline (`Some(true)`), or neither (`None`).
+fn mark_prefix(tail: &[u8]) -> Option<bool> {
+    let mark = END_MARK.as_bytes();
+    if tail.len() <= mark.len() {
+        return (tail == &mark[..tail.len()]).then_some(false);
+    }
+    if &tail[..mark.len()] != mark {
+        return None;
+    }
+    match &tail[mark.len()..] {
+        [b'\n'] => Some(true),
+        [b':', rest @ ..] => {
+            let (digits, whole) = match rest.split_last() {
+                Some((b'\n', digits)) => (digits, true),
+                _ => (rest, false),
+            };
+            let valid = digits.len() <= 10
+                && digits.iter().all(u8::is_ascii_digit)
+                && !(whole && digits.is_empty());
+            valid.then_some(whole)
+        }
+        _ => None,
+    }
+}
+
+/// Holds back the end of one stream while it could still be (the start of) the end mark, so
 /// output is passed on as soon as it cannot be part of it.
 #[derive(Default)]
-struct Trailer {
+pub(crate) struct Trailer {
     held: Vec<u8>,
 }
 
 impl Trailer {
-    fn mark() -> Vec<u8> {
-        format!("{END_MARK}\n").into_bytes()
-    }
-
     /// Appends `data`; returns what can be passed on now: everything but the longest tail
-    /// that is a beginning of the end mark.
-    fn push(&mut self, data: &[u8]) -> Option<Bytes> {
+    /// that is a beginning of an end-mark line.
+    pub(crate) fn push(&mut self, data: &[u8]) -> Option<Bytes> {
         self.held.extend_from_slice(data);
-        let mark = Self::mark();
-        let longest = (1..=mark.len().min(self.held.len()))
-            .rev()
-            .find(|k| self.held[self.held.len() - k..] == mark[..*k])
-            .unwrap_or(0);
-        let ready = self.held.len() - longest;
+        let from = self.held.len().saturating_sub(MAX_MARK_LEN);
+        let ready = (from..self.held.len())
+            .find(|i| mark_prefix(&self.held[*i..]).is_some())
+            .unwrap_or(self.held.len());
         (ready > 0).then(|| Bytes::from(self.held.drain(..ready).collect::<Vec<u8>>()))
     }
 
-    /// The rest of the stream: nothing when it is exactly the end mark.
-    fn finish(&mut self) -> Option<Bytes> {
-        let held = std::mem::take(&mut self.held);
-        (!held.is_empty() && held != Self::mark()).then(|| Bytes::from(held))
+    /// `Some` once the stream ends in a whole end mark, with the status it carries (stdout's).
+    pub(crate) fn complete(&self) -> Option<Option<i32>> {
+        if mark_prefix(&self.held) != Some(true) {
+            return None;
+        }
+        let text = std::str::from_utf8(&self.held).ok()?;
+        Some(
+            text.trim_end()
+                .strip_prefix(END_MARK)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .and_then(|status| status.parse().ok()),
+        )
     }
+
+    /// The rest of the stream: nothing when it is exactly an end mark.
+    pub(crate) fn finish(&mut self) -> Option<Bytes> {
+        if self.complete().is_some() {
+            self.held.clear();
+            return None;
+        }
+        let held = std::mem::take(&mut self.held);
+        (!held.is_empty()).then(|| Bytes::from(held))
+    }
+}
+
+/// A command's process timeout and when it was sent, to tell a `timeout` stop from an exit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    limit: Duration,
+    started: Instant,
+}
+
+impl Timing {
+    fn of(command: &Command) -> Option<Timing> {
+        (!command.timeout.is_zero()).then(|| Timing {
+            limit: command.timeout,
+            started: Instant::now(),
+        })
+    }
+}
+
+/// The last event of a command that ended with `code`: its exit, or a `Timeout` error when
+/// coreutils `timeout` stopped it (status 124 or 137 once its timeout has passed), as the other
+/// adapters report a process timeout.
+pub(crate) fn exit_event(code: i32, timing: Option<&Timing>) -> Result<ProcessEvent> {
+    if let Some(t) = timing
+        && TIMEOUT_STATUSES.contains(&code)
+        && t.started.elapsed() >= t.limit
+    {
+        return Err(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "the process ran past its timeout of {}s and was stopped (exit status {code})",
+                t.limit.as_secs_f64()
+            ),
+        )
+        .with_provider(PROVIDER)
+        .with_operation("exec"));
+    }
+    Ok(ProcessEvent::Exit(ExitStatus::code(code)))
 }
 
 pub(crate) fn session_path(sid: &str) -> String {
@@ -134,6 +230,9 @@ pub(crate) fn tag_session(tag: &str) -> Result<String> {
 /// Prefix of the sessions of tagged commands.
 pub(crate) const TAG_PREFIX: &str = "sdk-tag-";
 
+/// Prefix of the pooled sessions of foreground commands.
+pub(crate) const EXEC_PREFIX: &str = "sdk-exec-";
+
 /// Splits a pid `{sessionId}/{commandId}`.
 pub(crate) fn split_pid(pid: &str) -> Result<(&str, &str)> {
     match pid.split_once('/') {
@@ -145,7 +244,7 @@ pub(crate) fn split_pid(pid: &str) -> Result<(&str, &str)> {
     }
 }
 
-/// How many taken session names `start` steps over before giving up.
+/// How many taken session names `new_session` steps over before giving up.
 const MAX_NAME_TRIES: u32 = 64;
 
 async fn create_session(tb: &Toolbox, sid: &str) -> Result<()> {
@@ -157,8 +256,83 @@ async fn create_session(tb: &Toolbox, sid: &str) -> Result<()> {
         .await
 }
 
-/// Starts `command` in a new session and returns its handle.
+/// Makes a session named `sdk-{kind}-N`. Names are numbered per handle (so replays are
+/// deterministic); a name another handle holds right now answers 409, and the next number is
+/// tried.
+async fn new_session(tb: &Toolbox, kind: &str) -> Result<String> {
+    let mut tries = 0;
+    loop {
+        let n = tb.next_session.fetch_add(1, Ordering::Relaxed);
+        let sid = format!("sdk-{kind}-{n}");
+        match create_session(tb, &sid).await {
+            Ok(()) => return Ok(sid),
+            Err(e) if e.kind() == ErrorKind::Conflict && tries < MAX_NAME_TRIES => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// An idle pooled session of this sandbox, or a new one.
+async fn acquire_session(tb: &Toolbox) -> Result<String> {
+    let idle = tb
+        .inner
+        .idle_sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(&tb.sandbox_id)
+        .and_then(Vec::pop);
+    match idle {
+        Some(sid) => Ok(sid),
+        None => new_session(tb, "exec").await,
+    }
+}
+
+/// Gives a session whose command ended back to the sandbox's pool, which every handle of the
+/// sandbox from this provider shares (or deletes it when the pool is full). Idle sessions live
+/// until the sandbox stops or is destroyed: at most [`MAX_IDLE_SESSIONS`] per sandbox.
+pub(crate) fn release_session(tb: &Arc<Toolbox>, sid: String) {
+    let mut pools = tb
+        .inner
+        .idle_sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let idle = pools.entry(tb.sandbox_id.clone()).or_default();
+    if idle.len() < MAX_IDLE_SESSIONS {
+        idle.push(sid);
+        return;
+    }
+    drop(pools);
+    spawn_delete(tb.clone(), sid);
+}
+
+/// Drops a destroyed sandbox's pool.
+pub(crate) fn forget_sessions(inner: &crate::provider::Inner, sandbox_id: &str) {
+    inner
+        .idle_sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(sandbox_id);
+}
+
+/// Deletes a session in the background (from a `Drop`), when a runtime is there to do it.
+pub(crate) fn spawn_delete(tb: Arc<Toolbox>, sid: String) {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        handle.spawn(async move {
+            delete_session(&tb, &sid).await.ok();
+        });
+    }
+}
+
+/// Starts `command` and returns its handle. A failure goes through the toolbox's state check
+/// ([`Toolbox::explain`]), so a sandbox that is not running is `NotRunning`.
 pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process> {
+    match start_checked(tb.clone(), command).await {
+        Err(e) => Err(tb.explain(e).await),
+        ok => ok,
+    }
+}
+
+async fn start_checked(tb: Arc<Toolbox>, command: &Command) -> Result<Process> {
     if command.stdin {
         return Err(Error::not_supported(PROVIDER, "stdin"));
     }
@@ -168,92 +342,190 @@ pub(crate) async fn start(tb: Arc<Toolbox>, command: &Command) -> Result<Process
     if command.user.is_some() {
         return Err(Error::not_supported(PROVIDER, "exec as another user"));
     }
-    let line = command_line(command)?;
-    let sid = match &command.tag {
-        Some(tag) => {
-            let sid = tag_session(tag)?;
-            create_session(&tb, &sid).await?;
-            sid
-        }
-        None => {
-            // Names are numbered per handle (so replays are deterministic); a name another
-            // handle holds right now answers 409, and the next number is tried.
-            let kind = if command.background { "bg" } else { "exec" };
-            let mut tries = 0;
-            loop {
-                let n = tb.next_session.fetch_add(1, Ordering::Relaxed);
-                let sid = format!("sdk-{kind}-{n}");
-                match create_session(&tb, &sid).await {
-                    Ok(()) => break sid,
-                    Err(e) if e.kind() == ErrorKind::Conflict && tries < MAX_NAME_TRIES => {
-                        tries += 1
-                    }
-                    Err(e) => return Err(e),
-                }
+    let line = command_line(command, tb.next_command.fetch_add(1, Ordering::Relaxed))?;
+    let timing = Timing::of(command);
+    if command.background || command.tag.is_some() {
+        let sid = match &command.tag {
+            Some(tag) => {
+                let sid = tag_session(tag)?;
+                create_session(&tb, &sid).await?;
+                sid
             }
-        }
-    };
-    let answer = tb
-        .request(
-            Method::Post,
-            &format!("{}/exec", session_path(&sid)),
-            "exec",
-        )
-        .json(&SessionExecBody {
-            command: line,
-            run_async: true,
-        })
-        .timeout_opt(command.request_timeout)
-        .send_json::<SessionExecAnswer>()
-        .await;
-    let answer =
-        match answer {
-            Ok(a) if !a.cmd_id.is_empty() => a,
-            Ok(_) => {
-                delete_session(&tb, &sid).await.ok();
-                return Err(
-                    Error::new(ErrorKind::Provider, "the daemon returned no command id")
-                        .or_context(PROVIDER, "exec", Some(&tb.sandbox_id)),
-                );
-            }
+            None => new_session(&tb, "bg").await?,
+        };
+        let cid = match send_async(&tb, &sid, &line, command).await {
+            Ok(cid) => cid,
             Err(e) => {
                 delete_session(&tb, &sid).await.ok();
                 return Err(e);
             }
         };
-    Ok(process(tb, sid, answer.cmd_id, !command.background))
+        let owned = !command.background;
+        return Ok(process(tb, sid, cid, owned, timing));
+    }
+    let sid = acquire_session(&tb).await?;
+    let window = tb.inner.config.direct_window;
+    let started = if window.is_zero() {
+        send_async(&tb, &sid, &line, command)
+            .await
+            .map(Started::Running)
+    } else {
+        send_direct(&tb, &sid, &line, window).await
+    };
+    match started {
+        Ok(Started::Running(cid)) => Ok(process(tb, sid, cid, true, timing)),
+        Ok(Started::Done(answer)) => {
+            let pid = format!("{sid}/{}", answer.cmd_id);
+            release_session(&tb, sid.clone());
+            Ok(finished(tb, sid, pid, answer, timing))
+        }
+        Err(e) => {
+            // The session may hold a command in an unknown state: not reused.
+            delete_session(&tb, &sid).await.ok();
+            Err(e)
+        }
+    }
 }
 
-/// A handle following an existing command (for `attach`).
-pub(crate) fn process(tb: Arc<Toolbox>, sid: String, cid: String, owned: bool) -> Process {
-    let killed = Arc::new(AtomicBool::new(false));
+enum Started {
+    /// Still running: its command id.
+    Running(String),
+    /// Ended within the direct window: the daemon's whole answer.
+    Done(SessionExecAnswer),
+}
+
+/// `runAsync: true`: the command id.
+async fn send_async(tb: &Toolbox, sid: &str, line: &str, command: &Command) -> Result<String> {
+    let answer = tb
+        .request(Method::Post, &format!("{}/exec", session_path(sid)), "exec")
+        .json(&SessionExecBody {
+            command: line.to_owned(),
+            run_async: true,
+        })
+        .timeout_opt(command.request_timeout)
+        .send_json::<SessionExecAnswer>()
+        .await?;
+    if answer.cmd_id.is_empty() {
+        return Err(
+            Error::new(ErrorKind::Provider, "the daemon returned no command id").or_context(
+                PROVIDER,
+                "exec",
+                Some(&tb.sandbox_id),
+            ),
+        );
+    }
+    Ok(answer.cmd_id)
+}
+
+/// Sends the command synchronously and waits up to `window` for its answer. A command still
+/// running then is left running (the daemon keeps it whether or not anyone waits), and its id
+/// is read from the session by its unique line.
+async fn send_direct(tb: &Toolbox, sid: &str, line: &str, window: Duration) -> Result<Started> {
+    let request = tb
+        .request(Method::Post, &format!("{}/exec", session_path(sid)), "exec")
+        .json(&SessionExecBody {
+            command: line.to_owned(),
+            run_async: false,
+        })
+        // The window bounds the wait; the daemon's sync exec has no timeout of its own (§3.2).
+        .no_timeout();
+    if let Ok(answer) = tokio::time::timeout(window, request.send_json::<SessionExecAnswer>()).await
+    {
+        return answer.map(Started::Done);
+    }
+    let session: SessionDto = tb
+        .request(Method::Get, &session_path(sid), "exec")
+        .send_json()
+        .await?;
+    session
+        .commands
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.command == line)
+        .map(|c| Started::Running(c.id))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Provider,
+                format!(
+                    "the command was sent but its session {sid} does not list it after {window:?}"
+                ),
+            )
+            .or_context(PROVIDER, "exec", Some(&tb.sandbox_id))
+        })
+}
+
+/// The handle of a command that already ended: its output and exit, from the sync answer.
+fn finished(
+    tb: Arc<Toolbox>,
+    sid: String,
+    pid: String,
+    answer: SessionExecAnswer,
+    timing: Option<Timing>,
+) -> Process {
+    let (stdout, stderr) = match (answer.stdout, answer.stderr) {
+        (None, None) => crate::demux::split_log(answer.output.unwrap_or_default().as_bytes()),
+        (out, err) => (
+            out.unwrap_or_default().into_bytes(),
+            err.unwrap_or_default().into_bytes(),
+        ),
+    };
+    let (mut out_tail, mut err_tail) = (Trailer::default(), Trailer::default());
+    let out_ready = out_tail.push(&stdout);
+    let marked = out_tail.complete().flatten();
+    let out = [out_ready, out_tail.finish()];
+    let err = [err_tail.push(&stderr), err_tail.finish()];
+    let mut events: Vec<Result<ProcessEvent>> = Vec::new();
+    events.extend(
+        out.into_iter()
+            .flatten()
+            .map(|b| Ok(ProcessEvent::Stdout(b))),
+    );
+    events.extend(
+        err.into_iter()
+            .flatten()
+            .map(|b| Ok(ProcessEvent::Stderr(b))),
+    );
+    let code = answer.exit_code.or(marked);
+    events.push(match code {
+        Some(code) => exit_event(code, timing.as_ref()),
+        None => Err(Error::new(
+            ErrorKind::Provider,
+            "the daemon answered the command without an exit code",
+        )
+        .or_context(PROVIDER, "exec", Some(&tb.sandbox_id))),
+    });
+    let control = Arc::new(SessionControl {
+        tb,
+        sid,
+        state: Arc::new(CommandState::ended()),
+    });
+    let events: EventStream = futures::stream::iter(events).boxed();
+    Process::new(pid, events, None, control).with_emulated_streaming()
+}
+
+/// A handle following an existing command. `owned`: a foreground command whose session goes
+/// back to the pool when it ends and is deleted (killing it) when the handle goes first.
+pub(crate) fn process(
+    tb: Arc<Toolbox>,
+    sid: String,
+    cid: String,
+    owned: bool,
+    timing: Option<Timing>,
+) -> Process {
+    let state = Arc::new(CommandState::default());
     let control = Arc::new(SessionControl {
         tb: tb.clone(),
         sid: sid.clone(),
-        killed: killed.clone(),
+        state: state.clone(),
     });
     let pid = format!("{sid}/{cid}");
     let poll = tb.inner.config.log_follow == LogFollow::Poll;
-    let follower = Follower {
-        guard: SessionGuard {
-            tb: tb.clone(),
-            sid: sid.clone(),
-            armed: owned,
-        },
-        tb,
-        sid,
-        cid,
-        killed,
-        pending: VecDeque::new(),
-        step: if poll { Step::Poll } else { Step::Connect },
-        demux: LogDemux::new(),
-        seen_stdout: 0,
-        seen_stderr: 0,
-        out_tail: Trailer::default(),
-        err_tail: Trailer::default(),
-        ws: None,
-        exit_deadline: None,
+    let guard = SessionGuard {
+        tb: tb.clone(),
+        sid: sid.clone(),
+        armed: owned,
     };
+    let follower = Follower::new(tb, sid, cid, state, guard, poll, timing);
     let events: EventStream = futures::stream::unfold(follower, |mut f| async move {
         f.next().await.map(|event| (event, f))
     })
@@ -272,17 +544,55 @@ pub(crate) async fn delete_session(tb: &Toolbox, sid: &str) -> Result<()> {
         .await
 }
 
+/// Whether a command is running, was killed through its handle, or ended; only one of the
+/// last two ever happens, so a kill never deletes a session already back in the pool.
+#[derive(Debug, Default)]
+pub(crate) struct CommandState(AtomicU8);
+
+const RUNNING: u8 = 0;
+const KILLED: u8 = 1;
+const ENDED: u8 = 2;
+
+impl CommandState {
+    fn ended() -> Self {
+        CommandState(AtomicU8::new(ENDED))
+    }
+
+    /// Marks the command killed; `false` when it had already ended.
+    fn kill(&self) -> bool {
+        self.0
+            .compare_exchange(RUNNING, KILLED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+            || self.killed()
+    }
+
+    pub(crate) fn killed(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == KILLED
+    }
+
+    /// Marks the command ended; `false` when it was killed first.
+    pub(crate) fn finish(&self) -> bool {
+        self.0
+            .compare_exchange(RUNNING, ENDED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+            || self.0.load(Ordering::SeqCst) == ENDED
+    }
+}
+
 /// Kills by deleting the command's session (the daemon kills the session's shell).
 pub(crate) struct SessionControl {
     tb: Arc<Toolbox>,
     sid: String,
-    killed: Arc<AtomicBool>,
+    state: Arc<CommandState>,
 }
 
 #[async_trait::async_trait]
 impl ProcessControl for SessionControl {
     async fn kill(&self) -> Result<()> {
-        self.killed.store(true, Ordering::SeqCst);
+        if !self.state.kill() {
+            // It ended; its session may already run another command.
+            return Ok(());
+        }
         delete_session(&self.tb, &self.sid).await
     }
 
@@ -291,359 +601,34 @@ impl ProcessControl for SessionControl {
     }
 }
 
-/// Deletes a foreground command's session when its handle is dropped before the end.
-struct SessionGuard {
+/// A foreground command's session: deleted when its handle is dropped before the end (which
+/// kills the command), given back to the pool once the command ended.
+pub(crate) struct SessionGuard {
     tb: Arc<Toolbox>,
     sid: String,
     armed: bool,
 }
 
+impl SessionGuard {
+    /// The command ended: its session serves the next command.
+    pub(crate) fn release(&mut self) {
+        if std::mem::take(&mut self.armed) {
+            release_session(&self.tb, self.sid.clone());
+        }
+    }
+
+    /// The session is gone (killed): nothing to do.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let tb = self.tb.clone();
-            let sid = std::mem::take(&mut self.sid);
-            handle.spawn(async move {
-                delete_session(&tb, &sid).await.ok();
-            });
+        if self.armed {
+            spawn_delete(self.tb.clone(), std::mem::take(&mut self.sid));
         }
     }
-}
-
-enum Step {
-    Connect,
-    Stream,
-    Poll,
-    Exit,
-    Done,
-}
-
-struct Follower {
-    tb: Arc<Toolbox>,
-    sid: String,
-    cid: String,
-    killed: Arc<AtomicBool>,
-    pending: VecDeque<Result<ProcessEvent>>,
-    step: Step,
-    demux: LogDemux,
-    seen_stdout: usize,
-    seen_stderr: usize,
-    out_tail: Trailer,
-    err_tail: Trailer,
-    ws: Option<Ws>,
-    exit_deadline: Option<Instant>,
-    guard: SessionGuard,
-}
-
-impl Follower {
-    async fn next(&mut self) -> Option<Result<ProcessEvent>> {
-        loop {
-            if let Some(event) = self.pending.pop_front() {
-                if event.is_err() {
-                    self.step = Step::Done;
-                }
-                return Some(event);
-            }
-            let result = match self.step {
-                Step::Done => return None,
-                Step::Connect => self.connect().await,
-                Step::Stream => self.read_frame().await,
-                Step::Poll => self.poll_once().await,
-                Step::Exit => self.read_exit().await,
-            };
-            if let Err(e) = result {
-                self.pending.push_back(Err(e.or_context(
-                    PROVIDER,
-                    "exec",
-                    Some(&self.tb.sandbox_id),
-                )));
-            }
-        }
-    }
-
-    fn push_pieces(&mut self, pieces: Vec<(LogStream, Bytes)>) {
-        for (stream, bytes) in pieces {
-            self.push_output(stream, &bytes);
-        }
-    }
-
-    fn push_output(&mut self, stream: LogStream, bytes: &[u8]) {
-        let ready = match stream {
-            LogStream::Stdout => self.out_tail.push(bytes).map(ProcessEvent::Stdout),
-            LogStream::Stderr => self.err_tail.push(bytes).map(ProcessEvent::Stderr),
-        };
-        if let Some(event) = ready {
-            self.pending.push_back(Ok(event));
-        }
-    }
-
-    /// Passes on the held-back ends of both streams, before the exit event.
-    fn flush_tails(&mut self) {
-        if let Some(rest) = self.out_tail.finish() {
-            self.pending.push_back(Ok(ProcessEvent::Stdout(rest)));
-        }
-        if let Some(rest) = self.err_tail.finish() {
-            self.pending.push_back(Ok(ProcessEvent::Stderr(rest)));
-        }
-    }
-
-    async fn connect(&mut self) -> Result<()> {
-        if self.killed.load(Ordering::SeqCst) {
-            self.step = Step::Exit;
-            return Ok(());
-        }
-        let path = format!("{}/logs", command_path(&self.sid, &self.cid));
-        self.ws = Some(connect_logs(&self.tb, &path).await?);
-        self.step = Step::Stream;
-        Ok(())
-    }
-
-    async fn read_frame(&mut self) -> Result<()> {
-        let Some(ws) = self.ws.as_mut() else {
-            self.step = Step::Exit;
-            return Ok(());
-        };
-        let message = loop {
-            tokio::select! {
-                message = ws.next() => break message,
-                _ = tokio::time::sleep(PING_EVERY) => {
-                    ws.send(Message::Ping(Bytes::new())).await.map_err(|e| ws_error("log stream ping failed", e))?;
-                }
-            }
-        };
-        match message {
-            Some(Ok(Message::Binary(bytes))) => {
-                let pieces = self.demux.feed(&bytes);
-                self.push_pieces(pieces);
-            }
-            Some(Ok(Message::Text(text))) => {
-                let pieces = self.demux.feed(text.as_bytes());
-                self.push_pieces(pieces);
-            }
-            Some(Ok(Message::Close(frame))) => {
-                let code = frame.as_ref().map(|f| u16::from(f.code));
-                self.end_stream();
-                if let Some(code) = code.filter(|c| *c != 1000 && *c != 1005)
-                    && !self.killed.load(Ordering::SeqCst)
-                {
-                    return Err(Error::new(
-                        ErrorKind::Transport,
-                        format!("log stream closed with code {code}"),
-                    ));
-                }
-            }
-            Some(Ok(_)) => {}
-            None => self.end_stream(),
-            Some(Err(e)) => {
-                if self.killed.load(Ordering::SeqCst) {
-                    self.end_stream();
-                } else {
-                    return Err(ws_error("log stream failed", e));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn end_stream(&mut self) {
-        let pieces = self.demux.finish();
-        self.push_pieces(pieces);
-        self.ws = None;
-        self.step = Step::Exit;
-    }
-
-    async fn fetch_command(&self) -> Result<Option<SessionCommandDto>> {
-        let found = self
-            .tb
-            .request(Method::Get, &command_path(&self.sid, &self.cid), "exec")
-            .send_json::<SessionCommandDto>()
-            .await;
-        match found {
-            Ok(c) => Ok(Some(c)),
-            // The session is gone: it was deleted (killed), by this handle or by `kill_process`.
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn finish_killed(&mut self) {
-        self.flush_tails();
-        self.guard.armed = false;
-        self.pending
-            .push_back(Ok(ProcessEvent::Exit(ExitStatus::signal(SIGKILL))));
-        self.step = Step::Done;
-    }
-
-    async fn finish_exit(&mut self, code: i32) {
-        if self.guard.armed {
-            self.guard.armed = false;
-            delete_session(&self.tb, &self.sid).await.ok();
-        }
-        self.pending
-            .push_back(Ok(ProcessEvent::Exit(ExitStatus::code(code))));
-        self.step = Step::Done;
-    }
-
-    /// After the log stream ended: read the exit code, polling briefly if the daemon has not
-    /// written it yet.
-    async fn read_exit(&mut self) -> Result<()> {
-        if self.killed.load(Ordering::SeqCst) {
-            self.finish_killed();
-            return Ok(());
-        }
-        let config = &self.tb.inner.config;
-        let deadline = *self
-            .exit_deadline
-            .get_or_insert_with(|| crate::time::instant_after(config.state_change_timeout));
-        let interval = config.poll_interval;
-        match self.fetch_command().await? {
-            None => self.finish_killed(),
-            Some(SessionCommandDto {
-                exit_code: Some(code),
-                ..
-            }) => self.finish_exit(code).await,
-            Some(_) => {
-                if crate::time::instant_after(interval) > deadline {
-                    return Err(Error::new(
-                        ErrorKind::Timeout,
-                        "the log stream ended but the command has no exit code",
-                    ));
-                }
-                tokio::time::sleep(interval).await;
-            }
-        }
-        Ok(())
-    }
-
-    /// Poll mode: one look at the command and its logs; new output is emitted, then the exit.
-    async fn poll_once(&mut self) -> Result<()> {
-        if self.killed.load(Ordering::SeqCst) {
-            self.finish_killed();
-            return Ok(());
-        }
-        let Some(command) = self.fetch_command().await? else {
-            self.finish_killed();
-            return Ok(());
-        };
-        let logs = self
-            .tb
-            .request(
-                Method::Get,
-                &format!("{}/logs", command_path(&self.sid, &self.cid)),
-                "exec",
-            )
-            .send()
-            .await?;
-        let content_type = logs.header("content-type").map(str::to_owned);
-        let body = logs.bytes().await?;
-        let (stdout, stderr) = crate::demux::session_logs(content_type.as_deref(), &body)?;
-        if stdout.len() > self.seen_stdout {
-            let start = self.seen_stdout;
-            self.seen_stdout = stdout.len();
-            self.push_output(LogStream::Stdout, &stdout[start..]);
-        }
-        if stderr.len() > self.seen_stderr {
-            let start = self.seen_stderr;
-            self.seen_stderr = stderr.len();
-            self.push_output(LogStream::Stderr, &stderr[start..]);
-        }
-        match command.exit_code {
-            Some(code) => self.finish_exit(code).await,
-            None => tokio::time::sleep(self.tb.inner.config.poll_interval).await,
-        }
-        Ok(())
-    }
-}
-
-fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
-    let kind = match &e {
-        tokio_tungstenite::tungstenite::Error::Url(_) => ErrorKind::Validation,
-        _ => ErrorKind::Transport,
-    };
-    Error::new(kind, format!("{what}: {e}"))
-}
-
-/// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
-pub(crate) fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
-    let rest = if let Some(rest) = toolbox_base.strip_prefix("https://") {
-        format!("wss://{rest}")
-    } else if let Some(rest) = toolbox_base.strip_prefix("http://") {
-        format!("ws://{rest}")
-    } else {
-        return Err(Error::validation(format!(
-            "toolbox URL {toolbox_base:?} is not http or https"
-        )));
-    };
-    Ok(format!("{}{path}?follow=true", rest.trim_end_matches('/')))
-}
-
-/// Opens the follow WebSocket with the same headers as every toolbox request. A refused
-/// upgrade goes through the adapter's error mapping and state check
-/// ([`Toolbox::explain_bad_gateway`]) like any other toolbox answer.
-async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Ws> {
-    let config = &tb.inner.config;
-    let url = ws_url(&tb.base, path)?;
-    let mut request = url
-        .as_str()
-        .into_client_request()
-        .map_err(|e| ws_error("invalid log stream URL", e))?;
-    let headers = request.headers_mut();
-    let mut put = |name: &'static str, value: &str| -> Result<()> {
-        let value = value
-            .parse()
-            .map_err(|_| Error::validation(format!("invalid value for header {name}")))?;
-        headers.insert(name, value);
-        Ok(())
-    };
-    put("authorization", &format!("Bearer {}", tb.inner.secret))?;
-    put("x-daytona-sdk-version", &config.sdk_version)?;
-    put("x-daytona-source", crate::builder::SOURCE)?;
-    put(
-        "user-agent",
-        &format!("{}/{}", crate::builder::SOURCE, config.sdk_version),
-    )?;
-    if config.api_key.is_none()
-        && let Some(org) = &config.organization_id
-    {
-        put("x-daytona-organization-id", org)?;
-    }
-    let connect = tokio_tungstenite::connect_async(request);
-    let (ws, _) = match tokio::time::timeout(config.request_timeout, connect).await {
-        Err(_) => {
-            return Err(Error::new(
-                ErrorKind::Timeout,
-                "log stream upgrade timed out",
-            ));
-        }
-        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
-            let mut h = Headers::new();
-            for (name, value) in response.headers() {
-                h.push(name.as_str(), String::from_utf8_lossy(value.as_bytes()));
-            }
-            let status = response.status().as_u16();
-            let body = response.into_body().map(Bytes::from).unwrap_or_default();
-            let error = map_error(&ErrorResponse {
-                status,
-                headers: h,
-                body,
-                operation: "exec".into(),
-                sandbox_id: Some(tb.sandbox_id.clone()),
-                request_id: None,
-                method: "GET".into(),
-                path: path.to_owned(),
-                provider: PROVIDER.into(),
-            });
-            // The same state check as the HTTP path: an empty 502 from a stopped sandbox is
-            // `NotRunning` whichever way the request went.
-            return Err(tb.explain_bad_gateway(error).await);
-        }
-        Ok(Err(e)) => return Err(ws_error("log stream upgrade failed", e)),
-        Ok(Ok(ok)) => ok,
-    };
-    Ok(ws)
 }
 
 #[cfg(test)]
@@ -653,12 +638,12 @@ mod tests {
     #[test]
     fn command_lines_quote_and_fold_cwd_env_and_timeout() {
         assert_eq!(
-            command_line(&Command::shell("exit 3")).unwrap(),
+            command_line(&Command::shell("exit 3"), 7).unwrap(),
             format!(
-                "sh -c ''\\''sh'\\'' '\\''-c'\\'' '\\''exit 3'\\''; s=$?; printf '\\''%s\\n'\\'' {END_MARK}; printf '\\''%s\\n'\\'' {END_MARK} >&2; exit $s'"
+                "(: sdk-cmd-7; (exit 3\n); s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
             )
         );
-        assert!(command_line(&Command::new("x").arg("a\0")).is_err());
+        assert!(command_line(&Command::new("x").arg("a\0"), 1).is_err());
     }
 
     fn run_line(line: &str, dir: &std::path::Path) -> std::process::Output {
@@ -677,16 +662,25 @@ mod tests {
             ("printf out; printf err >&2; exit 3", "out", "err", 3),
             ("echo out; echo err >&2", "out\n", "err\n", 0),
             ("exit 0", "", "", 0),
+            // A shell line runs in a subshell: a trailing comment must not eat its `)`.
+            ("echo out # a comment", "out\n", "", 0),
+            ("cd /; exit 5", "", "", 5),
         ] {
-            let result = run_line(&command_line(&Command::shell(script)).unwrap(), &dir);
+            let result = run_line(&command_line(&Command::shell(script), 1).unwrap(), &dir);
             assert_eq!(result.status.code(), Some(code), "{script}");
-            for (stream, want) in [(&result.stdout, out), (&result.stderr, err)] {
+            for (i, (stream, want)) in [(&result.stdout, out), (&result.stderr, err)]
+                .into_iter()
+                .enumerate()
+            {
                 // What the daemon's line wrapper would log, then what the follower gives back.
                 let mut trailer = Trailer::default();
                 let mut got = Vec::new();
                 for chunk in stream.chunks(3) {
                     got.extend(trailer.push(chunk).unwrap_or_default());
                 }
+                // Both streams end on a whole mark; stdout's carries the exit status.
+                let want_status = if i == 0 { Some(code) } else { None };
+                assert_eq!(trailer.complete(), Some(want_status), "{script}");
                 got.extend(trailer.finish().unwrap_or_default());
                 assert_eq!(String::from_utf8(got).unwrap(), want, "{script}");
             }
@@ -702,8 +696,59 @@ mod tests {
                 .push(b"partial output of a killed command")
                 .unwrap_or_default(),
         );
+        assert_eq!(trailer.complete(), None);
         got.extend(trailer.finish().unwrap_or_default());
         assert_eq!(got, b"partial output of a killed command");
+        // A mark the command printed itself, followed by more output, is output.
+        let mut trailer = Trailer::default();
+        let mut got = Vec::new();
+        for piece in [format!("{END_MARK}:3\n").as_bytes(), b"more\n"] {
+            got.extend(trailer.push(piece).unwrap_or_default());
+        }
+        got.extend(trailer.finish().unwrap_or_default());
+        assert_eq!(got, format!("{END_MARK}:3\nmore\n").into_bytes());
+    }
+
+    #[test]
+    fn mark_prefixes_are_recognised_exactly() {
+        let m = END_MARK;
+        for (tail, want) in [
+            (String::new(), Some(false)),
+            (m[..5].to_owned(), Some(false)),
+            (m.to_string(), Some(false)),
+            (format!("{m}:"), Some(false)),
+            (format!("{m}:12"), Some(false)),
+            (format!("{m}\n"), Some(true)),
+            (format!("{m}:12\n"), Some(true)),
+            (format!("{m}:\n"), None),
+            (format!("{m}x"), None),
+            (format!("{m}:1x"), None),
+            (format!("{m}:12345678901"), None),
+            ("x".to_owned(), None),
+        ] {
+            assert_eq!(mark_prefix(tail.as_bytes()), want, "{tail:?}");
+        }
+    }
+
+    #[test]
+    fn a_timeout_stop_is_a_timeout_error_and_a_plain_124_is_an_exit() {
+        let long_ago = Timing {
+            limit: Duration::from_millis(1),
+            started: Instant::now() - Duration::from_secs(1),
+        };
+        let e = exit_event(124, Some(&long_ago)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(exit_event(137, Some(&long_ago)).is_err());
+        assert!(
+            matches!(exit_event(3, Some(&long_ago)), Ok(ProcessEvent::Exit(s)) if s.code == Some(3))
+        );
+        // Exit 124 before the timeout could have passed, or without a timeout, is the command's.
+        let just_now = Timing {
+            limit: Duration::from_secs(60),
+            started: Instant::now(),
+        };
+        assert!(exit_event(124, Some(&just_now)).is_ok());
+        assert!(exit_event(124, None).is_ok());
     }
 
     #[test]
@@ -716,10 +761,10 @@ mod tests {
                 .cwd("conformance-cwd")
                 .env("CONFORMANCE_VAR", "it's a $HOME \"test\"")
                 .timeout(timeout);
-            let out = run_line(&command_line(&cmd).unwrap(), &dir);
+            let out = run_line(&command_line(&cmd, 1).unwrap(), &dir);
             assert_eq!(
                 String::from_utf8_lossy(&out.stdout),
-                format!("it's a $HOME \"test\"|conformance-cwd{END_MARK}\n"),
+                format!("it's a $HOME \"test\"|conformance-cwd{END_MARK}:0\n"),
                 "timeout {timeout:?}"
             );
             assert!(out.status.success());
@@ -733,23 +778,6 @@ mod tests {
         for bad in ["", "s1", "/c", "s/", "a/b/c"] {
             assert!(split_pid(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn ws_urls_swap_the_scheme() {
-        assert_eq!(
-            ws_url(
-                "https://proxy.app.daytona.io/toolbox/sb",
-                "/process/session/s/command/c/logs"
-            )
-            .unwrap(),
-            "wss://proxy.app.daytona.io/toolbox/sb/process/session/s/command/c/logs?follow=true"
-        );
-        assert_eq!(
-            ws_url("http://127.0.0.1:9/t/sb", "/x").unwrap(),
-            "ws://127.0.0.1:9/t/sb/x?follow=true"
-        );
-        assert!(ws_url("ftp://x", "/x").is_err());
     }
 
     #[test]

@@ -32,15 +32,21 @@
 //!   onto [`SandboxState`](sandbox_sdk_core::SandboxState) ([`core_state`], [`phase`]). A 409
 //!   "Sandbox state change in progress" is waited out — poll until the sandbox rests, then
 //!   send again — within the state-change timeout. List streams pages over both the
-//!   `{items,nextCursor}` answer and the older bare array. Destroy waits for the 404.
-//! - **Commands**: each command is an asynchronous session command. Its output is followed live
-//!   over the log WebSocket and split by [`LogDemux`], a state machine over the 3-byte stream
-//!   markers that survives markers split across frames; the exit code is the daemon's. Because
-//!   the daemon's wrapper reads output line by line (and would add a newline to a last partial
-//!   line), each command ends by printing an end mark that the adapter strips, so output comes
-//!   back byte for byte. Background commands keep their session (pid `session/command`, or a
-//!   tag); `kill_process` deletes the session. [`DaytonaSandbox::execute`] is the one-shot
-//!   endpoint (merged output, server-side timeout).
+//!   `{items,nextCursor}` answer and the older bare array. Destroy waits for the 404. With an
+//!   idempotency key the sandbox name is the dedupe key ([`idempotency_name`]): a create that
+//!   may have happened is looked up by name, never blindly sent again.
+//! - **Commands**: each command is a session command. A foreground one is sent synchronously in
+//!   a session the sandbox keeps for its next commands; when it ends within the builder's direct
+//!   window (1 s) that one answer carries stdout, stderr and the exit code. A longer one keeps
+//!   running and is followed live over the log WebSocket (or by polling, also when the upgrade
+//!   is refused), its output split by [`LogDemux`], a state machine over the 3-byte stream
+//!   markers that survives markers split across frames. Because the daemon's wrapper reads
+//!   output line by line (and would add a newline to a last partial line), each command ends by
+//!   printing end marks (stdout's with the exit status) that the adapter strips, so output comes
+//!   back byte for byte and following ends as soon as both marks arrive. Background commands
+//!   keep their session (pid `session/command`, or a tag); `kill_process` deletes the session.
+//!   [`DaytonaSandbox::execute`] is the one-shot endpoint (merged output, server-side timeout).
+//!   The README's "Behaviour worth knowing" lists every bound.
 //! - **Files**: uploads are `bulk-upload` multipart (`files[i].path` before `files[i].file`),
 //!   streamed; downloads stream in constant memory; list, stat, mkdir, move, delete,
 //!   permissions, find and search are the toolbox's own calls.
@@ -74,6 +80,8 @@ mod capabilities;
 mod demux;
 mod error;
 mod exec;
+mod follow;
+mod logs;
 mod provider;
 mod sandbox;
 mod ssh;
@@ -82,15 +90,16 @@ mod time;
 mod wire;
 
 pub use builder::{
-    DEFAULT_API_URL, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport, LogFollow,
-    MIN_SDK_VERSION, SOURCE,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport,
+    LogFollow, MIN_SDK_VERSION, SOURCE,
 };
 pub use capabilities::{CAPABILITIES, FLAGS, capabilities_for};
 pub use demux::{LogDemux, LogStream, MARKER_LEN, split_log};
 pub use error::{is_state_change_in_progress, map_error};
 pub use provider::{
     DaytonaCreate, DaytonaProvider, IDEMPOTENCY_LABEL, SandboxLimits, SnapshotSize, UsagePeriod,
-    snapshot_name,
+    idempotency_name, snapshot_name,
 };
 pub use sandbox::{
     DaytonaFileInfo, DaytonaSandbox, ExecuteResult, FileMatch, Session, SessionCommand, SessionExec,

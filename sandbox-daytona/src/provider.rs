@@ -11,6 +11,7 @@ use crate::wire::{
 };
 use futures::StreamExt;
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
+use sandbox_sdk_core::idempotency::create_once;
 use sandbox_sdk_core::{
     Capabilities, CreateSpec, Error, ErrorKind, ListFilter, Provider, Result, Sandbox, SandboxInfo,
     SandboxStream,
@@ -38,6 +39,9 @@ pub(crate) struct Inner {
     pub http: HttpClient,
     /// The bearer credential, for the WebSocket upgrade (which does not go through `http`).
     pub secret: String,
+    /// Per sandbox id, the foreground sessions whose command ended, ready for the next one
+    /// (shared by every handle of the sandbox made by this provider; see `exec`).
+    pub idle_sessions: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 impl fmt::Debug for DaytonaProvider {
@@ -111,14 +115,19 @@ impl fmt::Debug for DaytonaCreate {
 impl DaytonaCreate {
     /// Daytona's options for a core [`CreateSpec`]: template → snapshot, metadata → labels,
     /// memory rounded up to whole GB, timeout → `ttlMinutes` (rounded up), region → target,
-    /// and the idempotency key kept as the label [`IDEMPOTENCY_LABEL`].
+    /// and the idempotency key kept as the label [`IDEMPOTENCY_LABEL`] and, when the spec names
+    /// no sandbox, turned into the name [`idempotency_name`] (Daytona's dedupe key).
     pub fn from_spec(spec: &CreateSpec) -> Self {
         let mut labels = spec.metadata.clone();
         if let Some(key) = &spec.idempotency_key {
             labels.insert(IDEMPOTENCY_LABEL.to_owned(), key.clone());
         }
+        let name = spec
+            .name
+            .clone()
+            .or_else(|| spec.idempotency_key.as_deref().map(idempotency_name));
         DaytonaCreate {
-            name: spec.name.clone(),
+            name,
             snapshot: spec.template.clone(),
             env: spec.env.clone(),
             labels,
@@ -267,6 +276,7 @@ impl DaytonaProvider {
                 config,
                 http,
                 secret,
+                idle_sessions: Default::default(),
             }),
         }
     }
@@ -275,16 +285,54 @@ impl DaytonaProvider {
     /// (bounded by the builder's start timeout). A sandbox that ends in `error` or
     /// `build_failed` fails with the server's reason.
     pub async fn create_sandbox(&self, options: &DaytonaCreate) -> Result<DaytonaSandbox> {
+        self.create_keyed(options, None).await
+    }
+
+    /// Creates through [`create_once`]: with an idempotency `key` (and so a name, see
+    /// [`idempotency_name`]) a sandbox already made under that name is adopted, a create that
+    /// may have happened is settled by looking the name up for the builder's
+    /// [`create_lookup`](DaytonaBuilder::create_lookup) window, and a 409 "name exists" for a
+    /// sandbox carrying the key is that sandbox. Then waits until `started`.
+    async fn create_keyed(
+        &self,
+        options: &DaytonaCreate,
+        key: Option<&str>,
+    ) -> Result<DaytonaSandbox> {
         options.check()?;
         let body = options.body(self.inner.config.target.as_ref());
-        let dto: SandboxDto = self
-            .inner
-            .http
-            .request(Method::Post, "/sandbox")
-            .json(&body)
-            .operation("create")
-            .send_json()
-            .await?;
+        let name = options.name.as_deref();
+        let lookup = || async move {
+            match (key, name) {
+                (Some(key), Some(name)) => self.find_created(name, key).await,
+                _ => Ok(None),
+            }
+        };
+        let send = || async {
+            let sent = self
+                .inner
+                .http
+                .request(Method::Post, "/sandbox")
+                .json(&body)
+                .operation("create")
+                .send_json::<SandboxDto>()
+                .await;
+            match sent {
+                // Daytona's dedupe: the name is taken. Ours (it carries the key) when an earlier
+                // attempt got through; anyone else's is a real conflict.
+                Err(e) if key.is_some() && is_name_taken(&e) => match lookup().await? {
+                    Some(dto) => {
+                        tracing::info!(
+                            sandbox_id = %dto.id,
+                            "create: the name is taken by the sandbox an earlier attempt made; adopting it"
+                        );
+                        Ok(dto)
+                    }
+                    None => Err(e),
+                },
+                other => other,
+            }
+        };
+        let dto = create_once(key, &self.inner.config.create_lookup, send, lookup).await?;
         let dto = self
             .inner
             .wait_started(&dto.id, dto.clone(), "create")
@@ -314,6 +362,7 @@ impl DaytonaProvider {
         let name = snapshot_name(image, size, region, sandbox_class);
         let path = format!("/snapshots/{}", encode_path_segment(&name));
         let deadline = crate::time::instant_after(self.inner.config.start_timeout);
+        let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
         let mut created = false;
         let mut activated = false;
         loop {
@@ -388,7 +437,7 @@ impl DaytonaProvider {
                 }
                 Err(e) => return Err(e),
             }
-            if crate::time::instant_after(self.inner.config.poll_interval) > deadline {
+            if !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
@@ -399,7 +448,6 @@ impl DaytonaProvider {
                 .with_provider(PROVIDER)
                 .with_operation("prepare"));
             }
-            tokio::time::sleep(self.inner.config.poll_interval).await;
         }
     }
 
@@ -543,29 +591,48 @@ impl DaytonaProvider {
             })
     }
 
-    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxDto>> {
-        let labels = serde_json::json!({ IDEMPOTENCY_LABEL: key }).to_string();
-        let list: SandboxList = self
-            .inner
-            .http
-            .request(Method::Get, "/sandbox")
-            .query("labels", labels)
-            .query("limit", 1)
-            .operation("create")
-            .send_json()
-            .await?;
-        let items = match list {
-            SandboxList::Page { items, .. } | SandboxList::Array(items) => items,
+    /// The sandbox a create under `key` made, found by its `name` (`GET /sandbox/{idOrName}`,
+    /// PROTOCOL.md §1.0a): `None` for a 404, for a sandbox being destroyed (delete renames it
+    /// `DESTROYED_<name>_<ms>` and frees the name), and for a sandbox of that name without the
+    /// key's label (someone else's).
+    async fn find_created(&self, name: &str, key: &str) -> Result<Option<SandboxDto>> {
+        let dto = match self.inner.fetch(name, "create").await {
+            Ok(dto) => dto,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
         };
-        // An old server may ignore the filter: check the label ourselves.
-        Ok(items.into_iter().find(|s| {
-            s.labels
-                .as_ref()
-                .and_then(|l| l.get(IDEMPOTENCY_LABEL))
-                .map(String::as_str)
-                == Some(key)
-        }))
+        let going = matches!(dto.state.as_deref(), Some("destroying" | "destroyed"))
+            || dto.desired_state.as_deref() == Some("destroyed")
+            || dto
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("DESTROYED_"));
+        let ours = dto
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(IDEMPOTENCY_LABEL))
+            .map(String::as_str)
+            == Some(key);
+        Ok((ours && !going).then_some(dto))
     }
+}
+
+/// The sandbox name an idempotency key gives a create that names none: `sdk-idem-` and the
+/// first 32 hex digits (128 bits) of the key's SHA-256, so any key (any length, any characters)
+/// becomes a short name of lowercase letters, digits and `-`, the same from every process.
+/// Daytona names are unique per organization (a duplicate is 409, PROTOCOL.md §1.1), which is
+/// what makes a retried create find the first one.
+pub fn idempotency_name(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("sdk-idem-{hex}")
+}
+
+/// Whether a create failed because the name is taken (409, not a state change in progress).
+fn is_name_taken(error: &Error) -> bool {
+    error.kind() == ErrorKind::Conflict
+        && error.status() == Some(409)
+        && !is_state_change_in_progress(error)
 }
 
 /// The content-hash name [`DaytonaProvider::prepare`] gives a snapshot.
@@ -626,6 +693,10 @@ impl Inner {
         done: impl Fn(&str) -> bool,
     ) -> Result<SandboxDto> {
         let mut dto = first;
+        let mut backoff = crate::time::backoff_until(self.config.poll_interval, deadline);
+        // `first` is usually the call's own answer, the state as the call began: the first
+        // look is at once, before any pause.
+        let mut looked = false;
         loop {
             let raw = dto.state.clone().unwrap_or_else(|| "unknown".to_owned());
             if done(&raw) {
@@ -662,7 +733,7 @@ impl Inner {
                 }
                 _ => {}
             }
-            if crate::time::instant_after(self.config.poll_interval) > deadline {
+            if std::mem::replace(&mut looked, true) && !backoff.pause().await {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!("sandbox still {raw} when the wait ran out"),
@@ -671,18 +742,15 @@ impl Inner {
                 .with_operation(operation)
                 .with_sandbox_id(id));
             }
-            tokio::time::sleep(self.config.poll_interval).await;
             dto = self.fetch(id, operation).await?;
         }
     }
 
-    /// Polls until the sandbox rests (any stable, failed or gone state) or `deadline` passes.
+    /// Polls until the sandbox rests (any stable, failed or gone state) or `deadline` passes:
+    /// a look at once, then backing off up to the poll interval.
     async fn wait_resting(&self, id: &str, operation: &str, deadline: Instant) -> Result<()> {
+        let mut backoff = crate::time::backoff_until(self.config.poll_interval, deadline);
         loop {
-            if crate::time::instant_after(self.config.poll_interval) > deadline {
-                return Ok(());
-            }
-            tokio::time::sleep(self.config.poll_interval).await;
             match self.fetch(id, operation).await {
                 Ok(dto) => {
                     if phase(dto.state.as_deref().unwrap_or("unknown")) != Phase::Transitional {
@@ -691,6 +759,9 @@ impl Inner {
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
+            }
+            if !backoff.pause().await {
+                return Ok(());
             }
         }
     }
@@ -720,7 +791,7 @@ impl Inner {
             }
             match request.send().await {
                 Err(e) if is_state_change_in_progress(&e) => {
-                    if crate::time::instant_after(self.config.poll_interval) > deadline {
+                    if Instant::now() >= deadline {
                         return Err(e);
                     }
                     self.wait_resting(id, call.operation, deadline).await?;
@@ -782,17 +853,10 @@ impl Provider for DaytonaProvider {
             }
         }
         check_template_without_resources(spec)?;
-        if let Some(key) = &spec.idempotency_key
-            && let Some(dto) = self.find_by_idempotency_key(key).await?
-        {
-            let dto = self
-                .inner
-                .wait_started(&dto.id, dto.clone(), "create")
-                .await?;
-            let sandbox = DaytonaSandbox::from_dto(self.inner.clone(), &dto).await?;
-            return Ok(Box::new(sandbox));
-        }
-        let sandbox = self.create_sandbox(&DaytonaCreate::from_spec(spec)).await?;
+        let key = spec.idempotency_key.as_deref();
+        let sandbox = self
+            .create_keyed(&DaytonaCreate::from_spec(spec), key)
+            .await?;
         Ok(Box::new(sandbox))
     }
 
@@ -923,6 +987,7 @@ mod tests {
         assert_eq!(
             body,
             serde_json::json!({
+                "name": idempotency_name("job-1"),
                 "snapshot": "snap",
                 "env": {"A": "1"},
                 "labels": {"team": "x", IDEMPOTENCY_LABEL: "job-1"},
@@ -939,6 +1004,26 @@ mod tests {
         assert_eq!(body["buildInfo"]["dockerfileContent"], "FROM python:3.12\n");
         assert_eq!(body["networkAllowList"], "10.0.0.0/8,192.168.0.0/16");
         assert_eq!(body["target"], "us");
+    }
+
+    #[test]
+    fn idempotency_names_are_stable_short_and_valid() {
+        let a = idempotency_name("job-1");
+        assert_eq!(a, idempotency_name("job-1"));
+        assert_ne!(a, idempotency_name("job-2"));
+        assert_eq!(a.len(), "sdk-idem-".len() + 32);
+        let odd = idempotency_name(&format!("Ünïcode / spaces {}", "x".repeat(500)));
+        assert!(
+            odd.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "{odd}"
+        );
+        // A name the caller gave wins over the derived one.
+        let spec = CreateSpec::new().name("mine").idempotency_key("job-1");
+        assert_eq!(
+            DaytonaCreate::from_spec(&spec).name.as_deref(),
+            Some("mine")
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub(crate) struct Toolbox {
     pub base: String,
     /// The number of the next session this handle names (`sdk-exec-N`, `sdk-bg-N`).
     pub next_session: std::sync::atomic::AtomicU64,
+    /// The number of the next command line this handle sends (its `$0`, `sdk-cmd-N`).
+    pub next_command: std::sync::atomic::AtomicU64,
 }
 
 /// One Daytona sandbox. Cheap to clone.
@@ -161,6 +163,7 @@ impl DaytonaSandbox {
                 http,
                 base,
                 next_session: std::sync::atomic::AtomicU64::new(1),
+                next_command: std::sync::atomic::AtomicU64::new(1),
             }),
             inner,
             id,
@@ -666,7 +669,7 @@ impl DaytonaSandbox {
             .toolbox
             .request(Method::Post, "/files/bulk-upload", "upload")
             .multipart(form)
-            .no_timeout();
+            .idle_timeout(self.inner.config.idle_timeout);
         let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
         Ok(files
             .iter()
@@ -766,7 +769,7 @@ impl DaytonaSandbox {
     /// state: a sandbox that is not `started` turns it into `NotRunning`.
     async fn toolbox_send(&self, request: Request) -> Result<Response> {
         match request.send().await {
-            Err(e) => Err(self.toolbox.explain_bad_gateway(e).await),
+            Err(e) => Err(self.toolbox.explain(e).await),
             ok => ok,
         }
     }
@@ -784,10 +787,15 @@ impl Toolbox {
 
     /// The one place a toolbox failure (HTTP answer or refused WebSocket upgrade, both mapped by
     /// [`map_error`](crate::error::map_error)) is checked against the sandbox's state: the
-    /// proxy's empty-body 502 from a sandbox that is not `started`, or is gone, becomes
-    /// `NotRunning`. Any other error, or a 502 from a sandbox still `started`, is returned as is.
-    pub(crate) async fn explain_bad_gateway(&self, error: Error) -> Error {
-        if !is_empty_bad_gateway(&error) {
+    /// proxy's empty-body 502, or a 400 that mapped to `Validation`, from a sandbox that is not
+    /// `started`, or is gone, becomes `NotRunning`. Any other error, or one from a sandbox still
+    /// `started`, is returned as is.
+    pub(crate) async fn explain(&self, error: Error) -> Error {
+        // The proxy's empty 502, and a 400 the mapping could not place (the proxy refuses a
+        // request for a sandbox it cannot reach with 400, in wording that has changed).
+        let unclear = is_empty_bad_gateway(&error)
+            || (error.kind() == ErrorKind::Validation && error.status() == Some(400));
+        if !unclear {
             return error;
         }
         match self.inner.fetch(&self.sandbox_id, "check").await {
@@ -798,7 +806,7 @@ impl Toolbox {
                     dto.state.as_deref().unwrap_or("in an unknown state")
                 ),
             )
-            .with_status(502)
+            .with_status(error.status().unwrap_or(502))
             .or_context(
                 PROVIDER,
                 error.operation().unwrap_or("toolbox"),
@@ -806,7 +814,7 @@ impl Toolbox {
             ),
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 Error::new(ErrorKind::NotRunning, "the sandbox is gone")
-                    .with_status(502)
+                    .with_status(error.status().unwrap_or(502))
                     .or_context(
                         PROVIDER,
                         error.operation().unwrap_or("toolbox"),
@@ -954,7 +962,7 @@ impl Sandbox for DaytonaSandbox {
             })?;
             (sid, last.id)
         };
-        Ok(exec::process(self.toolbox.clone(), sid, cid, false))
+        Ok(exec::process(self.toolbox.clone(), sid, cid, false, None))
     }
 
     /// Kills by pid or tag: deletes the command's session (the daemon kills its shell). A
@@ -964,7 +972,15 @@ impl Sandbox for DaytonaSandbox {
             return crate::ssh::kill(pid, &self.id).await;
         }
         let sid = if pid.contains('/') {
-            exec::split_pid(pid)?.0.to_owned()
+            let (sid, cid) = exec::split_pid(pid)?;
+            // A foreground session serves one command after another: once this command has
+            // ended, its session may run another, which deleting it would kill.
+            if sid.starts_with(exec::EXEC_PREFIX)
+                && self.session_command(sid, cid).await?.exit_code.is_some()
+            {
+                return Ok(());
+            }
+            sid.to_owned()
         } else {
             exec::tag_session(pid)?
         };
@@ -986,7 +1002,7 @@ impl Sandbox for DaytonaSandbox {
             .toolbox
             .request(Method::Post, "/files/bulk-upload", "upload")
             .multipart(form)
-            .no_timeout();
+            .idle_timeout(self.inner.config.idle_timeout);
         let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
         let sent = counter.load(Ordering::Relaxed);
         let reported = answer
@@ -1014,7 +1030,7 @@ impl Sandbox for DaytonaSandbox {
             .toolbox
             .request(Method::Get, "/files/download", "download")
             .query("path", path)
-            .no_timeout();
+            .idle_timeout(self.inner.config.idle_timeout);
         let response = self.toolbox_send(request).await?;
         Ok(Download::new(response.bytes_stream()))
     }
@@ -1101,8 +1117,17 @@ impl Sandbox for DaytonaSandbox {
             .await?;
         response.bytes().await?;
         crate::ssh::forget(&self.inner, &self.id).await;
+        exec::forget_sessions(&self.inner, &self.id);
+        // Look at once, then back off up to the poll interval, until the 404.
+        let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
         loop {
-            if crate::time::instant_after(self.inner.config.poll_interval) > deadline {
+            match self.inner.fetch(&self.id, "destroy").await {
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+                Ok(dto) if dto.state.as_deref() == Some("destroyed") => return Ok(()),
+                Ok(_) => {}
+            }
+            if !backoff.pause().await {
                 return Err(
                     Error::new(ErrorKind::Timeout, "sandbox is still being destroyed").or_context(
                         PROVIDER,
@@ -1110,13 +1135,6 @@ impl Sandbox for DaytonaSandbox {
                         Some(&self.id),
                     ),
                 );
-            }
-            tokio::time::sleep(self.inner.config.poll_interval).await;
-            match self.inner.fetch(&self.id, "destroy").await {
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
-                Ok(dto) if dto.state.as_deref() == Some("destroyed") => return Ok(()),
-                Ok(_) => {}
             }
         }
     }

@@ -65,6 +65,17 @@ pub(crate) fn instant_after(wait: Duration) -> tokio::time::Instant {
         .unwrap_or(now)
 }
 
+/// The pauses of a state wait that ends at `deadline`: the caller checks at once, then pauses
+/// 25 ms doubling up to `max` (the builder's poll interval), the last pause ending at the
+/// deadline (`sandbox_sdk_core::wait::Backoff`).
+pub(crate) fn backoff_until(
+    max: Duration,
+    deadline: tokio::time::Instant,
+) -> sandbox_sdk_core::wait::Backoff {
+    sandbox_sdk_core::wait::Backoff::new(max)
+        .within(deadline.saturating_duration_since(tokio::time::Instant::now()))
+}
+
 /// `SystemTime::now() + wait`, or `None` when that is not representable.
 pub(crate) fn system_time_after(wait: Duration) -> Option<SystemTime> {
     SystemTime::now().checked_add(wait)

@@ -24,6 +24,9 @@ use std::time::Duration;
 
 const CASSETTES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes");
 
+/// The replayed adapter's direct window (see `DaytonaBuilder::direct_window`).
+const DIRECT_WINDOW: Duration = Duration::from_secs(3);
+
 /// The cloud toolbox proxy (what sandboxes' `toolboxProxyUrl` says), where recorded toolbox
 /// calls go unless `DAYTONA_TOOLBOX_URL` names another.
 const DEFAULT_TOOLBOX_URL: &str = "https://proxy.app.daytona.io/toolbox";
@@ -46,6 +49,11 @@ fn replay_suite(dir: &Path) -> Suite {
                 .toolbox_url(format!("{base_url}/toolbox"))
                 .log_follow(LogFollow::Poll)
                 .poll_interval(Duration::ZERO)
+                .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(sandbox_conformance::REPLAY_CREATE_LOOKUP)
+                // exec_timeout's answer comes after 1 s (when timeout(1) stops the command):
+                // well within this window; exec_kill's never comes and the window passes.
+                .direct_window(DIRECT_WINDOW)
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },

@@ -34,6 +34,8 @@ fn suite() -> Suite {
                 .poll_interval(Duration::ZERO)
                 .exec_transport(ExecTransport::Ssh)
                 .ssh_gateway("127.0.0.1", gateway::port())
+                .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(sandbox_conformance::REPLAY_CREATE_LOOKUP)
                 // Pinned, as a caller should: without a pin (or the first-use opt-in) the
                 // adapter refuses the gateway before sending the token.
                 .ssh_host_key(gateway::fingerprint())

@@ -5,7 +5,10 @@ mod common;
 
 use common::*;
 use futures::TryStreamExt;
-use sandbox_daytona::{DaytonaCreate, SnapshotSize, snapshot_name};
+use sandbox_daytona::{
+    DaytonaCreate, IDEMPOTENCY_LABEL, SnapshotSize, idempotency_name, snapshot_name,
+};
+use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{CreateSpec, ErrorKind, ListFilter, Provider, ProviderExt, SandboxState};
 use serde_json::json;
 use std::time::Duration;
@@ -106,20 +109,33 @@ async fn waiting_for_start_is_bounded() {
     assert_eq!(err.sandbox_id(), Some("sb1"));
 }
 
+/// A sandbox made under idempotency key `key`: named as the key maps, carrying its label.
+fn keyed(id: &str, key: &str, state: &str) -> serde_json::Value {
+    let named = with(sandbox(id, state), "name", json!(idempotency_name(key)));
+    with(named, "labels", json!({IDEMPOTENCY_LABEL: key}))
+}
+
+/// `GET /api/sandbox/{name}` answers from `answers` in turn, the last one from then on.
+async fn mount_name_lookups(server: &MockServer, key: &str, answers: Vec<ResponseTemplate>) {
+    let answers = std::sync::Arc::new(std::sync::Mutex::new(answers));
+    Mock::given(method("GET"))
+        .and(path(format!("/api/sandbox/{}", idempotency_name(key))))
+        .respond_with(move |_: &wiremock::Request| {
+            let mut answers = answers.lock().unwrap();
+            if answers.len() > 1 {
+                answers.remove(0)
+            } else {
+                answers[0].clone()
+            }
+        })
+        .mount(server)
+        .await;
+}
+
 #[tokio::test]
 async fn an_idempotency_key_finds_the_sandbox_a_first_attempt_made() {
     let server = MockServer::start().await;
-    let labels = json!({"sandbox-sdk.idempotency-key": "job-7"}).to_string();
-    Mock::given(method("GET"))
-        .and(path("/api/sandbox"))
-        .and(query_param("labels", labels.as_str()))
-        .respond_with(ok(json!({
-            "items": [with(sandbox("sb9", "started"), "labels", json!({"sandbox-sdk.idempotency-key": "job-7"}))],
-            "nextCursor": null
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_name_lookups(&server, "job-7", vec![ok(keyed("sb9", "job-7", "started"))]).await;
     Mock::given(method("POST"))
         .and(path("/api/sandbox"))
         .respond_with(ok(sandbox("other", "started")))
@@ -131,6 +147,149 @@ async fn an_idempotency_key_finds_the_sandbox_a_first_attempt_made() {
         .await
         .unwrap();
     assert_eq!(sandbox.id(), "sb9");
+}
+
+/// The create is answered only after the request timeout; the sandbox it made shows up under
+/// the key's name a little later. The adapter must wait for it rather than send again, and
+/// hand the caller that one sandbox.
+#[tokio::test]
+async fn a_create_answered_after_the_timeout_is_found_by_name_not_sent_again() {
+    let server = MockServer::start().await;
+    let name = idempotency_name("job-slow");
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .and(body_json(
+            json!({"name": name, "labels": {IDEMPOTENCY_LABEL: "job-slow"}}),
+        ))
+        .respond_with(
+            ok(keyed("sb1", "job-slow", "creating")).set_delay(Duration::from_millis(800)),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    // Not there before the send, nor at the first two looks after the timeout.
+    mount_name_lookups(
+        &server,
+        "job-slow",
+        vec![
+            not_found("Sandbox with ID or name x not found"),
+            not_found("Sandbox with ID or name x not found"),
+            not_found("Sandbox with ID or name x not found"),
+            ok(keyed("sb1", "job-slow", "creating")),
+        ],
+    )
+    .await;
+    mount_sandbox(&server, "started").await;
+    let provider = common::builder(&server)
+        .request_timeout(Duration::from_millis(200))
+        .create_lookup(CreateLookup::new(Duration::from_secs(10)))
+        .build()
+        .unwrap();
+    let sandbox = provider
+        .create(&CreateSpec::new().idempotency_key("job-slow"))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), "sb1");
+    let requests = server.received_requests().await.unwrap();
+    let posts = requests
+        .iter()
+        .filter(|r| r.method.as_str() == "POST")
+        .count();
+    assert_eq!(posts, 1, "the create was sent again");
+}
+
+/// With the window over and nothing found, the original (ambiguous) error comes back, saying
+/// it looked; nothing is sent a second time inside the adapter.
+#[tokio::test]
+async fn an_ambiguous_create_with_nothing_found_returns_its_error_after_the_window() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(sandbox("sb1", "creating")).set_delay(Duration::from_millis(600)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    mount_name_lookups(&server, "job-x", vec![not_found("Sandbox not found")]).await;
+    let provider = common::builder(&server)
+        .request_timeout(Duration::from_millis(100))
+        .create_lookup(CreateLookup::new(Duration::from_millis(150)))
+        .build()
+        .unwrap();
+    let err = provider
+        .create(&CreateSpec::new().idempotency_key("job-x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(err.to_string().contains("idempotency key"), "{err}");
+}
+
+/// A 409 "name exists" for a sandbox carrying the key is the sandbox an earlier attempt made:
+/// adopted. The same 409 for someone else's sandbox of that name is a Conflict.
+#[tokio::test]
+async fn a_409_for_the_keys_name_adopts_the_sandbox_an_earlier_attempt_made() {
+    for (owner_key, adopted) in [("job-409", true), ("someone-else", false)] {
+        let server = MockServer::start().await;
+        let name = idempotency_name("job-409");
+        Mock::given(method("POST"))
+            .and(path("/api/sandbox"))
+            .respond_with(ResponseTemplate::new(409).set_body_json(api_error(
+                409,
+                "Conflict",
+                &format!("Sandbox with name {name} already exists"),
+            )))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let theirs = with(keyed("sb1", owner_key, "started"), "name", json!(name));
+        mount_name_lookups(
+            &server,
+            "job-409",
+            vec![not_found("Sandbox not found"), ok(theirs)],
+        )
+        .await;
+        mount_sandbox(&server, "started").await;
+        let result = provider(&server)
+            .create(&CreateSpec::new().idempotency_key("job-409"))
+            .await;
+        match result {
+            Ok(sandbox) => {
+                assert!(adopted);
+                assert_eq!(sandbox.id(), "sb1");
+            }
+            Err(e) => {
+                assert!(!adopted, "{e}");
+                assert_eq!(e.kind(), ErrorKind::Conflict);
+                assert_eq!(e.status(), Some(409));
+            }
+        }
+    }
+}
+
+/// A sandbox of the key's name that is being destroyed is not adopted: a new one is made.
+#[tokio::test]
+async fn a_destroying_sandbox_under_the_keys_name_is_not_adopted() {
+    let server = MockServer::start().await;
+    mount_name_lookups(
+        &server,
+        "job-d",
+        vec![ok(with(
+            keyed("old", "job-d", "destroying"),
+            "desiredState",
+            json!("destroyed"),
+        ))],
+    )
+    .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(keyed("sb1", "job-d", "started")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = provider(&server)
+        .create(&CreateSpec::new().idempotency_key("job-d"))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.id(), "sb1");
 }
 
 #[tokio::test]
@@ -871,4 +1030,62 @@ async fn a_template_with_resources_is_refused_before_anything_is_sent() {
         .map(|_| ())
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
+}
+
+/// Every state wait looks at once and then backs off from 25 ms: with a poll interval of an
+/// hour, create, stop, start and destroy on a server whose transitions finish at once still
+/// return (a wait that slept a whole interval before its first look would not).
+#[tokio::test]
+async fn state_waits_look_at_once_and_back_off_instead_of_sleeping_an_interval() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox"))
+        .respond_with(ok(sandbox("sb1", "creating")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/stop"))
+        .respond_with(ok(sandbox_toward("sb1", "stopping", "stopped")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/sandbox/sb1/start"))
+        .respond_with(ok(sandbox_toward("sb1", "starting", "started")))
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ok(sandbox_toward("sb1", "destroying", "destroyed")))
+        .mount(&server)
+        .await;
+    // The first look after each call finds the transition done.
+    let responses = std::sync::Arc::new(std::sync::Mutex::new(
+        vec![
+            ok(sandbox("sb1", "started")),
+            ok(sandbox_toward("sb1", "stopped", "stopped")),
+            ok(sandbox("sb1", "started")),
+            not_found("Sandbox with ID or name sb1 not found"),
+        ]
+        .into_iter(),
+    ));
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(move |_: &wiremock::Request| responses.lock().unwrap().next().unwrap())
+        .expect(4)
+        .mount(&server)
+        .await;
+    let provider = common::builder(&server)
+        .poll_interval(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let lifecycle = async {
+        let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
+        sandbox.stop().await.unwrap();
+        sandbox.resume().await.unwrap();
+        sandbox.destroy().await.unwrap();
+    };
+    // A generous guard, not a timing assertion: the old waits would sleep for an hour.
+    tokio::time::timeout(Duration::from_secs(30), lifecycle)
+        .await
+        .expect("a state wait slept a whole poll interval before looking");
 }

@@ -26,12 +26,18 @@ impl wiremock::Match for BodyContains {
 
 const END_MARK: &str = "__sandbox_sdk_end_of_output__";
 
-/// The session command the adapter sends for `inner` (the quoted argv): wrapped so both
-/// streams end with the end mark and the exit status is kept.
+/// The session command the adapter sends for `inner` (the quoted argv) as the handle's first
+/// command: a subshell labelled `sdk-cmd-1` whose streams end with the end mark (stdout's with
+/// the status), keeping the exit status.
 fn wrapped(inner: &str) -> String {
-    let script =
-        format!("{inner}; s=$?; printf '%s\\n' {END_MARK}; printf '%s\\n' {END_MARK} >&2; exit $s");
-    format!("sh -c '{}'", script.replace('\'', "'\\''"))
+    wrapped_nth(inner, 1)
+}
+
+/// [`wrapped`] for the handle's `n`th command.
+fn wrapped_nth(inner: &str, n: u64) -> String {
+    format!(
+        "(: sdk-cmd-{n}; {inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
+    )
 }
 
 /// Session create + async exec answering `cmd-1`; returns nothing, asserts via expect().
@@ -102,7 +108,7 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
     let server = MockServer::start().await;
     let front = ws::start(*server.address()).await;
     mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'sh' '-c' 'make test'").await;
+    mount_session_exec(&server, "(make test\n)").await;
     Mock::given(method("GET"))
         .and(path_regex(format!(
             "^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$"
@@ -113,7 +119,8 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
         .expect(1)
         .mount(&server)
         .await;
-    session_deleted().expect(1).mount(&server).await;
+    // The session goes back to the handle's pool, not deleted.
+    session_deleted().expect(0).mount(&server).await;
     // The upgrade path has a random session id; script every path the same way via a prefix
     // match done below once the session is known. Frames: a marker split 2+1 across frames, a
     // frame that is exactly a marker, and both streams in one frame.
@@ -242,7 +249,7 @@ async fn a_refused_upgrade_with_an_empty_502_on_a_running_sandbox_stays_transpor
 async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'sh' '-c' 'printf one; sleep 1; printf two >&2'").await;
+    mount_session_exec(&server, "(printf one; sleep 1; printf two >&2\n)").await;
     let cmd_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$");
     let logs_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1/logs$");
     mount_command_ends_after(&server, &cmd_path, "cmd-1", 1).await;
@@ -256,7 +263,7 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     Mock::given(method("GET")).and(path_regex(logs_path.as_str()))
         .respond_with(ok(json!({"output": "", "stdout": format!("one\ntwo{END_MARK}\n"), "stderr": format!("warn\n{END_MARK}\n")})))
         .with_priority(2).mount(&server).await;
-    session_deleted().expect(1).mount(&server).await;
+    session_deleted().expect(0).mount(&server).await;
     let sandbox = polling_provider(&server).get("sb1").await.unwrap();
     let mut process = sandbox
         .exec(&Command::shell("printf one; sleep 1; printf two >&2"))
@@ -267,9 +274,10 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     while let Some(e) = process.next_event().await {
         events.push(e.unwrap());
     }
+    // The first poll's output came first; then only what the second added, once.
     assert_eq!(events[0], ProcessEvent::Stdout("one\n".into()));
-    assert_eq!(events[1], ProcessEvent::Stdout("two".into()));
-    assert_eq!(events[2], ProcessEvent::Stderr("warn\n".into()));
+    assert!(events[1..3].contains(&ProcessEvent::Stdout("two".into())));
+    assert!(events[1..3].contains(&ProcessEvent::Stderr("warn\n".into())));
     assert!(matches!(events[3], ProcessEvent::Exit(s) if s.code == Some(0)));
     assert_eq!(events.len(), 4);
 }
@@ -280,6 +288,15 @@ async fn kill_deletes_the_session_and_the_process_ends_by_signal() {
     mount_sandbox(&server, "started").await;
     mount_session_exec(&server, "'sleep' '30'").await;
     session_deleted().expect(1).mount(&server).await;
+    // Running until its session is deleted.
+    Mock::given(method("GET"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$"
+        )))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "sleep 30"})))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
     let sandbox = polling_provider(&server).get("sb1").await.unwrap();
     let process = sandbox
         .exec(&Command::new("sleep").arg("30"))
@@ -899,4 +916,394 @@ async fn sessions_run_commands_and_read_their_logs() {
     let sessions = sandbox.sessions().await.unwrap();
     assert_eq!(sessions[0].commands[0].exit_code, Some(0));
     sandbox.delete_session("build").await.unwrap();
+}
+
+/// Both streams' end marks (stdout's with the status) come in frames; the server then keeps
+/// the stream open. The process ends on the marks, with the status they carry, without
+/// waiting for a close or asking the daemon for the exit code.
+#[tokio::test]
+async fn the_follower_ends_on_the_end_marks_without_waiting_for_the_close() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'make'").await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"/command/cmd-1$"))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "make"})))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("make")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Hold(vec![
+            b"\x01\x01\x01hi\n\x02\x02\x02oops\n\x01\x01\x01__sandbox_sdk_end_of_output__:3\n"
+                .to_vec(),
+            b"\x02\x02\x02__sandbox_sdk_end_of_output__\n".to_vec(),
+        ]),
+    );
+    // A guard against a hang, not a timing assertion: the server never closes.
+    let out = tokio::time::timeout(Duration::from_secs(20), process.output())
+        .await
+        .expect("the follower waited for the server's close")
+        .unwrap();
+    assert_eq!(out.stdout_lossy(), "hi\n");
+    assert_eq!(out.stderr_lossy(), "oops\n");
+    assert_eq!(out.status.code, Some(3));
+}
+
+/// A proxy that does not carry WebSockets refuses the upgrade (here 400, which maps to
+/// `Validation`): the command is followed by polling instead of failing.
+#[tokio::test]
+async fn a_refused_upgrade_falls_back_to_polling() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'make'").await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"/command/cmd-1$"))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "make", "exitCode": 0})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"/command/cmd-1/logs$"))
+        .respond_with(ok(json!({
+            "output": format!("\u{1}\u{1}\u{1}hi\n\u{1}\u{1}\u{1}{END_MARK}:0\n\u{2}\u{2}\u{2}{END_MARK}\n"),
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("make")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Refuse(
+            400,
+            r#"{"statusCode":400,"message":"websocket: the client is not using the websocket protocol","code":"BAD_REQUEST"}"#.into(),
+        ),
+    );
+    let out = process.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "hi\n");
+    assert_eq!(out.status.code, Some(0));
+    assert_eq!(front.upgrades().len(), 1);
+}
+
+/// A log stream whose server stops answering (no frame, no pong) ends with `Transport` once a
+/// ping goes unanswered for the bound.
+#[tokio::test]
+async fn a_silent_log_stream_ends_with_transport_after_an_unanswered_ping() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'make'").await;
+    let builder = common::builder(&server)
+        .toolbox_url(format!("{}/toolbox", front.uri()))
+        .log_ping(Duration::from_millis(100), Duration::from_millis(200));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("make")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Silent,
+    );
+    let err = tokio::time::timeout(Duration::from_secs(20), process.output())
+        .await
+        .expect("a silent log stream was waited on forever")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    assert!(err.to_string().contains("ping"), "{err}");
+}
+
+/// The sync session exec answer in the shape PROTOCOL.md §3.2 gives (`output` marked,
+/// `stdout`/`stderr` apart), for a command printing `out`/`err` and ending with `code`.
+fn sync_answer(cmd_id: &str, out: &str, err: &str, code: i32) -> serde_json::Value {
+    let stdout = format!("{out}{END_MARK}:{code}\n");
+    let stderr = format!("{err}{END_MARK}\n");
+    json!({
+        "cmdId": cmd_id,
+        "output": format!("\u{1}\u{1}\u{1}{stdout}\u{2}\u{2}\u{2}{stderr}"),
+        "stdout": stdout,
+        "stderr": stderr,
+        "exitCode": code,
+    })
+}
+
+/// A short command is one synchronous request in a session the handle keeps: stdout and
+/// stderr apart and the exit code straight from the answer; the next command reuses the
+/// session (no create, no follow, no delete).
+#[tokio::test]
+async fn a_short_command_is_one_request_in_a_reused_session() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(body_json(json!({"sessionId": "sdk-exec-1"})))
+        .respond_with(ResponseTemplate::new(201))
+        .expect(1)
+        .mount(&server)
+        .await;
+    for (n, inner, answer) in [
+        (
+            1,
+            "(echo hi; echo oops >&2\n)",
+            sync_answer("c1", "hi\n", "oops\n", 0),
+        ),
+        (2, "(printf x; exit 3\n)", sync_answer("c2", "x", "", 3)),
+    ] {
+        Mock::given(method("POST"))
+            .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
+            .and(body_json(
+                json!({"command": wrapped_nth(inner, n), "runAsync": false}),
+            ))
+            .respond_with(ok(answer))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let sandbox = common::builder(&server)
+        .direct_window(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .get("sb1")
+        .await
+        .unwrap();
+    let before = server.received_requests().await.unwrap().len();
+    let out = sandbox.run_shell("echo hi; echo oops >&2").await.unwrap();
+    assert_eq!(out.stdout_lossy(), "hi\n");
+    assert_eq!(out.stderr_lossy(), "oops\n");
+    assert_eq!(out.status.code, Some(0));
+    let after_first = server.received_requests().await.unwrap().len();
+    assert_eq!(after_first - before, 2, "session create + one exec");
+    let out = sandbox.run_shell("printf x; exit 3").await.unwrap();
+    assert_eq!(out.stdout_lossy(), "x");
+    assert_eq!(out.stderr_lossy(), "");
+    assert_eq!(out.status.code, Some(3));
+    let after_second = server.received_requests().await.unwrap().len();
+    assert_eq!(
+        after_second - after_first,
+        1,
+        "one exec in the kept session"
+    );
+}
+
+/// A command still running when the direct window closes keeps running: its id is read from
+/// the session by its line, and it is followed to its end.
+#[tokio::test]
+async fn a_command_outliving_the_direct_window_is_found_and_followed() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    let line = wrapped("'sleep' '5'");
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .respond_with(ResponseTemplate::new(201))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
+        .and(body_json(json!({"command": line, "runAsync": false})))
+        .respond_with(ok(sync_answer("c2", "", "", 0)).set_delay(Duration::from_secs(30)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1"))
+        .respond_with(ok(json!({"sessionId": "sdk-exec-1", "commands": [
+            {"id": "c1", "command": wrapped("'true'"), "exitCode": 0},
+            {"id": "c2", "command": line},
+        ]})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1/command/c2"))
+        .respond_with(ok(json!({"id": "c2", "command": line, "exitCode": 0})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1/command/c2/logs"))
+        .respond_with(ok(json!({
+            "output": format!("\u{1}\u{1}\u{1}slow\n\u{1}\u{1}\u{1}{END_MARK}:0\n\u{2}\u{2}\u{2}{END_MARK}\n"),
+        })))
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider_with(&server, |b| b.direct_window(Duration::from_millis(100)))
+        .get("sb1")
+        .await
+        .unwrap();
+    let process = sandbox.exec(&Command::new("sleep").arg("5")).await.unwrap();
+    assert_eq!(process.pid(), "sdk-exec-1/c2");
+    let out = process.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "slow\n");
+    assert_eq!(out.status.code, Some(0));
+}
+
+fn polling_provider_with(
+    server: &MockServer,
+    f: impl FnOnce(DaytonaBuilder) -> DaytonaBuilder,
+) -> sandbox_daytona::DaytonaProvider {
+    f(common::builder(server).log_follow(sandbox_daytona::LogFollow::Poll))
+        .build()
+        .unwrap()
+}
+
+/// A command its process timeout stopped (coreutils `timeout` exits 124) is a `Timeout`
+/// error, as on the other adapters; a command exiting 124 on its own before its timeout could
+/// pass is just an exit.
+#[tokio::test]
+async fn a_process_timeout_is_a_timeout_error() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .respond_with(ResponseTemplate::new(201))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
+        .respond_with(ok(sync_answer("c1", "", "", 124)))
+        .mount(&server)
+        .await;
+    let sandbox = common::builder(&server)
+        .direct_window(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .get("sb1")
+        .await
+        .unwrap();
+    let timed = Command::new("sleep")
+        .arg("30")
+        .timeout(Duration::from_millis(1));
+    let err = sandbox.run(&timed).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    let long = Command::new("sh")
+        .args(["-c", "exit 124"])
+        .timeout(Duration::from_secs(3600));
+    assert_eq!(sandbox.run(&long).await.unwrap().status.code, Some(124));
+}
+
+/// Exec on a stopped sandbox is `NotRunning`: the proxy's 400 "no IP address found. Is the
+/// Sandbox started?", and any other 400 from a sandbox the state check finds stopped.
+#[tokio::test]
+async fn exec_on_a_stopped_sandbox_is_not_running() {
+    for (message, state) in [
+        (
+            "bad request: no IP address found. Is the Sandbox started?",
+            "started",
+        ),
+        ("bad request", "stopped"),
+    ] {
+        let server = MockServer::start().await;
+        mount_sandbox(&server, "started").await;
+        Mock::given(method("POST"))
+            .and(path("/toolbox/sb1/process/session"))
+            .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+                "statusCode": 400, "message": message, "code": "BAD_REQUEST", "source": "DAYTONA_PROXY"
+            })))
+            .mount(&server)
+            .await;
+        let sandbox = provider(&server).get("sb1").await.unwrap();
+        Mock::given(method("GET"))
+            .and(path("/api/sandbox/sb1"))
+            .respond_with(ok(sandbox_toward("sb1", state, state)))
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        let err = sandbox.run_shell("true").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotRunning, "{message}: {err}");
+        assert_eq!(err.status(), Some(400));
+    }
+}
+
+/// A loopback toolbox that reads every request to its end and answers with `head` (maybe
+/// nothing, maybe a head and part of a body), then goes silent without closing.
+async fn silent_toolbox(head: &'static [u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut seen = Vec::new();
+                let mut answered = false;
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let done = seen.windows(4).any(|w| w == b"\r\n\r\n")
+                        && (!seen.starts_with(b"POST") || seen.ends_with(b"--\r\n"));
+                    if done && !answered {
+                        answered = true;
+                        stream.write_all(head).await.ok();
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/toolbox")
+}
+
+/// A download whose body stops after its head and a few bytes ends with `Transport` once the
+/// idle bound passes (there is no total limit, so only silence ends it).
+#[tokio::test]
+async fn a_download_that_goes_silent_ends_with_transport() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    let toolbox = silent_toolbox(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 1000\r\n\r\n0123456789",
+    )
+    .await;
+    let sandbox = common::builder(&server)
+        .toolbox_url(toolbox)
+        .idle_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .get("sb1")
+        .await
+        .unwrap();
+    let read = async {
+        let mut download = sandbox.download("f.bin").await?.into_stream();
+        let mut got = Vec::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut download).await {
+            got.extend_from_slice(&chunk?);
+        }
+        Ok::<_, sandbox_sdk_core::Error>(got)
+    };
+    let err = tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("a silent download was waited on forever")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+}
+
+/// An upload the server takes in whole but never answers ends with `Timeout` once the request
+/// timeout passes after the last byte was sent.
+#[tokio::test]
+async fn an_upload_never_answered_ends_with_timeout() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    let toolbox = silent_toolbox(b"").await;
+    let sandbox = common::builder(&server)
+        .toolbox_url(toolbox)
+        .request_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .get("sb1")
+        .await
+        .unwrap();
+    let body: sandbox_sdk_core::UploadBody = Box::pin(std::io::Cursor::new(vec![7u8; 256 * 1024]));
+    let err = tokio::time::timeout(Duration::from_secs(20), sandbox.upload("f.bin", body))
+        .await
+        .expect("an unanswered upload was waited on forever")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
 }

@@ -12,7 +12,9 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 pub const KEY: &str = "dtn_test_key_0123456789";
 
-/// A builder for `server`: API at `/api`, toolbox at `/toolbox`, fast polling.
+/// A builder for `server`: API at `/api`, toolbox at `/toolbox`, fast polling, and every
+/// command sent asynchronously and followed (no direct window; the direct path has its own
+/// tests).
 pub fn builder(server: &MockServer) -> DaytonaBuilder {
     DaytonaBuilder::new()
         .api_key(KEY)
@@ -21,6 +23,7 @@ pub fn builder(server: &MockServer) -> DaytonaBuilder {
         .poll_interval(Duration::from_millis(1))
         .start_timeout(Duration::from_secs(10))
         .state_change_timeout(Duration::from_secs(10))
+        .direct_window(Duration::ZERO)
 }
 
 pub fn provider(server: &MockServer) -> DaytonaProvider {

@@ -18,6 +18,11 @@ pub enum Script {
     Frames(Vec<Vec<u8>>, u16),
     /// Refuse the upgrade with this HTTP status and JSON body.
     Refuse(u16, String),
+    /// Accept, send these binary frames, then keep the connection open (answering pings) and
+    /// never close it.
+    Hold(Vec<Vec<u8>>),
+    /// Accept, then neither read nor write: a ping gets no pong.
+    Silent,
 }
 
 #[derive(Default)]
@@ -131,6 +136,22 @@ async fn handle(stream: TcpStream, upstream: SocketAddr, state: Arc<Mutex<State>
         return;
     };
     let script = script.lock().unwrap().clone();
+    if let Some(Script::Silent) = script {
+        // Held, never read: pings go unanswered.
+        std::future::pending::<()>().await;
+        drop(ws);
+        return;
+    }
+    if let Some(Script::Hold(frames)) = script {
+        for frame in frames {
+            if ws.send(Message::Binary(frame.into())).await.is_err() {
+                return;
+            }
+        }
+        use futures::StreamExt;
+        while let Some(Ok(_)) = ws.next().await {}
+        return;
+    }
     if let Some(Script::Frames(frames, code)) = script {
         for frame in frames {
             if ws.send(Message::Binary(frame.into())).await.is_err() {
