@@ -969,12 +969,22 @@ pub(crate) fn parse_processes(text: &str) -> Vec<ProcessInfo> {
         .filter_map(|line| {
             let mut parts = line.split_whitespace();
             let pid = parts.next()?.to_owned();
-            let running = parts.next()? == "1";
+            // Only well-formed lines of ids the adapter could have made (the script lists no
+            // others; this holds even if the machine's tools print something else).
+            validate_pid(&pid).ok()?;
+            let running = match parts.next()? {
+                "1" => true,
+                "0" => false,
+                _ => return None,
+            };
             let meta: Meta = parts
                 .next()
                 .and_then(decode_b64)
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or_default();
+            if parts.next().is_some() {
+                return None;
+            }
             Some(ProcessInfo {
                 pid,
                 tag: meta.tag,
@@ -1057,34 +1067,6 @@ mod tests {
         );
     }
 
-    /// Each shell and `env` a machine may have that this host has too: this host's `sh` and
-    /// `env`, bash as `sh`, and BusyBox's `sh` and `env` (Alpine images), as a directory of links
-    /// named `sh` and `env` to put first on `PATH`.
-    fn toolsets(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
-        let find = |name: &str| {
-            ["/usr/bin", "/bin"]
-                .iter()
-                .map(|d| std::path::Path::new(d).join(name))
-                .find(|p| p.exists())
-        };
-        let mut sets = Vec::new();
-        let mut add =
-            |label: &str, sh: Option<std::path::PathBuf>, env: Option<std::path::PathBuf>| {
-                let (Some(sh), Some(env)) = (sh, env) else {
-                    return;
-                };
-                let dir = root.join(format!("tools-{label}"));
-                std::fs::create_dir_all(&dir).unwrap();
-                std::os::unix::fs::symlink(sh, dir.join("sh")).unwrap();
-                std::os::unix::fs::symlink(env, dir.join("env")).unwrap();
-                sets.push((label.to_owned(), dir));
-            };
-        add("sh", find("sh"), find("env"));
-        add("bash", find("bash"), find("env"));
-        add("busybox", find("busybox"), find("busybox"));
-        sets
-    }
-
     /// The wrapper's argv, run for real the way Fly's `/exec` runs an argv (no shell around it)
     /// under every toolset: a program named `A=B` runs (was read by `env` as one more
     /// assignment, and the environment printed instead), a cwd named `-` is that directory (was
@@ -1108,7 +1090,7 @@ mod tests {
             std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let sets = toolsets(&root);
+        let sets = crate::scripts::test_tools::toolsets(&root, &["sh", "env"]);
         assert!(!sets.is_empty(), "no sh on this host");
         let cases: Vec<(Command, String)> = vec![
             (Command::new("A=B").env("K", "V"), "ran A=B K=V\n".into()),
