@@ -104,8 +104,25 @@ pub(crate) fn script_secs(api: &Api, wait_secs: u64) -> u64 {
     budget + wait_secs
 }
 
+/// The largest `/exec` answer read for one of the adapter's own scripts other than the listings:
+/// they print at most a download block ([`crate::files::DOWNLOAD_CHUNK`], about 1 MiB as
+/// escaped base64) or a poll's two [`POLL_CHUNK`]s (about 0.7 MiB), so 2 MiB is twice what a
+/// machine running them honestly can answer.
+pub const SCRIPT_ANSWER_LIMIT: usize = 2 * crate::files::MAX_EXEC_BODY;
+
+/// The largest `/exec` answer read for a listing (files or processes), whose size grows with what
+/// the machine holds: 16 MiB, some 200,000 file entries.
+pub const LISTING_ANSWER_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The largest `/exec` answer read for a command run directly ([`crate::FlyBuilder::prefer_direct_exec`],
+/// or a command with a timeout within the exec deadline), whose whole stdout and stderr come in
+/// the one answer: 16 MiB. A command that prints more fails with the transport's size error; run
+/// it without a timeout (polled output, 256 KiB per answer) or write its output to a file.
+pub const DIRECT_ANSWER_LIMIT: usize = 16 * 1024 * 1024;
+
 /// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`, with the deadline of
-/// [`script_secs`] (`wait_secs` being the time it is asked to wait in the machine).
+/// [`script_secs`] (`wait_secs` being the time it is asked to wait in the machine), reading an
+/// answer of at most [`SCRIPT_ANSWER_LIMIT`] ([`LISTING_ANSWER_LIMIT`] for the listings).
 pub(crate) async fn run_script(
     api: &Api,
     machine: &str,
@@ -122,6 +139,11 @@ pub(crate) async fn run_script(
         "sh".to_owned(),
     ];
     command.extend(args.iter().map(|a| (*a).to_owned()));
+    let limit = if script == scripts::LIST || script == scripts::PROCESSES {
+        LISTING_ANSWER_LIMIT
+    } else {
+        SCRIPT_ANSWER_LIMIT
+    };
     api.exec(
         machine,
         &ExecRequest {
@@ -129,6 +151,7 @@ pub(crate) async fn run_script(
             timeout: Some(secs),
             stdin,
         },
+        limit,
     )
     .await
 }
@@ -238,6 +261,7 @@ pub(crate) async fn exec_direct(
             timeout: Some(secs.max(1)),
             stdin,
         },
+        DIRECT_ANSWER_LIMIT,
     )
     .await
 }
