@@ -231,13 +231,20 @@ impl Api {
 
     /// One `/exec` call. `timeout` is the server-side deadline in seconds; the call as a whole
     /// is bounded by that deadline plus the request timeout (the answer comes only once the
-    /// command ended, so a silent server is a `Timeout` after that long, never a hang).
-    pub async fn exec(&self, id: &str, body: &ExecRequest) -> Result<ExecResponse> {
+    /// command ended, so a silent server is a `Timeout` after that long, never a hang). An answer
+    /// over `max_answer` bytes is an error before it is read whole.
+    pub async fn exec(
+        &self,
+        id: &str,
+        body: &ExecRequest,
+        max_answer: usize,
+    ) -> Result<ExecResponse> {
         let path = format!("{}/exec", self.machine(id));
         let server = Duration::from_secs(body.timeout.unwrap_or(EXEC_DEFAULT_SECS));
         let resp = self
             .req(Method::Post, path, "exec", Some(id))
             .json(body)
+            .max_body(max_answer)
             .timeout(server + self.settings.request_timeout)
             .send()
             .await?;

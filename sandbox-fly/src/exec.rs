@@ -9,8 +9,9 @@
 //!   wrapping shell recorded. Used for commands without a timeout or longer than the exec
 //!   deadline, and for background commands, which can be listed, reattached and killed.
 //!
-//! Environment and working directory are passed as argv (`env K=V …`, `cd "$1"` in a tiny
-//! wrapper), so no value is ever spliced into shell text.
+//! Environment and working directory are passed as argv (`env -- K=V …`, `cd -- "$1"` in a tiny
+//! wrapper; see [`wrap_argv`]), so no value is ever spliced into shell text and no value is
+//! taken for an option, an assignment or `cd -`.
 
 use crate::api::Api;
 use crate::error::PROVIDER;
@@ -48,18 +49,46 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
 }
 
-/// The argv that runs `cmd` with its env and cwd, without any shell quoting.
+/// The argv that runs `cmd` with its env and cwd, without any shell quoting (every value is an
+/// argument of its own, never shell text):
+///
+/// - env: `env -- K=V… PROGRAM…`. `env` reads every word with a `=` as an assignment up to the
+///   program, even after `--`, so a program whose name holds a `=` goes through the `sh` wrapper
+///   below (`env -- K=V sh -c 'exec "$@"' sh A=B …`), where it is the wrapper's argument.
+/// - cwd: `sh -c 'cd -- "$1" || exit 1; shift; exec "$@"' sh CWD PROGRAM…`, a relative CWD
+///   written `./CWD`: `cd -- -` still means "the previous directory" in dash, bash and BusyBox,
+///   and a relative name would consult `CDPATH`.
+/// - a program whose name starts with `-` is run by the wrapper as a plain command (`"$@"`), not
+///   with `exec`: bash and BusyBox take `exec -l` for an option of `exec`.
+///
+/// Without env and cwd the argv goes to Fly's `/exec` as it is (no shell reads it).
 pub(crate) fn wrap_argv(cmd: &Command) -> Vec<String> {
+    let program = cmd.argv.first().map(String::as_str).unwrap_or("");
+    let needs_shell = cmd.cwd.is_some() || (!cmd.env.is_empty() && program.contains('='));
     let mut argv = Vec::new();
-    if let Some(cwd) = &cmd.cwd {
-        argv.extend(
-            ["sh", "-c", "cd \"$1\" || exit 1; shift; exec \"$@\"", "sh"].map(String::from),
-        );
-        argv.push(cwd.clone());
-    }
     if !cmd.env.is_empty() {
-        argv.push("env".to_owned());
+        argv.extend(["env", "--"].map(String::from));
         argv.extend(cmd.env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    if needs_shell {
+        let run = if program.starts_with('-') {
+            "\"$@\""
+        } else {
+            "exec \"$@\""
+        };
+        let script = if cmd.cwd.is_some() {
+            format!("cd -- \"$1\" || exit 1; shift; {run}")
+        } else {
+            run.to_owned()
+        };
+        argv.extend(["sh".to_owned(), "-c".to_owned(), script, "sh".to_owned()]);
+        if let Some(cwd) = &cmd.cwd {
+            argv.push(if cwd.starts_with('/') {
+                cwd.clone()
+            } else {
+                format!("./{cwd}")
+            });
+        }
     }
     argv.extend(cmd.argv.iter().cloned());
     argv
@@ -75,8 +104,25 @@ pub(crate) fn script_secs(api: &Api, wait_secs: u64) -> u64 {
     budget + wait_secs
 }
 
+/// The largest `/exec` answer read for one of the adapter's own scripts other than the listings:
+/// they print at most a download block ([`crate::files::DOWNLOAD_CHUNK`], about 1 MiB as
+/// escaped base64) or a poll's two [`POLL_CHUNK`]s (about 0.7 MiB), so 2 MiB is twice what a
+/// machine running them honestly can answer.
+pub const SCRIPT_ANSWER_LIMIT: usize = 2 * crate::files::MAX_EXEC_BODY;
+
+/// The largest `/exec` answer read for a listing (files or processes), whose size grows with what
+/// the machine holds: 16 MiB, some 200,000 file entries.
+pub const LISTING_ANSWER_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The largest `/exec` answer read for a command run directly ([`crate::FlyBuilder::prefer_direct_exec`],
+/// or a command with a timeout within the exec deadline), whose whole stdout and stderr come in
+/// the one answer: 16 MiB. A command that prints more fails with the transport's size error; run
+/// it without a timeout (polled output, 256 KiB per answer) or write its output to a file.
+pub const DIRECT_ANSWER_LIMIT: usize = 16 * 1024 * 1024;
+
 /// Runs a short script through `/exec`: `sh -c SCRIPT sh ARGS…`, with the deadline of
-/// [`script_secs`] (`wait_secs` being the time it is asked to wait in the machine).
+/// [`script_secs`] (`wait_secs` being the time it is asked to wait in the machine), reading an
+/// answer of at most [`SCRIPT_ANSWER_LIMIT`] ([`LISTING_ANSWER_LIMIT`] for the listings).
 pub(crate) async fn run_script(
     api: &Api,
     machine: &str,
@@ -93,6 +139,11 @@ pub(crate) async fn run_script(
         "sh".to_owned(),
     ];
     command.extend(args.iter().map(|a| (*a).to_owned()));
+    let limit = if script == scripts::LIST || script == scripts::PROCESSES {
+        LISTING_ANSWER_LIMIT
+    } else {
+        SCRIPT_ANSWER_LIMIT
+    };
     api.exec(
         machine,
         &ExecRequest {
@@ -100,6 +151,7 @@ pub(crate) async fn run_script(
             timeout: Some(secs),
             stdin,
         },
+        limit,
     )
     .await
 }
@@ -209,6 +261,7 @@ pub(crate) async fn exec_direct(
             timeout: Some(secs.max(1)),
             stdin,
         },
+        DIRECT_ANSWER_LIMIT,
     )
     .await
 }
@@ -940,12 +993,22 @@ pub(crate) fn parse_processes(text: &str) -> Vec<ProcessInfo> {
         .filter_map(|line| {
             let mut parts = line.split_whitespace();
             let pid = parts.next()?.to_owned();
-            let running = parts.next()? == "1";
+            // Only well-formed lines of ids the adapter could have made (the script lists no
+            // others; this holds even if the machine's tools print something else).
+            validate_pid(&pid).ok()?;
+            let running = match parts.next()? {
+                "1" => true,
+                "0" => false,
+                _ => return None,
+            };
             let meta: Meta = parts
                 .next()
                 .and_then(decode_b64)
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or_default();
+            if parts.next().is_some() {
+                return None;
+            }
             Some(ProcessInfo {
                 pid,
                 tag: meta.tag,
@@ -994,18 +1057,101 @@ mod tests {
         assert_eq!(
             wrap_argv(&cmd),
             [
+                "env",
+                "--",
+                "K=v'\"$x",
                 "sh",
                 "-c",
-                "cd \"$1\" || exit 1; shift; exec \"$@\"",
+                "cd -- \"$1\" || exit 1; shift; exec \"$@\"",
                 "sh",
                 "/w d",
-                "env",
-                "K=v'\"$x",
                 "echo",
                 "a b"
             ]
         );
         assert_eq!(wrap_argv(&Command::new("true")), ["true"]);
+        assert_eq!(
+            wrap_argv(&Command::new("true").env("A", "1")),
+            ["env", "--", "A=1", "true"]
+        );
+        assert_eq!(
+            wrap_argv(&Command::new("-l").cwd("-")),
+            [
+                "sh",
+                "-c",
+                "cd -- \"$1\" || exit 1; shift; \"$@\"",
+                "sh",
+                "./-",
+                "-l"
+            ]
+        );
+        assert_eq!(
+            wrap_argv(&Command::new("A=B").env("K", "V")),
+            ["env", "--", "K=V", "sh", "-c", "exec \"$@\"", "sh", "A=B"]
+        );
+    }
+
+    /// The wrapper's argv, run for real the way Fly's `/exec` runs an argv (no shell around it)
+    /// under every toolset: a program named `A=B` runs (was read by `env` as one more
+    /// assignment, and the environment printed instead), a cwd named `-` is that directory (was
+    /// `cd -`, the previous directory), and a program named `-l` runs (bash and BusyBox took it
+    /// for an option of `exec`).
+    #[test]
+    fn hostile_program_and_cwd_names_run_as_given_under_every_shell() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("sandbox-fly-wrap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let bin = root.join("bin");
+        let work = root.join("work");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(work.join("-")).unwrap();
+        for (name, body) in [
+            ("A=B", "echo \"ran A=B K=$K\""),
+            ("-l", "echo \"ran -l $1\""),
+            ("where", "pwd"),
+        ] {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let sets = crate::scripts::test_tools::toolsets(&root, &["sh", "env"]);
+        assert!(!sets.is_empty(), "no sh on this host");
+        let cases: Vec<(Command, String)> = vec![
+            (Command::new("A=B").env("K", "V"), "ran A=B K=V\n".into()),
+            (
+                Command::new("where").cwd("-"),
+                format!("{}\n", work.join("-").display()),
+            ),
+            (Command::new("-l").arg("x").cwd("-"), "ran -l x\n".into()),
+            (
+                Command::new("-l").arg("x").env("K", "V"),
+                "ran -l x\n".into(),
+            ),
+        ];
+        let mut failures = Vec::new();
+        for (label, tools) in &sets {
+            let path = format!("{}:{}:/usr/bin:/bin", tools.display(), bin.display());
+            for (cmd, expected) in &cases {
+                let argv = wrap_argv(cmd);
+                let out = std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .env_clear()
+                    .env("PATH", &path)
+                    .env("OLDPWD", "/")
+                    .current_dir(&work)
+                    .output()
+                    .unwrap();
+                let got = String::from_utf8_lossy(&out.stdout);
+                if got != expected.as_str() {
+                    failures.push(format!(
+                        "{label}: {argv:?}: expected {expected:?}, got {got:?} {:?}",
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     #[test]

@@ -235,16 +235,41 @@ pub(crate) async fn list(
     let depth = options.depth.max(1).to_string();
     let resp = run_script(api, machine, scripts::LIST, &[&p, &depth], None, 0).await?;
     let resp = check(resp, "list_files", machine, path)?;
-    let mut entries: Vec<FileInfo> = resp
-        .stdout
-        .as_deref()
-        .unwrap_or("")
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(|l| parse_stat_line(l, ""))
-        .collect();
+    parse_list(resp.stdout.as_deref().unwrap_or("")).ok_or_else(|| {
+        Error::new(ErrorKind::Provider, format!("unreadable listing of {path}"))
+            .with_provider(PROVIDER)
+            .with_operation("list_files")
+            .with_sandbox_id(machine)
+    })
+}
+
+/// Parses [`scripts::LIST`]'s answer: blocks of base64 each ended by a `.` line, decoding to
+/// NUL-terminated `HEXMODE SIZE MTIME PATH` records (a path may hold newlines and spaces; bytes
+/// that are not UTF-8 are replaced). Sorted by path; `None` when a block is not base64.
+pub(crate) fn parse_list(text: &str) -> Option<Vec<FileInfo>> {
+    let mut entries = Vec::new();
+    let mut block = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line != "." {
+            block.push_str(line);
+            continue;
+        }
+        let bytes = b64().decode(std::mem::take(&mut block)).ok()?;
+        for record in bytes.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+            let record = String::from_utf8_lossy(record);
+            // A record the tools printed oddly is left out, as before; it cannot become others.
+            if let Some(info) = parse_stat_line(&record, "") {
+                entries.push(info);
+            }
+        }
+    }
+    if !block.is_empty() {
+        // Output cut short after the last complete block.
+        return None;
+    }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(entries)
+    Some(entries)
 }
 
 pub(crate) async fn simple(

@@ -65,7 +65,9 @@ pub use builder::{
 };
 pub use capabilities::CAPABILITIES;
 pub use error::{PROVIDER, REQUEST_ID_HEADER, documented_retry_after};
-pub use exec::{POLL_CHUNK, STDIN_LIMIT};
+pub use exec::{
+    DIRECT_ANSWER_LIMIT, LISTING_ANSWER_LIMIT, POLL_CHUNK, SCRIPT_ANSWER_LIMIT, STDIN_LIMIT,
+};
 pub use files::{DOWNLOAD_CHUNK, MAX_EXEC_BODY, UPLOAD_CHUNK};
 pub use provider::{FlyProvider, IDEMPOTENCY_LABEL, SANDBOX_LABEL, user_metadata};
 pub use sandbox::{FORCE_INSTANCE_HEADER, FlySandbox};

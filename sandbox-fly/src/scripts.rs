@@ -2,7 +2,10 @@
 //! background processes with polled output, and files. Every path and value reaches a script
 //! as a positional argument (`sh -c SCRIPT sh ARG…`), never spliced into its text, so no input
 //! needs shell quoting. They use only POSIX tools plus `base64`, `head -c`, `tail -c`, `stat -c`
-//! and `find -mindepth/-maxdepth`, which both GNU coreutils and BusyBox provide.
+//! and `find -mindepth/-maxdepth`, which both GNU coreutils and BusyBox provide (the tests run
+//! them under the host's `sh`, bash and BusyBox). What they print about names from the machine
+//! (file listings, process ids) cannot be forged by a name holding a newline: listings travel as
+//! NUL-terminated records in base64, process ids are listed only when well-formed.
 //!
 //! Exit codes the adapter understands: 44 = no such path or process, 45 = wrong file type,
 //! 46 = upload lost its partial file, 47 = a process with that id is still running.
@@ -118,8 +121,11 @@ if [ "$c" = 1 ]; then rm -rf "$d"; fi
 exit 0
 "#;
 
-/// `sh -c PROCESSES sh ROOT`: one line per process: `ID RUNNING BASE64(meta.json)`.
+/// `sh -c PROCESSES sh ROOT`: one line per process: `ID RUNNING BASE64(meta.json)`. Only
+/// directories named like a process id (letters, digits, `_`, `-`, `.`, not starting with `.`)
+/// are listed, so a directory whose name holds a newline cannot add lines of its own.
 pub const PROCESSES: &str = r#"for d in "$1"/*; do
+  case ${d##*/} in ''|.*|*[!A-Za-z0-9._-]*) continue ;; esac
   [ -f "$d/pid" ] || continue
   a=1; kill -0 "$(cat "$d/pid")" 2>/dev/null || a=0; [ -f "$d/exit" ] && a=0
   printf '%s %s ' "${d##*/}" "$a"; base64 <"$d/meta.json" | tr -d '\n'; echo
@@ -132,10 +138,31 @@ pub const STAT: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or 
 stat -c '%f %s %Y' "$1"
 "#;
 
-/// `sh -c LIST sh DIR DEPTH`: `HEXMODE SIZE MTIME PATH` per entry.
+/// `sh -c LIST sh DIR DEPTH`: for each batch of entries `find` hands over, one block of base64
+/// followed by a `.` line; decoded, a block is `HEXMODE SIZE MTIME PATH` records, each ended by
+/// a NUL. A file name may hold any byte but NUL (a newline, text shaped like another record,
+/// bytes that are not UTF-8), so records are NUL-terminated and the bytes travel as base64,
+/// never as lines of text. `stat -c … %n` has no NUL terminator in BusyBox, so the names of a
+/// batch without a newline go through one `stat` whose line ends become NULs (`tr`), and the
+/// rare name with a newline gets a `stat` of its own without `%n`, its name printed by the
+/// shell. `find`'s own failure (an unreadable directory) stays the script's exit status.
 pub const LIST: &str = r#"[ -e "$1" ] || { echo "no such file or directory" >&2; exit 44; }
 [ -d "$1" ] || { echo "not a directory" >&2; exit 45; }
-find "$1" -mindepth 1 -maxdepth "$2" -exec stat -c '%f %s %Y %n' {} +
+find "$1" -mindepth 1 -maxdepth "$2" -exec sh -c '
+nl="
+"
+{
+  n=$#
+  while [ "$n" -gt 0 ]; do
+    f=$1; shift; n=$((n-1))
+    case $f in
+      *"$nl"*) s=$(stat -c "%f %s %Y" -- "$f") && printf "%s %s\0" "$s" "$f" ;;
+      *) set -- "$@" "$f" ;;
+    esac
+  done
+  [ "$#" = 0 ] || stat -c "%f %s %Y %n" -- "$@" | tr "\n" "\0"
+} | base64
+echo .' sh {} +
 "#;
 
 /// `sh -c MKDIR sh PATH`.
@@ -171,9 +198,49 @@ pub const DOWNLOAD: &str = r#"dd if="$1" bs="$2" skip="$3" count=1 2>/dev/null |
 /// `sh -c CLEANUP sh PART`: removes a partial upload after a failure.
 pub const CLEANUP: &str = r#"rm -f "$1""#;
 
+/// The shells and tools a machine may have that this host has too, for tests that run the
+/// adapter's scripts and argv for real.
+#[cfg(test)]
+pub(crate) mod test_tools {
+    use std::path::{Path, PathBuf};
+
+    fn find(name: &str) -> Option<PathBuf> {
+        ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(name))
+            .find(|p| p.exists())
+    }
+
+    /// Directories to put first on `PATH`, each with links named `tools` (`tools[0]` must be
+    /// `sh`): this host's own (`sh` and the rest from the host), bash as `sh`, and BusyBox for
+    /// every tool (what Alpine images have). A toolset whose programs this host lacks is left
+    /// out.
+    pub(crate) fn toolsets(root: &Path, tools: &[&str]) -> Vec<(String, PathBuf)> {
+        assert_eq!(tools.first(), Some(&"sh"));
+        let mut sets = Vec::new();
+        let host: Vec<Option<PathBuf>> = tools.iter().map(|t| find(t)).collect();
+        let mut with_bash = host.clone();
+        with_bash[0] = find("bash");
+        let busybox = vec![find("busybox"); tools.len()];
+        for (label, paths) in [("host", host), ("bash", with_bash), ("busybox", busybox)] {
+            if paths.iter().any(Option::is_none) {
+                continue;
+            }
+            let dir = root.join(format!("tools-{label}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for (tool, path) in tools.iter().zip(paths) {
+                std::os::unix::fs::symlink(path.unwrap(), dir.join(tool)).unwrap();
+            }
+            sets.push((label.to_owned(), dir));
+        }
+        sets
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandbox_sdk_core::FileKind;
 
     fn sh() -> Option<&'static str> {
         std::path::Path::new("/bin/sh")
@@ -288,7 +355,9 @@ mod tests {
         let o = run(STAT, &[tmp.join("nope").to_str().unwrap()], b"");
         assert_eq!(o.status.code(), Some(44));
         let o = run(LIST, &[tmp.join("sub").to_str().unwrap(), "1"], b"");
-        assert!(String::from_utf8(o.stdout).unwrap().contains("f.bin"));
+        let listed = crate::files::parse_list(&String::from_utf8(o.stdout).unwrap()).unwrap();
+        let names: Vec<&str> = listed.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["f.bin"]);
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
@@ -520,5 +589,79 @@ mod tests {
             "cleaned up after the exit"
         );
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A file name holding a newline and text shaped like more entries is one entry, named
+    /// exactly so, under the host's tools, bash and BusyBox (the old `stat … %n` lines let it
+    /// forge a `forged` entry of any kind and size); and a process directory so named adds
+    /// no process to the process listing.
+    #[test]
+    fn hostile_file_names_cannot_forge_listing_entries() {
+        let root = std::env::temp_dir().join(format!("sandbox-fly-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("d");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let forging = "a\n41ed 4096 1700000000 forged\n81a4 7 1 b";
+        std::fs::write(dir.join(forging), b"xy").unwrap();
+        std::fs::write(dir.join("plain name"), b"abc").unwrap();
+        std::fs::write(dir.join("sub").join("deep"), b"").unwrap();
+        // Many entries, so `find` may hand them over in more than one batch.
+        for i in 0..300 {
+            std::fs::write(dir.join(format!("n{i:03}-{}", "x".repeat(100))), b"").unwrap();
+        }
+        let procs = root.join("procs");
+        let forged_proc = "p1 1 e30=\nforged";
+        for id in ["p1", forged_proc] {
+            std::fs::create_dir_all(procs.join(id)).unwrap();
+            std::fs::write(procs.join(id).join("pid"), b"999999999\n").unwrap();
+            std::fs::write(procs.join(id).join("meta.json"), b"{}").unwrap();
+        }
+        let tools = ["sh", "find", "stat", "tr", "base64", "cat", "rm"];
+        let sets = test_tools::toolsets(&root, &tools);
+        assert!(!sets.is_empty(), "no sh on this host");
+        let dir_s = dir.to_str().unwrap();
+        let mut failures = Vec::new();
+        for (label, tools) in &sets {
+            let path = format!("{}:/usr/bin:/bin", tools.display());
+            let run_with = |script: &str, args: &[&str]| {
+                std::process::Command::new(tools.join("sh"))
+                    .arg("-c")
+                    .arg(script)
+                    .arg("sh")
+                    .args(args)
+                    .env("PATH", &path)
+                    .output()
+                    .unwrap()
+            };
+            let out = run_with(LIST, &[dir_s, "2"]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            let Some(listed) = crate::files::parse_list(&text) else {
+                failures.push(format!("{label}: unreadable listing {text:?}"));
+                continue;
+            };
+            let forged = listed
+                .iter()
+                .find(|f| f.path == format!("{dir_s}/{forging}"));
+            let paths: Vec<&str> = listed.iter().map(|f| f.path.as_str()).collect();
+            if listed.len() != 304
+                || forged.map(|f| (f.size, f.kind)) != Some((2, FileKind::File))
+                || paths.iter().any(|p| !p.starts_with(dir_s))
+                || !paths.contains(&format!("{dir_s}/sub/deep").as_str())
+            {
+                failures.push(format!(
+                    "{label}: {} entries, {:?}",
+                    listed.len(),
+                    &paths[..paths.len().min(6)]
+                ));
+            }
+            let out = run_with(PROCESSES, &[procs.to_str().unwrap()]);
+            let infos = crate::exec::parse_processes(&String::from_utf8_lossy(&out.stdout));
+            let ids: Vec<&str> = infos.iter().map(|i| i.pid.as_str()).collect();
+            if ids != ["p1"] {
+                failures.push(format!("{label}: processes {ids:?}"));
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }

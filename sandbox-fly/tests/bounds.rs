@@ -239,3 +239,53 @@ async fn a_create_answered_after_the_timeout_is_found_by_its_key_not_sent_again(
     assert_eq!(sandbox.id(), ID);
     server.verify().await;
 }
+
+/// A hostile machine (or API) answering the adapter's own scripts with a huge body: a `mkdir`
+/// whose answer carries 3 MiB of stdout (a script prints nothing) was read whole (anything up to
+/// the transport's 16 MiB) and taken as a success; the scripts' answers are now capped at
+/// `SCRIPT_ANSWER_LIMIT` (2 MiB, twice the largest honest answer, a download block), checked
+/// from Content-Length before reading. The listing's cap is larger, and a direct command's whole
+/// output is bounded too.
+#[tokio::test]
+async fn oversized_exec_answers_are_refused_before_they_are_read() {
+    assert_eq!(sandbox_fly::SCRIPT_ANSWER_LIMIT, 2 * 1024 * 1024);
+    let server = MockServer::start().await;
+    let sandbox = connected(&server, builder(&server)).await;
+    let huge = "x".repeat(3 * 1024 * 1024);
+    exec_mock()
+        .respond_with(exec_answer(
+            serde_json::json!({"stdout": huge, "stderr": "", "exit_code": 0}),
+            Duration::ZERO,
+        ))
+        .mount(&server)
+        .await;
+    let err = sandbox.mkdir("/work/dir").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    assert!(
+        err.to_string().contains("larger than the 2097152 bytes"),
+        "{err}"
+    );
+
+    // A direct command (timeout within the exec deadline) may print more than a script, but not
+    // more than DIRECT_ANSWER_LIMIT.
+    let out = sandbox
+        .run(&Command::shell("cat big").timeout(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.len(), huge.len());
+    server.reset().await;
+    let sandbox = connected(&server, builder(&server)).await;
+    let over = "y".repeat(sandbox_fly::DIRECT_ANSWER_LIMIT);
+    exec_mock()
+        .respond_with(exec_answer(
+            serde_json::json!({"stdout": over, "stderr": "", "exit_code": 0}),
+            Duration::ZERO,
+        ))
+        .mount(&server)
+        .await;
+    let err = sandbox
+        .run(&Command::shell("cat bigger").timeout(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+}

@@ -3,9 +3,15 @@
 //! With `SANDBOX_CONFORMANCE_RECORD` set (`cargo xtask record --provider fly [--scenario S]`)
 //! the suite records instead, from the live Machines API (`FLY_API_HOSTNAME`, default
 //! `https://api.machines.dev`) with `FLY_API_TOKEN` and `FLY_APP_NAME` (both required). The
-//! adapter under recording is configured like the replay one (default image, no region) so the
-//! create bodies it records replay as they are; the token is scrubbed and the app name written
-//! as the replay app, `conformance-app`.
+//! adapter under recording is configured like the replay one (default image, no region, and the
+//! replay request timeout, which is also the deadline the adapter's own scripts send in `/exec`
+//! bodies) so the bodies it records replay as they are; the token is scrubbed and the app name
+//! written as the replay app, `conformance-app`.
+//!
+//! The replay adapter has the kit's `REPLAY_REQUEST_TIMEOUT` (2 s) and `REPLAY_CREATE_LOOKUP`:
+//! the `create_*` scenarios answer a create late on purpose. Since the adapter's scripts get the
+//! request timeout as their deadline, the spec cassettes' script `/exec` bodies carry
+//! `"timeout": 2` (launches and polls, which wait 1 s in the machine, `3`).
 
 use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
 use sandbox_fly::FlyBuilder;
@@ -36,6 +42,8 @@ fn replay_suite(dir: &Path) -> Suite {
                 .app(REPLAY_APP)
                 .base_url(base_url)
                 .poll_interval(Duration::ZERO)
+                .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(sandbox_conformance::REPLAY_CREATE_LOOKUP)
                 .build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
@@ -70,7 +78,10 @@ fn record_suite(lookup: impl Fn(&str) -> Option<String>, out_dir: &Path) -> Resu
         format!("recording fly: cannot build the adapter from the environment: {e}")
     })?;
     let upstream = upstream_of(&settings)?;
-    let proxied = FlyBuilder::new().token(token.clone()).app(app.clone());
+    let proxied = FlyBuilder::new()
+        .token(token.clone())
+        .app(app.clone())
+        .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT);
     let mut target = RecordTarget::new(
         move |proxy| {
             let provider = proxied.clone().base_url(proxy).build()?;

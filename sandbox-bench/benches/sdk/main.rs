@@ -3,11 +3,13 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [fly]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
 
+mod fly;
+mod fly_server;
 mod harness;
 mod http;
 mod local;
@@ -37,8 +39,8 @@ async fn main() -> Result {
         .filter(|a| !a.starts_with('-'))
         .collect();
     for group in &groups {
-        if !matches!(*group, "http" | "local") {
-            return Err(format!("unknown group {group:?} (expected http, local)").into());
+        if !matches!(*group, "http" | "local" | "fly") {
+            return Err(format!("unknown group {group:?} (expected http, local, fly)").into());
         }
     }
     let wanted = |g: &str| groups.is_empty() || groups.contains(&g);
@@ -49,6 +51,9 @@ async fn main() -> Result {
     }
     if wanted("local") {
         local::run(&config).await?;
+    }
+    if wanted("fly") {
+        fly::run(&config).await?;
     }
     Ok(())
 }
