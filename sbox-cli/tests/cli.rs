@@ -1,0 +1,187 @@
+//! `sbox` against the `local` provider, run as a process: create, exec (live output, exit
+//! code), cp both ways, rm, and the errors a user sees.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sbox(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(args)
+        .env("SBOX_LOCAL_ROOT", root.join("root"))
+        .output()
+        .unwrap()
+}
+
+fn create(root: &Path) -> String {
+    let out = sbox(root, &["create", "--provider", "local"]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn exec_passes_output_through_and_exits_with_the_commands_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let out = sbox(
+        dir.path(),
+        &[
+            "exec",
+            "--provider",
+            "local",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 7",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert_eq!(stdout(&out), "out\n");
+    assert_eq!(stderr(&out), "err\n");
+
+    let out = sbox(
+        dir.path(),
+        &["exec", "--provider", "local", &id, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let out = sbox(
+        dir.path(),
+        &[
+            "exec",
+            "--provider",
+            "local",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            "kill -9 $$",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(128 + 9), "{out:?}");
+}
+
+#[test]
+fn cp_uploads_and_downloads_and_exec_sees_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let src = dir.path().join("in.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+
+    let up = format!("{id}:data/in.bin");
+    let out = sbox(
+        dir.path(),
+        &["exec", "--provider", "local", &id, "--", "mkdir", "data"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", src.to_str().unwrap(), &up],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("copied 300000 bytes"), "{out:?}");
+
+    let out = sbox(
+        dir.path(),
+        &[
+            "exec",
+            "--provider",
+            "local",
+            &id,
+            "--",
+            "wc",
+            "-c",
+            "data/in.bin",
+        ],
+    );
+    assert_eq!(
+        stdout(&out).split_whitespace().next(),
+        Some("300000"),
+        "{out:?}"
+    );
+
+    let back = dir.path().join("back.bin");
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", &up, back.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+
+    let missing = format!("{id}:nope.txt");
+    let dest = dir.path().join("nope.txt");
+    let out = sbox(
+        dir.path(),
+        &[
+            "cp",
+            "--provider",
+            "local",
+            &missing,
+            dest.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not found"), "{out:?}");
+    assert!(!dest.exists());
+    assert!(!dir.path().join("nope.txt.sbox-partial").exists());
+
+    let out = sbox(dir.path(), &["cp", "--provider", "local", "a", "b"]);
+    assert!(
+        stderr(&out).contains("neither side is in a sandbox"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn rm_destroys_and_later_commands_say_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let out = sbox(dir.path(), &["rm", "--provider", "local", &id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!dir.path().join("root").join(&id).exists());
+    let out = sbox(
+        dir.path(),
+        &["exec", "--provider", "local", &id, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not found"), "{out:?}");
+}
+
+#[test]
+fn ids_that_are_not_sandbox_ids_are_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path());
+    for id in ["..", "../x", "not-a-uuid"] {
+        let out = sbox(
+            dir.path(),
+            &["exec", "--provider", "local", id, "--", "true"],
+        );
+        assert_eq!(out.status.code(), Some(1), "{id}: {out:?}");
+        assert!(stderr(&out).contains("not found"), "{id}: {out:?}");
+    }
+}
+
+#[test]
+fn caps_and_unknown_providers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sbox(dir.path(), &["caps", "--provider", "local"]);
+    assert!(out.status.success(), "{out:?}");
+    let caps: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(caps["files_upload"], "native");
+
+    let out = sbox(dir.path(), &["caps", "--provider", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unknown provider \"nope\": use one of local, e2b, daytona, fly"),
+        "{out:?}"
+    );
+}
