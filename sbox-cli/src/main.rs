@@ -32,7 +32,7 @@ struct ProviderArg {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Print the provider's capability map as JSON.
+    /// Print the provider's capability map as JSON (needs no credentials).
     Caps(ProviderArg),
     /// Create a sandbox (labelled as ours) and print its id.
     Create {
@@ -125,8 +125,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<ExitCode, Fail> {
     match cli.command {
         Cmd::Caps(p) => {
-            let registered = registry::provider(&p.provider)?;
-            let caps = registered.provider().capabilities().to_json();
+            let caps = registry::capabilities(&p.provider)?.to_json();
             println!("{}", pretty(&caps));
         }
         Cmd::Create { provider, template } => {

@@ -84,6 +84,17 @@ pub fn provider(name: &str) -> Result<Registered, String> {
     }
 }
 
+/// The capability map of the provider named `name`, without credentials: the adapters publish
+/// theirs as constants (Daytona's varies by sandbox class; this is its default map).
+pub fn capabilities(name: &str) -> Result<sandbox_sdk_core::Capabilities, String> {
+    match name {
+        "e2b" => Ok(sandbox_e2b::CAPABILITIES),
+        "daytona" => Ok(sandbox_daytona::CAPABILITIES),
+        "fly" => Ok(sandbox_fly::CAPABILITIES),
+        other => provider(other).map(|p| p.provider().capabilities()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +104,15 @@ mod tests {
         let err = provider("nope").unwrap_err();
         assert!(err.contains("unknown provider \"nope\""), "{err}");
         assert!(err.contains("local, e2b, daytona, fly"), "{err}");
+    }
+
+    #[test]
+    fn capabilities_need_no_credentials() {
+        for name in PROVIDERS {
+            let caps = capabilities(name).unwrap();
+            assert!(caps.to_json().is_object(), "{name}");
+        }
+        assert!(capabilities("nope").is_err());
     }
 
     #[test]

@@ -178,6 +178,13 @@ fn caps_and_unknown_providers() {
     let caps: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(caps["files_upload"], "native");
 
+    let out = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["caps", "--provider", "e2b"])
+        .env_remove("E2B_API_KEY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "caps needs no credentials: {out:?}");
+
     let out = sbox(dir.path(), &["caps", "--provider", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

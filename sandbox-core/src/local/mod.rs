@@ -26,7 +26,9 @@
 //!   the path for a link at that very moment can still redirect it.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
-//!   processes keep running and directories stay until removed.
+//!   processes keep running and directories stay until removed. A later process can adopt such
+//!   a directory with [`LocalProvider::reopen_local`] (without the earlier process's metadata,
+//!   environment or background processes).
 //! - **Environment:** a command gets [`CreateSpec::env`](crate::CreateSpec) plus
 //!   [`Command::env`] plus, from the host environment, only [`INHERITED_ENV`] (`PATH`, `HOME`,
 //!   `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `TERM`, `TZ`, `TMPDIR`) and `LC_*`: the
