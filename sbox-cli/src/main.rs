@@ -244,13 +244,29 @@ async fn connect(provider: &ProviderArg, id: &str) -> Result<Arc<dyn Sandbox>, F
 }
 
 /// Runs `argv`, copying stdout and stderr through as they come; the exit code becomes sbox's
-/// (128 + the signal for a process killed by one, as shells report it).
+/// (128 + the signal for a process killed by one, as shells report it). Ctrl-C kills the
+/// command in the sandbox and exits with 130.
 async fn exec(sandbox: &dyn Sandbox, argv: &[String]) -> Result<ExitCode, Fail> {
     let (program, args) = argv.split_first().ok_or("no command given")?;
     let command = Command::new(program.clone()).args(args.iter().cloned());
+    // Listen before the command starts, so a Ctrl-C at any moment reaches the handler below
+    // rather than ending sbox with the command left running.
+    let interrupted = interrupt()?;
+    tokio::pin!(interrupted);
     let mut process = sandbox.exec(&command).await.map_err(|e| e.to_string())?;
     let (mut stdout, mut stderr) = (tokio::io::stdout(), tokio::io::stderr());
-    while let Some(event) = process.next_event().await {
+    loop {
+        let event = tokio::select! {
+            event = process.next_event() => event,
+            _ = &mut interrupted => {
+                // Stop the command in the sandbox too, not only this client, and exit as a
+                // shell does for SIGINT.
+                let _ = process.kill().await;
+                eprintln!("sbox: interrupted; the command was killed");
+                return Ok(ExitCode::from(130));
+            }
+        };
+        let Some(event) = event else { break };
         match event.map_err(|e| e.to_string())? {
             ProcessEvent::Stdout(chunk) => write_through(&mut stdout, &chunk).await?,
             ProcessEvent::Stderr(chunk) => write_through(&mut stderr, &chunk).await?,
@@ -265,6 +281,25 @@ async fn exec(sandbox: &dyn Sandbox, argv: &[String]) -> Result<ExitCode, Fail> 
         }
     }
     Err("the command's output ended without an exit status".to_owned())
+}
+
+/// Resolves at the first SIGINT (Ctrl-C); the handler is in place when this returns.
+#[cfg(unix)]
+fn interrupt() -> Result<impl std::future::Future<Output = ()>, Fail> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut listener =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for Ctrl-C: {e}"))?;
+    Ok(async move {
+        listener.recv().await;
+    })
+}
+
+/// Resolves at the first Ctrl-C.
+#[cfg(not(unix))]
+fn interrupt() -> Result<impl std::future::Future<Output = ()>, Fail> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 async fn write_through(out: &mut (impl AsyncWriteExt + Unpin), chunk: &[u8]) -> Result<(), Fail> {

@@ -192,3 +192,33 @@ fn caps_and_unknown_providers() {
         "{out:?}"
     );
 }
+
+#[test]
+fn interrupting_exec_kills_the_command_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let marker = dir.path().join("root").join(&id).join("work/still-running");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["exec", "--provider", "local", &id, "--", "sh", "-c"])
+        .arg("echo started; sleep 3; touch still-running")
+        .env("SBOX_LOCAL_ROOT", dir.path().join("root"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs, then send SIGINT as a terminal's Ctrl-C would.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    assert_eq!(&first, b"started\n");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(stderr(&out).contains("interrupted"), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(!marker.exists(), "the command went on after the interrupt");
+}
