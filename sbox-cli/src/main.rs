@@ -2,6 +2,7 @@
 //! capability-gated agent tools of `sandbox-tools` over MCP.
 
 mod mcp;
+mod progress;
 mod registry;
 
 use clap::{Parser, Subcommand};
@@ -326,7 +327,8 @@ fn place(arg: &str) -> Place<'_> {
 }
 
 /// Copies one file, streaming: an upload reads the host file as it is sent, a download writes
-/// chunks as they arrive (to a temporary name, renamed into place once complete).
+/// chunks as they arrive (to a temporary name, renamed into place once complete). Large copies
+/// show a progress line on a terminal.
 async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail> {
     match (place(src), place(dst)) {
         (Place::Host(from), Place::Sandbox { id, path }) => {
@@ -334,8 +336,10 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
             let file = tokio::fs::File::open(from)
                 .await
                 .map_err(|e| format!("cannot open {from}: {e}"))?;
+            let total = file.metadata().await.ok().map(|m| m.len());
+            let body = progress::Counting::new(file, progress::Progress::new(from, total));
             let transfer = sandbox
-                .upload(path, Box::pin(file))
+                .upload(path, Box::pin(body))
                 .await
                 .map_err(|e| e.to_string())?;
             eprintln!("sbox: copied {} bytes to {id}:{path}", transfer.bytes);
@@ -352,10 +356,12 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
                 .await
                 .map_err(|e| format!("cannot create {partial}: {e}"))?;
             let mut bytes = 0u64;
+            let mut shown = progress::Progress::new(format!("{id}:{path}"), None);
             let copied: Result<(), Fail> = async {
                 while let Some(chunk) = stream.next().await {
                     let chunk = chunk.map_err(|e| e.to_string())?;
                     bytes += chunk.len() as u64;
+                    shown.advance(chunk.len() as u64);
                     file.write_all(&chunk)
                         .await
                         .map_err(|e| format!("cannot write {partial}: {e}"))?;
@@ -365,6 +371,7 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
                     .map_err(|e| format!("cannot write {partial}: {e}"))
             }
             .await;
+            shown.finish();
             drop(file);
             if let Err(e) = copied {
                 let _ = tokio::fs::remove_file(&partial).await;

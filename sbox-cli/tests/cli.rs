@@ -222,3 +222,44 @@ fn interrupting_exec_kills_the_command_and_exits_130() {
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(!marker.exists(), "the command went on after the interrupt");
 }
+
+#[test]
+fn large_copies_show_progress_only_when_asked_or_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let src = dir.path().join("big.bin");
+    std::fs::write(&src, vec![1u8; 5 * 1024 * 1024]).unwrap();
+    let remote = format!("{id}:big.bin");
+
+    // Not a terminal: no progress line.
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", src.to_str().unwrap(), &remote],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(!stderr(&out).contains('\r'), "{out:?}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["cp", "--provider", "local", src.to_str().unwrap(), &remote])
+        .env("SBOX_LOCAL_ROOT", dir.path().join("root"))
+        .env("SBOX_PROGRESS", "always")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("5.0 MiB / 5.0 MiB  100%"), "{err}");
+
+    let back = dir.path().join("back.bin");
+    let out = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["cp", "--provider", "local", &remote, back.to_str().unwrap()])
+        .env("SBOX_LOCAL_ROOT", dir.path().join("root"))
+        .env("SBOX_PROGRESS", "always")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stderr(&out).contains(&format!("{id}:big.bin  5.0 MiB")),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::metadata(&back).unwrap().len(), 5 * 1024 * 1024);
+}
