@@ -1274,3 +1274,71 @@ async fn a_daemonized_process_without_the_marker_escapes_destroy_as_documented()
     );
     assert!(survived, "destroy reached it: update the module docs");
 }
+
+#[tokio::test]
+async fn reopen_adopts_a_directory_an_earlier_process_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let id = "0b5a6a4e-3c1f-4d0e-9a53-0f4b3b7c2d11";
+    for sub in ["work", "state"] {
+        std::fs::create_dir_all(root.join(id).join(sub)).unwrap();
+    }
+    std::fs::write(root.join(id).join("work/left.txt"), "from before\n").unwrap();
+    let provider = LocalProvider::with_root(&root);
+    let sandbox = provider.reopen_local(id).await.expect("adopt");
+    assert_eq!(sandbox.id(), id);
+    let out = sandbox.run_shell("cat left.txt").await.unwrap();
+    assert_eq!(out.stdout_lossy(), "from before\n");
+    // Now registered: connect finds it, and a second reopen returns the same sandbox.
+    assert_eq!(provider.connect(id).await.unwrap().id(), id);
+    provider
+        .reopen_local(id)
+        .await
+        .unwrap()
+        .destroy()
+        .await
+        .unwrap();
+    assert!(!root.join(id).exists());
+}
+
+#[tokio::test]
+async fn reopen_refuses_what_is_not_a_sandbox_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("not-a-uuid/work")).unwrap();
+    let provider = LocalProvider::with_root(&root);
+    for id in ["not-a-uuid", "..", "../root", ""] {
+        let err = provider.reopen_local(id).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{id}");
+    }
+    // A uuid whose directory is incomplete, or a link to another directory, is not adopted.
+    let half = "1c7e4a36-9d52-4f8e-b0a4-5e2f6c8d9a01";
+    std::fs::create_dir_all(root.join(half).join("work")).unwrap();
+    assert_eq!(
+        provider.reopen_local(half).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    let elsewhere = dir.path().join("elsewhere");
+    for sub in ["work", "state"] {
+        std::fs::create_dir_all(elsewhere.join(sub)).unwrap();
+    }
+    let linked = "2d8f5b47-ae63-4a9f-81b5-6f3a7d9e0b12";
+    std::os::unix::fs::symlink(&elsewhere, root.join(linked)).unwrap();
+    assert_eq!(
+        provider.reopen_local(linked).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // An upper-case spelling of a real id is not another way in.
+    let real = "3e9a6c58-bf74-4b0a-92c6-7a4b8e0f1c23";
+    for sub in ["work", "state"] {
+        std::fs::create_dir_all(root.join(real).join(sub)).unwrap();
+    }
+    assert_eq!(
+        provider
+            .reopen_local(&real.to_uppercase())
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+}

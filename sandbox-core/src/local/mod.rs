@@ -26,7 +26,9 @@
 //!   the path for a link at that very moment can still redirect it.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
-//!   processes keep running and directories stay until removed.
+//!   processes keep running and directories stay until removed. A later process can adopt such
+//!   a directory with [`LocalProvider::reopen_local`] (without the earlier process's metadata,
+//!   environment or background processes).
 //! - **Environment:** a command gets [`CreateSpec::env`](crate::CreateSpec) plus
 //!   [`Command::env`] plus, from the host environment, only [`INHERITED_ENV`] (`PATH`, `HOME`,
 //!   `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `TERM`, `TZ`, `TMPDIR`) and `LC_*`: the
@@ -272,6 +274,86 @@ impl LocalProvider {
             )
             .or_context(NAME, "connect", Some(id))),
         }
+    }
+
+    /// Finds a sandbox by id in this process, or else adopts the directory a sandbox of an
+    /// earlier process left under this provider's root (`<root>/<id>/work` and `state`), so a
+    /// later process (a command-line tool run once per command) can reach it. The id must be a
+    /// uuid as create makes them; the root gets the same ownership checks as on create, and
+    /// the sandbox's directories must be real directories owned by the current user. What the
+    /// earlier process kept in memory is not recovered: an adopted sandbox has no metadata, no
+    /// create-time environment, and none of the earlier process's background processes.
+    pub async fn reopen_local(&self, id: &str) -> Result<LocalSandbox> {
+        if let Ok(found) = self.connect_local(id) {
+            return Ok(found);
+        }
+        let not_found = || {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("no local sandbox with id {id:?} under this provider's root"),
+            )
+            .or_context(NAME, "connect", Some(id))
+        };
+        let Ok(parsed) = uuid::Uuid::parse_str(id) else {
+            return Err(not_found());
+        };
+        if parsed.hyphenated().to_string() != id {
+            return Err(not_found());
+        }
+        let root = self.root.clone();
+        let base = root.join(id);
+        let (work, state) = (base.join("work"), base.join("state"));
+        let checks = {
+            let (base, work, state) = (base.clone(), work.clone(), state.clone());
+            move || -> Result<Option<(u32, SystemTime)>> {
+                use std::os::unix::fs::MetadataExt;
+                let me = nix::unistd::geteuid().as_raw();
+                if std::fs::symlink_metadata(&root).is_err() {
+                    return Ok(None);
+                }
+                fs::check_root(&root, me)?;
+                let mut created = SystemTime::now();
+                for dir in [&base, &work, &state] {
+                    match std::fs::symlink_metadata(dir) {
+                        Ok(meta) if meta.is_dir() && meta.uid() == me => {
+                            if dir == &base {
+                                created = meta.modified().unwrap_or(created);
+                            }
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                Ok(Some((me, created)))
+            }
+        };
+        let found = tokio::task::spawn_blocking(checks)
+            .await
+            .map_err(|e| Error::new(ErrorKind::Provider, format!("connect task failed: {e}")))??;
+        let Some((uid, created_at)) = found else {
+            return Err(not_found());
+        };
+        let inner = Arc::new(Inner {
+            id: id.to_owned(),
+            base,
+            work,
+            state,
+            uid,
+            created_at,
+            metadata: BTreeMap::new(),
+            env: BTreeMap::new(),
+            host_env: self.host_env.clone(),
+            idempotency_key: None,
+            destroyed: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            processes: Mutex::new(BTreeMap::new()),
+            next_output: std::sync::atomic::AtomicU64::new(0),
+            ended_groups: Default::default(),
+        });
+        let inner = lock(&REGISTRY)
+            .entry(id.to_owned())
+            .or_insert(inner)
+            .clone();
+        Ok(LocalSandbox { inner })
     }
 
     async fn create_inner(&self, spec: &CreateSpec) -> Result<LocalSandbox> {

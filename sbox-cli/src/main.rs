@@ -1,0 +1,419 @@
+//! `sbox`: drive sandboxes of any provider of `sandbox-sdk-core` from the shell, and serve the
+//! capability-gated agent tools of `sandbox-tools` over MCP.
+
+mod mcp;
+mod progress;
+mod registry;
+
+use clap::{Parser, Subcommand};
+use futures::StreamExt;
+use registry::Registered;
+use sandbox_sdk_core::{Command, CreateSpec, ListFilter, ProcessEvent, ProviderExt, Sandbox};
+use sandbox_tools::{OWNER_LABEL, ToolConfig, ToolSet};
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+
+/// Drive sandboxes (local, E2B, Daytona, Fly) from the shell, or serve agent tools over MCP.
+#[derive(Debug, Parser)]
+#[command(name = "sbox", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Which provider: `local`, `e2b`, `daytona` or `fly` (credentials from the provider's usual
+/// environment variables).
+#[derive(Debug, clap::Args)]
+struct ProviderArg {
+    /// The provider: local, e2b, daytona or fly.
+    #[arg(long, short = 'p')]
+    provider: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Print the provider's capability map as JSON (needs no credentials).
+    Caps(ProviderArg),
+    /// Create a sandbox (labelled as ours) and print its id.
+    Create {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// The template or image to start from.
+        #[arg(long)]
+        template: Option<String>,
+    },
+    /// List sandboxes: id, state, template.
+    Ls {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// Only the sandboxes sbox and its tools created.
+        #[arg(long)]
+        ours: bool,
+    },
+    /// Run a command in a sandbox with live output; its exit code becomes sbox's.
+    Exec {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// The sandbox id.
+        id: String,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Copy a file between this machine and a sandbox; the sandbox side is `ID:path`.
+    Cp {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// Source: a local path or `ID:path`.
+        src: String,
+        /// Destination: a local path or `ID:path`.
+        dst: String,
+    },
+    /// Destroy a sandbox.
+    Rm {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// The sandbox id.
+        id: String,
+    },
+    /// Print a URL reaching a port in the sandbox (and the headers it needs).
+    Preview {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// The sandbox id.
+        id: String,
+        /// The port inside the sandbox.
+        port: u16,
+    },
+    /// Serve the agent tools over MCP on stdin/stdout.
+    Mcp {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// Bind the tools to this sandbox (otherwise the model creates or connects to one).
+        #[arg(long)]
+        sandbox: Option<String>,
+        /// Offer only the read-only tools.
+        #[arg(long)]
+        read_only: bool,
+    },
+}
+
+/// A failure: the message printed, and the process status.
+type Fail = String;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("sbox: error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("sbox: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, Fail> {
+    match cli.command {
+        Cmd::Caps(p) => {
+            let caps = registry::capabilities(&p.provider)?.to_json();
+            println!("{}", pretty(&caps));
+        }
+        Cmd::Create { provider, template } => {
+            let registered = registry::provider(&provider.provider)?;
+            let mut spec = CreateSpec::new().metadata(OWNER_LABEL, owner());
+            if let Some(template) = template {
+                spec = spec.template(template);
+            }
+            let sandbox = registered
+                .provider()
+                .create(&spec)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{}", sandbox.id());
+        }
+        Cmd::Ls { provider, ours } => {
+            let registered = registry::provider(&provider.provider)?;
+            let mut filter = ListFilter::new();
+            if ours {
+                filter = filter.metadata(OWNER_LABEL, owner());
+            }
+            let infos = registered
+                .provider()
+                .list_all(&filter)
+                .await
+                .map_err(|e| e.to_string())?;
+            for info in infos {
+                println!(
+                    "{}\t{}\t{}",
+                    info.id,
+                    info.state.as_str(),
+                    info.template.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        Cmd::Exec {
+            provider,
+            id,
+            command,
+        } => {
+            let sandbox = connect(&provider, &id).await?;
+            return exec(sandbox.as_ref(), &command).await;
+        }
+        Cmd::Cp { provider, src, dst } => {
+            let registered = registry::provider(&provider.provider)?;
+            copy(&registered, &src, &dst).await?;
+        }
+        Cmd::Rm { provider, id } => {
+            let sandbox = connect(&provider, &id).await?;
+            sandbox.destroy().await.map_err(|e| e.to_string())?;
+        }
+        Cmd::Preview { provider, id, port } => {
+            let sandbox = connect(&provider, &id).await?;
+            let link = sandbox
+                .preview_link(port)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{}", link.url);
+            for (name, value) in &link.headers {
+                println!("{name}: {value}");
+            }
+        }
+        Cmd::Mcp {
+            provider,
+            sandbox,
+            read_only,
+        } => {
+            let registered = registry::provider(&provider.provider)?;
+            let config = ToolConfig {
+                read_only,
+                ..ToolConfig::default()
+            };
+            let mut builder = ToolSet::builder()
+                .provider(registered.provider())
+                .config(config);
+            let instructions = match &sandbox {
+                Some(id) => {
+                    builder = builder.sandbox(
+                        registered
+                            .connect(id)
+                            .await
+                            .map_err(|e| format!("cannot connect to {id}: {e}"))?,
+                    );
+                    format!("Tools over sandbox {id} of provider {}.", provider.provider)
+                }
+                None => format!(
+                    "Tools over sandboxes of provider {}: call sandbox_create_v1 (or \
+                     sandbox_connect_v1) first; the other tools act on the current sandbox.",
+                    provider.provider
+                ),
+            };
+            let tools = builder.build().map_err(|e| e.to_string())?;
+            mcp::ToolServer::new(tools, instructions)?
+                .serve_stdio()
+                .await?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The owner label value sbox creates and lists with: the tool set's, so `sbox mcp` can
+/// connect to sandboxes `sbox create` made.
+fn owner() -> String {
+    ToolConfig::default().owner
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+async fn connect(provider: &ProviderArg, id: &str) -> Result<Arc<dyn Sandbox>, Fail> {
+    registry::provider(&provider.provider)?
+        .connect(id)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Runs `argv`, copying stdout and stderr through as they come; the exit code becomes sbox's
+/// (128 + the signal for a process killed by one, as shells report it). Ctrl-C kills the
+/// command in the sandbox and exits with 130.
+async fn exec(sandbox: &dyn Sandbox, argv: &[String]) -> Result<ExitCode, Fail> {
+    let (program, args) = argv.split_first().ok_or("no command given")?;
+    let command = Command::new(program.clone()).args(args.iter().cloned());
+    // Listen before the command starts, so a Ctrl-C at any moment reaches the handler below
+    // rather than ending sbox with the command left running.
+    let interrupted = interrupt()?;
+    tokio::pin!(interrupted);
+    let mut process = sandbox.exec(&command).await.map_err(|e| e.to_string())?;
+    let (mut stdout, mut stderr) = (tokio::io::stdout(), tokio::io::stderr());
+    loop {
+        let event = tokio::select! {
+            event = process.next_event() => event,
+            _ = &mut interrupted => {
+                // Stop the command in the sandbox too, not only this client, and exit as a
+                // shell does for SIGINT.
+                let _ = process.kill().await;
+                eprintln!("sbox: interrupted; the command was killed");
+                return Ok(ExitCode::from(130));
+            }
+        };
+        let Some(event) = event else { break };
+        match event.map_err(|e| e.to_string())? {
+            ProcessEvent::Stdout(chunk) => write_through(&mut stdout, &chunk).await?,
+            ProcessEvent::Stderr(chunk) => write_through(&mut stderr, &chunk).await?,
+            ProcessEvent::Exit(status) => {
+                let code = match (status.code, status.signal) {
+                    (Some(code), _) => code,
+                    (None, Some(signal)) => 128 + signal,
+                    (None, None) => 1,
+                };
+                return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            }
+        }
+    }
+    Err("the command's output ended without an exit status".to_owned())
+}
+
+/// Resolves at the first SIGINT (Ctrl-C); the handler is in place when this returns.
+#[cfg(unix)]
+fn interrupt() -> Result<impl std::future::Future<Output = ()>, Fail> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut listener =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for Ctrl-C: {e}"))?;
+    Ok(async move {
+        listener.recv().await;
+    })
+}
+
+/// Resolves at the first Ctrl-C.
+#[cfg(not(unix))]
+fn interrupt() -> Result<impl std::future::Future<Output = ()>, Fail> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+async fn write_through(out: &mut (impl AsyncWriteExt + Unpin), chunk: &[u8]) -> Result<(), Fail> {
+    out.write_all(chunk).await.map_err(|e| e.to_string())?;
+    out.flush().await.map_err(|e| e.to_string())
+}
+
+/// One side of a copy.
+#[derive(Debug, PartialEq, Eq)]
+enum Place<'a> {
+    Host(&'a str),
+    Sandbox { id: &'a str, path: &'a str },
+}
+
+/// `ID:path` is a sandbox path when `ID` is not empty and holds no `/` (so `./a:b` and
+/// `/tmp/a:b` stay host paths).
+fn place(arg: &str) -> Place<'_> {
+    match arg.split_once(':') {
+        Some((id, path)) if !id.is_empty() && !id.contains('/') && !path.is_empty() => {
+            Place::Sandbox { id, path }
+        }
+        _ => Place::Host(arg),
+    }
+}
+
+/// Copies one file, streaming: an upload reads the host file as it is sent, a download writes
+/// chunks as they arrive (to a temporary name, renamed into place once complete). Large copies
+/// show a progress line on a terminal.
+async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail> {
+    match (place(src), place(dst)) {
+        (Place::Host(from), Place::Sandbox { id, path }) => {
+            let sandbox = registered.connect(id).await.map_err(|e| e.to_string())?;
+            let file = tokio::fs::File::open(from)
+                .await
+                .map_err(|e| format!("cannot open {from}: {e}"))?;
+            let total = file.metadata().await.ok().map(|m| m.len());
+            let body = progress::Counting::new(file, progress::Progress::new(from, total));
+            let transfer = sandbox
+                .upload(path, Box::pin(body))
+                .await
+                .map_err(|e| e.to_string())?;
+            eprintln!("sbox: copied {} bytes to {id}:{path}", transfer.bytes);
+        }
+        (Place::Sandbox { id, path }, Place::Host(to)) => {
+            let sandbox = registered.connect(id).await.map_err(|e| e.to_string())?;
+            let mut stream = sandbox
+                .download(path)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_stream();
+            let partial = format!("{to}.sbox-partial");
+            let mut file = tokio::fs::File::create(&partial)
+                .await
+                .map_err(|e| format!("cannot create {partial}: {e}"))?;
+            let mut bytes = 0u64;
+            let mut shown = progress::Progress::new(format!("{id}:{path}"), None);
+            let copied: Result<(), Fail> = async {
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| e.to_string())?;
+                    bytes += chunk.len() as u64;
+                    shown.advance(chunk.len() as u64);
+                    file.write_all(&chunk)
+                        .await
+                        .map_err(|e| format!("cannot write {partial}: {e}"))?;
+                }
+                file.flush()
+                    .await
+                    .map_err(|e| format!("cannot write {partial}: {e}"))
+            }
+            .await;
+            shown.finish();
+            drop(file);
+            if let Err(e) = copied {
+                let _ = tokio::fs::remove_file(&partial).await;
+                return Err(e);
+            }
+            tokio::fs::rename(&partial, to)
+                .await
+                .map_err(|e| format!("cannot move {partial} to {to}: {e}"))?;
+            eprintln!("sbox: copied {bytes} bytes from {id}:{path}");
+        }
+        (Place::Sandbox { .. }, Place::Sandbox { .. }) => {
+            return Err("both sides are in a sandbox: copy through this machine".to_owned());
+        }
+        (Place::Host(_), Place::Host(_)) => {
+            return Err("neither side is in a sandbox: write one as ID:path".to_owned());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sandbox_paths_are_id_colon_path() {
+        assert_eq!(
+            place("abc:/work/x"),
+            Place::Sandbox {
+                id: "abc",
+                path: "/work/x"
+            }
+        );
+        assert_eq!(place("./a:b"), Place::Host("./a:b"));
+        assert_eq!(place("/tmp/a:b"), Place::Host("/tmp/a:b"));
+        assert_eq!(place(":x"), Place::Host(":x"));
+        assert_eq!(place("plain.txt"), Place::Host("plain.txt"));
+    }
+}

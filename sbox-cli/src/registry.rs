@@ -1,0 +1,123 @@
+//! The one provider registry: a provider name to a provider, credentials from each provider's
+//! usual environment variables.
+
+use sandbox_sdk_core::local::LocalProvider;
+use sandbox_sdk_core::{Provider, Sandbox};
+use std::sync::Arc;
+
+/// The provider names `--provider` accepts.
+pub const PROVIDERS: &[&str] = &["local", "e2b", "daytona", "fly"];
+
+/// The variable that moves the `local` provider's root (default: the system temp directory's
+/// `sandbox-sdk-local-{uid}`).
+pub const LOCAL_ROOT_VAR: &str = "SBOX_LOCAL_ROOT";
+
+/// A provider from the registry.
+#[derive(Debug, Clone)]
+pub enum Registered {
+    /// The embedded local provider, kept concrete so a later `sbox` process can reopen the
+    /// directory of a sandbox an earlier one created.
+    Local(Arc<LocalProvider>),
+    /// A cloud provider.
+    Remote(Arc<dyn Provider>),
+}
+
+impl Registered {
+    /// The provider as a trait object.
+    pub fn provider(&self) -> Arc<dyn Provider> {
+        match self {
+            Registered::Local(local) => local.clone(),
+            Registered::Remote(remote) => remote.clone(),
+        }
+    }
+
+    /// Connects to a sandbox by id. For `local`, one created by an earlier `sbox` process is
+    /// found by its directory under the provider's root.
+    pub async fn connect(&self, id: &str) -> Result<Arc<dyn Sandbox>, sandbox_sdk_core::Error> {
+        match self {
+            Registered::Local(local) => Ok(Arc::new(local.reopen_local(id).await?)),
+            Registered::Remote(remote) => Ok(Arc::from(remote.connect(id).await?)),
+        }
+    }
+}
+
+/// Builds the provider named `name`: `local` always; `e2b` from `E2B_API_KEY` (and
+/// `E2B_DOMAIN`, ...), `daytona` from `DAYTONA_API_KEY` (and `DAYTONA_API_URL`, ...), `fly`
+/// from `FLY_API_TOKEN` and `FLY_APP_NAME` (and `FLY_REGION`, ...). An unknown name or a
+/// provider that cannot be built from the environment is an error saying what to set.
+pub fn provider(name: &str) -> Result<Registered, String> {
+    let built = |result: Result<Arc<dyn Provider>, sandbox_sdk_core::Error>, vars: &str| {
+        result
+            .map(Registered::Remote)
+            .map_err(|e| format!("cannot set up provider {name:?}: {e} (it reads {vars})"))
+    };
+    match name {
+        "local" => {
+            let local = match std::env::var_os(LOCAL_ROOT_VAR).filter(|v| !v.is_empty()) {
+                Some(root) => LocalProvider::with_root(root),
+                None => LocalProvider::new(),
+            };
+            Ok(Registered::Local(Arc::new(local)))
+        }
+        "e2b" => built(
+            sandbox_e2b::E2bBuilder::from_env()
+                .build()
+                .map(|p| Arc::new(p) as Arc<dyn Provider>),
+            "E2B_API_KEY, E2B_DOMAIN, E2B_API_URL, E2B_SANDBOX_URL",
+        ),
+        "daytona" => built(
+            sandbox_daytona::DaytonaBuilder::from_env()
+                .build()
+                .map(|p| Arc::new(p) as Arc<dyn Provider>),
+            "DAYTONA_API_KEY or DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID, DAYTONA_API_URL, DAYTONA_TARGET",
+        ),
+        "fly" => built(
+            sandbox_fly::FlyBuilder::from_env()
+                .build()
+                .map(|p| Arc::new(p) as Arc<dyn Provider>),
+            "FLY_API_TOKEN, FLY_APP_NAME, FLY_REGION, FLY_IMAGE, FLY_API_HOSTNAME",
+        ),
+        other => Err(format!(
+            "unknown provider {other:?}: use one of {}",
+            PROVIDERS.join(", ")
+        )),
+    }
+}
+
+/// The capability map of the provider named `name`, without credentials: the adapters publish
+/// theirs as constants (Daytona's varies by sandbox class; this is its default map).
+pub fn capabilities(name: &str) -> Result<sandbox_sdk_core::Capabilities, String> {
+    match name {
+        "e2b" => Ok(sandbox_e2b::CAPABILITIES),
+        "daytona" => Ok(sandbox_daytona::CAPABILITIES),
+        "fly" => Ok(sandbox_fly::CAPABILITIES),
+        other => provider(other).map(|p| p.provider().capabilities()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_provider_names_the_known_ones() {
+        let err = provider("nope").unwrap_err();
+        assert!(err.contains("unknown provider \"nope\""), "{err}");
+        assert!(err.contains("local, e2b, daytona, fly"), "{err}");
+    }
+
+    #[test]
+    fn capabilities_need_no_credentials() {
+        for name in PROVIDERS {
+            let caps = capabilities(name).unwrap();
+            assert!(caps.to_json().is_object(), "{name}");
+        }
+        assert!(capabilities("nope").is_err());
+    }
+
+    #[test]
+    fn local_is_always_there() {
+        let registered = provider("local").unwrap();
+        assert_eq!(registered.provider().name(), "local");
+    }
+}

@@ -1,0 +1,265 @@
+//! `sbox` against the `local` provider, run as a process: create, exec (live output, exit
+//! code), cp both ways, rm, and the errors a user sees.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sbox(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(args)
+        .env("SBOX_LOCAL_ROOT", root.join("root"))
+        .output()
+        .unwrap()
+}
+
+fn create(root: &Path) -> String {
+    let out = sbox(root, &["create", "--provider", "local"]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn exec_passes_output_through_and_exits_with_the_commands_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let out = sbox(
+        dir.path(),
+        &[
+            "exec",
+            "--provider",
+            "local",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 7",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert_eq!(stdout(&out), "out\n");
+    assert_eq!(stderr(&out), "err\n");
+
+    let out = sbox(
+        dir.path(),
+        &["exec", "--provider", "local", &id, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let out = sbox(
+        dir.path(),
+        &[
+            "exec",
+            "--provider",
+            "local",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            "kill -9 $$",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(128 + 9), "{out:?}");
+}
+
+#[test]
+fn cp_uploads_and_downloads_and_exec_sees_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let src = dir.path().join("in.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+
+    let up = format!("{id}:data/in.bin");
+    let out = sbox(
+        dir.path(),
+        &["exec", "--provider", "local", &id, "--", "mkdir", "data"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", src.to_str().unwrap(), &up],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("copied 300000 bytes"), "{out:?}");
+
+    let out = sbox(
+        dir.path(),
+        &[
+            "exec",
+            "--provider",
+            "local",
+            &id,
+            "--",
+            "wc",
+            "-c",
+            "data/in.bin",
+        ],
+    );
+    assert_eq!(
+        stdout(&out).split_whitespace().next(),
+        Some("300000"),
+        "{out:?}"
+    );
+
+    let back = dir.path().join("back.bin");
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", &up, back.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+
+    let missing = format!("{id}:nope.txt");
+    let dest = dir.path().join("nope.txt");
+    let out = sbox(
+        dir.path(),
+        &[
+            "cp",
+            "--provider",
+            "local",
+            &missing,
+            dest.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not found"), "{out:?}");
+    assert!(!dest.exists());
+    assert!(!dir.path().join("nope.txt.sbox-partial").exists());
+
+    let out = sbox(dir.path(), &["cp", "--provider", "local", "a", "b"]);
+    assert!(
+        stderr(&out).contains("neither side is in a sandbox"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn rm_destroys_and_later_commands_say_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let out = sbox(dir.path(), &["rm", "--provider", "local", &id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!dir.path().join("root").join(&id).exists());
+    let out = sbox(
+        dir.path(),
+        &["exec", "--provider", "local", &id, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not found"), "{out:?}");
+}
+
+#[test]
+fn ids_that_are_not_sandbox_ids_are_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path());
+    for id in ["..", "../x", "not-a-uuid"] {
+        let out = sbox(
+            dir.path(),
+            &["exec", "--provider", "local", id, "--", "true"],
+        );
+        assert_eq!(out.status.code(), Some(1), "{id}: {out:?}");
+        assert!(stderr(&out).contains("not found"), "{id}: {out:?}");
+    }
+}
+
+#[test]
+fn caps_and_unknown_providers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sbox(dir.path(), &["caps", "--provider", "local"]);
+    assert!(out.status.success(), "{out:?}");
+    let caps: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(caps["files_upload"], "native");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["caps", "--provider", "e2b"])
+        .env_remove("E2B_API_KEY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "caps needs no credentials: {out:?}");
+
+    let out = sbox(dir.path(), &["caps", "--provider", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unknown provider \"nope\": use one of local, e2b, daytona, fly"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn interrupting_exec_kills_the_command_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let marker = dir.path().join("root").join(&id).join("work/still-running");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["exec", "--provider", "local", &id, "--", "sh", "-c"])
+        .arg("echo started; sleep 3; touch still-running")
+        .env("SBOX_LOCAL_ROOT", dir.path().join("root"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs, then send SIGINT as a terminal's Ctrl-C would.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    assert_eq!(&first, b"started\n");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(stderr(&out).contains("interrupted"), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(!marker.exists(), "the command went on after the interrupt");
+}
+
+#[test]
+fn large_copies_show_progress_only_when_asked_or_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let src = dir.path().join("big.bin");
+    std::fs::write(&src, vec![1u8; 5 * 1024 * 1024]).unwrap();
+    let remote = format!("{id}:big.bin");
+
+    // Not a terminal: no progress line.
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", src.to_str().unwrap(), &remote],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(!stderr(&out).contains('\r'), "{out:?}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["cp", "--provider", "local", src.to_str().unwrap(), &remote])
+        .env("SBOX_LOCAL_ROOT", dir.path().join("root"))
+        .env("SBOX_PROGRESS", "always")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("5.0 MiB / 5.0 MiB  100%"), "{err}");
+
+    let back = dir.path().join("back.bin");
+    let out = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["cp", "--provider", "local", &remote, back.to_str().unwrap()])
+        .env("SBOX_LOCAL_ROOT", dir.path().join("root"))
+        .env("SBOX_PROGRESS", "always")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stderr(&out).contains(&format!("{id}:big.bin  5.0 MiB")),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::metadata(&back).unwrap().len(), 5 * 1024 * 1024);
+}
