@@ -13,6 +13,7 @@ mod ci;
 mod conformance;
 mod deps;
 mod fixtures;
+mod mcp;
 mod readme;
 mod record;
 mod shell;
@@ -36,7 +37,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures, dependencies",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures, dependencies, MCP client",
         run: ci::run,
     },
     Task {
@@ -62,6 +63,12 @@ const TASKS: &[Task] = &[
         usage: "deps",
         about: "dependency check: known advisories (offline), cargo audit when reachable, duplicate major versions",
         run: deps::run,
+    },
+    Task {
+        name: "mcp-check",
+        usage: "mcp-check",
+        about: "the official MCP TypeScript SDK client (tools/mcp-client) drives `sbox mcp --provider local` end to end",
+        run: mcp::run,
     },
     Task {
         name: "record",
