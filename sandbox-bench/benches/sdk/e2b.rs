@@ -254,8 +254,10 @@ pub async fn run(config: &Config) -> Result {
         &timings,
         format!(
             "Connect JSON stream of {} KiB base64 `data` events (a third more bytes on the wire \
-             than the output); both paths decode envelopes, JSON and base64; the protocol's base64 \
-             in JSON is the ceiling for both",
+             than the output); both paths decode envelopes, JSON and base64, but the baseline decodes \
+             into `serde_json::Value` with a hand-written base64 decoder (this crate has no base64 \
+             dependency), so it is a plain raw client, not a tuned one; the protocol's base64 in \
+             JSON is the ceiling for both",
             e2b_server::DATA_CHUNK / 1024
         ),
     )
