@@ -3,7 +3,7 @@
 
 use crate::builder::{ENVD_PORT, SHARED_HOST_DOMAINS};
 use crate::connect::{Frame, FrameDecoder, encode_envelope};
-use crate::error::{Failure, bad_response, map_error, transport};
+use crate::error::{Failure, bad_response, map_error, scrub, transport};
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -72,6 +72,23 @@ impl fmt::Debug for Envd {
     }
 }
 
+/// The cap on a unary envd answer (`Stat`, `MakeDir`, `Move`, `Remove`, signals, input,
+/// resize, and the `/files` upload's list of written entries): each is one entry or `{}`, a
+/// few hundred bytes, so 1 MiB is far past any honest answer.
+pub const UNARY_MAX_BODY: usize = 1024 * 1024;
+
+/// The cap on a `ListDir` answer: one JSON entry (~250 bytes) per file, so 64 MiB holds about
+/// 250 000 entries, more than a deep listing of a large tree needs.
+pub const LIST_DIR_MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The cap on a `process.Process/List` answer (every process with its command line and
+/// environment): core's default of 16 MiB.
+pub const PROCESS_LIST_MAX_BODY: usize = sandbox_sdk_core::http::DEFAULT_MAX_BODY;
+
+/// The cap on an answer to a stream request that is not a stream (an error page, a proxy's
+/// message): only its first words are ever quoted.
+const NOT_A_STREAM_MAX_BODY: usize = 64 * 1024;
+
 /// The largest `Connect-Timeout-Ms` the Connect protocol allows: at most ten digits.
 pub(crate) const MAX_TIMEOUT_MS: u128 = 9_999_999_999;
 
@@ -116,18 +133,40 @@ impl Envd {
         req
     }
 
-    /// A unary Connect call: JSON in, JSON out; errors through the one mapping function.
+    /// A unary Connect call: JSON in, JSON out (at most [`UNARY_MAX_BODY`]); errors through the
+    /// one mapping function.
     pub async fn unary<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         rpc: &str,
         operation: &str,
         body: &Req,
     ) -> Result<Resp> {
+        self.unary_capped(rpc, operation, body, UNARY_MAX_BODY)
+            .await
+    }
+
+    /// A unary Connect call whose answer may be up to `max_body` bytes (over it: a `Provider`
+    /// error before the body is held).
+    pub async fn unary_capped<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        rpc: &str,
+        operation: &str,
+        body: &Req,
+        max_body: usize,
+    ) -> Result<Resp> {
         self.rpc_request(rpc, operation, None)
             .json(body)
             .timeout_opt(self.request_timeout)
+            .max_body(max_body)
             .send_json()
             .await
+    }
+
+    /// The credentials this client sends that a server could echo into a 2xx body the adapter
+    /// quotes (a Connect end-stream error, a non-stream answer): the envd access token.
+    /// (Error answers are scrubbed by core's transport.)
+    pub fn secrets(&self) -> Vec<String> {
+        self.access_token.iter().cloned().collect()
     }
 
     /// Bounds the opening of a server stream by `limit`, else the client's request timeout
@@ -181,6 +220,9 @@ impl Envd {
             .rpc_request(rpc, operation, user)
             .body(encode_envelope(&json), "application/connect+json")
             .header("Keepalive-Ping-Interval", KEEPALIVE_SECS)
+            // Only an answer that is not a stream is read whole; the stream itself is read
+            // frame by frame (each frame capped by the decoder).
+            .max_body(NOT_A_STREAM_MAX_BODY)
             .no_timeout();
         if let Some(deadline) = deadline {
             req = req.header("Connect-Timeout-Ms", &timeout_ms(deadline));
@@ -194,6 +236,7 @@ impl Envd {
             // Not a stream at all: read it whole and report what it says.
             let status = response.status();
             let body = response.bytes().await?;
+            let body = scrub(&body, &self.secrets());
             return Err(map_error(Failure {
                 status: if status == 200 { 500 } else { status },
                 body: &body,
@@ -215,7 +258,7 @@ impl Envd {
                 })
             })
             .boxed();
-        Ok(ConnectStream::new(body, operation, &self.sandbox_id))
+        Ok(ConnectStream::new(body, operation, &self.sandbox_id).with_secrets(self.secrets()))
     }
 }
 
@@ -226,6 +269,8 @@ pub struct ConnectStream {
     operation: String,
     sandbox_id: String,
     finished: bool,
+    /// Credential values scrubbed from an end-stream error before it is quoted.
+    secrets: Vec<String>,
 }
 
 impl fmt::Debug for ConnectStream {
@@ -246,7 +291,15 @@ impl ConnectStream {
             operation: operation.to_owned(),
             sandbox_id: sandbox_id.to_owned(),
             finished: false,
+            secrets: Vec::new(),
         }
+    }
+
+    /// Scrubs these credential values (the envd access token) from end-stream errors, so a
+    /// daemon that quotes them cannot get them into an error message.
+    pub fn with_secrets(mut self, secrets: Vec<String>) -> Self {
+        self.secrets = secrets;
+        self
     }
 
     /// The next message payload; `None` after a clean end-stream, an error for an end-stream
@@ -321,7 +374,7 @@ impl ConnectStream {
         if value.get("error").is_some() {
             return Err(map_error(Failure {
                 status: 200,
-                body: payload,
+                body: &scrub(payload, &self.secrets),
                 retry_after: None,
                 should_retry: None,
                 operation: &self.operation,

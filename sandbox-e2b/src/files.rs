@@ -1,7 +1,7 @@
 //! Files over envd: the `/files` HTTP endpoint for bytes, the `filesystem.Filesystem` Connect
 //! service for metadata and watches, and signed URLs.
 
-use crate::envd::{ConnectStream, Envd};
+use crate::envd::{ConnectStream, Envd, LIST_DIR_MAX_BODY, UNARY_MAX_BODY};
 use crate::error::bad_response;
 use crate::wire::{
     EntryInfo, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
@@ -198,7 +198,7 @@ impl Envd {
                 None,
             ))
         };
-        let _written: Vec<WrittenEntry> = request.send_json().await?;
+        let _written: Vec<WrittenEntry> = request.max_body(UNARY_MAX_BODY).send_json().await?;
         Ok(Transfer {
             bytes: counted.load(Ordering::Relaxed),
             emulated: false,
@@ -214,6 +214,7 @@ impl Envd {
         let _written: Vec<WrittenEntry> = self
             .files_request(Method::Post, path, "write_file")
             .multipart(form)
+            .max_body(UNARY_MAX_BODY)
             .send_json()
             .await?;
         Ok(Transfer {
@@ -251,13 +252,14 @@ impl Envd {
     pub(crate) async fn list_dir(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
         validate_path(path)?;
         let r: ListDirResponse = self
-            .unary(
+            .unary_capped(
                 "filesystem.Filesystem/ListDir",
                 "list_files",
                 &ListDirRequest {
                     path: path.into(),
                     depth: options.depth.max(1),
                 },
+                LIST_DIR_MAX_BODY,
             )
             .await?;
         Ok(r.entries.into_iter().map(file_info).collect())

@@ -76,14 +76,14 @@ pub use builder::{
 };
 pub use capabilities::CAPABILITIES;
 pub use envd::{
-    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT, KEEPALIVE_SECS, envd_base_url,
-    port_host,
+    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT, KEEPALIVE_SECS, LIST_DIR_MAX_BODY,
+    PROCESS_LIST_MAX_BODY, UNARY_MAX_BODY, envd_base_url, port_host,
 };
 pub use files::{file_signature, parse_rfc3339};
 pub use process::{SHELL, TIMEOUT_GRACE, exit_status, start_request};
 pub use provider::{
     CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_HEADER, IDEMPOTENCY_METADATA_KEY,
-    ListQuery, NAME_METADATA_KEY, idempotency_header_value, map_state,
+    ListQuery, NAME_METADATA_KEY, ONE_OBJECT_MAX_BODY, idempotency_header_value, map_state,
 };
 pub use sandbox::{E2bSandbox, ForkOutcome, LogQuery, PauseMode};
 pub use templates::TemplateSpec;

@@ -21,6 +21,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The cap on a control-plane answer that describes one object (a created or connected
+/// sandbox, one sandbox's details, a volume, a fork's children, a snapshot, a template step):
+/// such answers are a few KiB, so 1 MiB is far past any honest one, and a hostile or broken
+/// answer is refused before it is held. Lists, metrics and logs keep core's default
+/// ([`sandbox_sdk_core::http::DEFAULT_MAX_BODY`], 16 MiB per page).
+pub const ONE_OBJECT_MAX_BODY: usize = 1024 * 1024;
+
 /// The metadata key under which [`CreateSpec::idempotency_key`] is stored on a sandbox.
 pub const IDEMPOTENCY_METADATA_KEY: &str = "sandbox-sdk-idempotency-key";
 /// The metadata key under which [`CreateSpec::name`] is stored (E2B sandboxes have no name).
@@ -261,7 +268,8 @@ impl E2bProvider {
             .api
             .request(Method::Post, "/v2/sandboxes")
             .json(&body)
-            .operation("create");
+            .operation("create")
+            .max_body(ONE_OBJECT_MAX_BODY);
         if let Some(key) = &spec.idempotency_key {
             request = request.header(IDEMPOTENCY_HEADER, &idempotency_header_value(key));
         }
@@ -312,6 +320,7 @@ impl E2bProvider {
             })
             .operation(operation)
             .sandbox_id(id)
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await?;
         if let Some(timeout) = timeout {
@@ -348,6 +357,7 @@ impl E2bProvider {
             )
             .operation("info")
             .sandbox_id(id)
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await
     }
@@ -458,6 +468,7 @@ impl E2bProvider {
             .request(Method::Post, "/volumes")
             .json(&NewVolume { name: name.into() })
             .operation("create_volume")
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await
     }

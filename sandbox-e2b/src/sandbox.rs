@@ -3,17 +3,17 @@
 use crate::PROVIDER;
 use crate::builder::ENVD_PORT;
 use crate::capabilities::CAPABILITIES;
-use crate::envd::{Envd, envd_base_url, port_host};
+use crate::envd::{Envd, PROCESS_LIST_MAX_BODY, UNARY_MAX_BODY, envd_base_url, port_host};
 use crate::error::{Failure, bad_response, map_error};
 use crate::files::file_signature;
 use crate::process;
-use crate::provider::{E2bProvider, Shared};
+use crate::provider::{E2bProvider, ONE_OBJECT_MAX_BODY, Shared};
 use crate::wire::{
     ForkBody, ForkResult, ListResponse, LogEntry, LogsWire, NetworkUpdate, PauseBody,
     SandboxCreated, SandboxMetric, Selector, SnapshotBody, SnapshotWire, TimeoutBody,
 };
 use bytes::Bytes;
-use sandbox_sdk_core::http::{Method, encode_path_segment};
+use sandbox_sdk_core::http::{Method, checked_answer_host, encode_path_segment};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, ListOptions,
     Metrics, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo,
@@ -64,12 +64,28 @@ struct Conn {
 impl Conn {
     /// From a create/connect answer: its `domain` replaces the client's for envd and hosts
     /// (PROTOCOL.md §0), and its envd token is the one sent.
+    ///
+    /// The answer's `domain` and sandbox id both become part of host names
+    /// (`https://{port}-{id}.{domain}`), so both are checked first: a host name of letters,
+    /// digits, `-` and `.` only (the id without `.`). An answer such as `domain: "a@evil.com"`,
+    /// `"evil.com/x"` or `"http://…"` is a `Provider` error, and no request (nor the envd
+    /// token) goes anywhere it names.
     fn from_answer(shared: &Shared, created: &SandboxCreated) -> Result<Self> {
-        let domain = created
-            .domain
-            .clone()
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| shared.domain.clone());
+        let domain = match created.domain.as_deref().filter(|d| !d.is_empty()) {
+            Some(domain) => checked_answer_host(domain)
+                .map_err(|e| e.with_provider(PROVIDER))?
+                .to_owned(),
+            None => shared.domain.clone(),
+        };
+        let id = &created.sandbox_id;
+        if id.contains('.') || checked_answer_host(id).is_err() {
+            return Err(Error::new(
+                ErrorKind::Provider,
+                "the provider answered with a sandbox id this SDK will not use: only letters, digits and '-' are allowed",
+            )
+            .with_provider(PROVIDER)
+            .with_retryable(false));
+        }
         let base = envd_base_url(shared.sandbox_url.as_deref(), &domain, &created.sandbox_id);
         let http = shared.envd.with_base_url(&base)?;
         let envd = Envd {
@@ -284,6 +300,7 @@ impl E2bSandbox {
             })
             .operation("fork")
             .sandbox_id(&self.id)
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await?;
         Ok(results
@@ -401,7 +418,11 @@ impl E2bSandbox {
         if let Some(user) = &envd.user {
             req = req.query("username", user);
         }
-        let _written: Vec<crate::wire::WrittenEntry> = req.multipart(form).send_json().await?;
+        let _written: Vec<crate::wire::WrittenEntry> = req
+            .multipart(form)
+            .max_body(UNARY_MAX_BODY)
+            .send_json()
+            .await?;
         Ok(Transfer {
             bytes: total,
             emulated: false,
@@ -507,7 +528,12 @@ impl Sandbox for E2bSandbox {
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         let list: ListResponse = self
             .envd()
-            .unary("process.Process/List", "processes", &serde_json::json!({}))
+            .unary_capped(
+                "process.Process/List",
+                "processes",
+                &serde_json::json!({}),
+                PROCESS_LIST_MAX_BODY,
+            )
             .await?;
         Ok(list
             .processes
@@ -671,6 +697,7 @@ impl Sandbox for E2bSandbox {
             })
             .operation("snapshot")
             .sandbox_id(&self.id)
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await?;
         Ok(snapshot_info(s, Some(self.id.clone())))

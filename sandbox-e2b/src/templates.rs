@@ -2,7 +2,7 @@
 //! of what goes in (PROTOCOL.md §1.3).
 
 use crate::PROVIDER;
-use crate::provider::E2bProvider;
+use crate::provider::{E2bProvider, ONE_OBJECT_MAX_BODY};
 use crate::wire::{
     TemplateAlias, TemplateBuildStart, TemplateBuildStatus, TemplateCreate, TemplateCreated,
     TemplateStep,
@@ -142,6 +142,7 @@ impl E2bProvider {
                 &format!("/templates/aliases/{}", encode_path_segment(&name)),
             )
             .operation("prepare_template")
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json::<TemplateAlias>()
             .await;
         match found {
@@ -157,6 +158,7 @@ impl E2bProvider {
                 memory_mb: spec.memory_mb,
             })
             .operation("prepare_template")
+            .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await?;
         let tid = encode_path_segment(&created.template_id);
@@ -184,6 +186,7 @@ impl E2bProvider {
                 .query("logsOffset", 0)
                 .query("limit", 0)
                 .operation("prepare_template")
+                .max_body(ONE_OBJECT_MAX_BODY)
                 .send_json()
                 .await?;
             match status.status.as_str() {

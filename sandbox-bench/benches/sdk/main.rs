@@ -3,11 +3,13 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [fly]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [fly]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
 
+mod e2b;
+mod e2b_server;
 mod fly;
 mod fly_server;
 mod harness;
@@ -17,6 +19,9 @@ mod server;
 
 use harness::{Config, PROBE_FLAG, Result};
 
+/// The groups, in the order they run.
+const GROUPS: &[&str] = &["http", "local", "e2b", "fly"];
+
 #[tokio::main]
 async fn main() -> Result {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -25,9 +30,12 @@ async fn main() -> Result {
         let n: u64 = args.get(i + 2).ok_or("--probe needs a size")?.parse()?;
         let growth = match http::probe(case, n).await? {
             Some(growth) => growth,
-            None => local::probe(case, n)
-                .await?
-                .ok_or_else(|| format!("unknown probe {case:?}"))?,
+            None => match local::probe(case, n).await? {
+                Some(growth) => growth,
+                None => e2b::probe(case, n)
+                    .await?
+                    .ok_or_else(|| format!("unknown probe {case:?}"))?,
+            },
         };
         println!("{growth}");
         return Ok(());
@@ -39,8 +47,12 @@ async fn main() -> Result {
         .filter(|a| !a.starts_with('-'))
         .collect();
     for group in &groups {
-        if !matches!(*group, "http" | "local" | "fly") {
-            return Err(format!("unknown group {group:?} (expected http, local, fly)").into());
+        if !GROUPS.contains(group) {
+            return Err(format!(
+                "unknown group {group:?} (expected one of {})",
+                GROUPS.join(", ")
+            )
+            .into());
         }
     }
     let wanted = |g: &str| groups.is_empty() || groups.contains(&g);
@@ -51,6 +63,9 @@ async fn main() -> Result {
     }
     if wanted("local") {
         local::run(&config).await?;
+    }
+    if wanted("e2b") {
+        e2b::run(&config).await?;
     }
     if wanted("fly") {
         fly::run(&config).await?;
