@@ -47,7 +47,10 @@ async fn exec_streams_stdout_and_stderr_apart_from_a_replayed_e2b() {
             "e2b",
             cassette::SANDBOX_ID,
             "--",
-            "sh",
+            // sbox exec sends argv as given; the cassette is the conformance scenario's
+            // Command::shell line, which E2B runs as a login bash.
+            "/bin/bash",
+            "-l",
             "-c",
             "printf out; printf err >&2",
         ],
