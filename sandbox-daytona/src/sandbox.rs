@@ -734,8 +734,13 @@ impl DaytonaSandbox {
     /// Sends `GET {link.url}{path}` with the link's headers and returns the answer. A request
     /// the preview proxy does not accept is redirected to the login page (307); that comes back
     /// as `Unauthorized`, like any refused credential.
+    ///
+    /// `path` must be empty or start with one `/`, and the joined URL must keep the link's
+    /// scheme, host and port (`Validation` otherwise, before anything is sent): a path such as
+    /// `@other-host/x` cannot carry the link's token to another host.
     pub async fn fetch_preview(&self, link: &PreviewLink, path: &str) -> Result<Response> {
-        let url = format!("{}{}", link.url.trim_end_matches('/'), path);
+        let url = sandbox_sdk_core::http::join_same_origin(&link.url, path)
+            .map_err(|e| e.or_context(PROVIDER, "fetch_preview", Some(&self.id)))?;
         let mut request = self
             .inner
             .http

@@ -1307,3 +1307,45 @@ async fn an_upload_never_answered_ends_with_timeout() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
 }
+
+#[tokio::test]
+async fn a_preview_path_cannot_send_the_token_to_another_host() {
+    let server = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1/ports/3000/preview-url"))
+        .respond_with(ok(
+            json!({"sandboxId": "sb1", "url": server.uri(), "token": "ptok-123"}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("stolen"))
+        .mount(&elsewhere)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let link = sandbox.preview_link(3000).await.unwrap();
+    let port = elsewhere.address().port();
+    for hostile in [
+        format!("@127.0.0.1:{port}/steal"),
+        format!("//127.0.0.1:{port}/steal"),
+        format!(":{port}/steal"),
+        format!("x@127.0.0.1:{port}/steal"),
+    ] {
+        let err = sandbox.fetch_preview(&link, &hostile).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{hostile}: {err}");
+    }
+    assert!(
+        elsewhere.received_requests().await.unwrap().is_empty(),
+        "a request (and the preview token) reached another host"
+    );
+    let preview_requests = server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| !r.url.path().starts_with("/api/"))
+        .count();
+    assert_eq!(preview_requests, 0);
+}
