@@ -67,7 +67,13 @@ pub(crate) struct Follower {
     poll_wait: Option<Backoff>,
     guard: SessionGuard,
     timing: Option<Timing>,
+    /// Log bytes decoded since the follower last let the runtime worker go.
+    since_yield: usize,
 }
+
+/// How many log bytes are decoded before the follower yields the runtime worker: a server
+/// that answers at once (megabytes of logs per poll) cannot hold a worker for long.
+const YIELD_EVERY: usize = 256 * 1024;
 
 impl Follower {
     pub(crate) fn new(
@@ -96,6 +102,16 @@ impl Follower {
             poll_wait: None,
             guard,
             timing,
+            since_yield: 0,
+        }
+    }
+
+    /// Counts `decoded` bytes and yields the worker once [`YIELD_EVERY`] have passed.
+    async fn pace(&mut self, decoded: usize) {
+        self.since_yield += decoded;
+        if self.since_yield >= YIELD_EVERY {
+            self.since_yield = 0;
+            tokio::task::yield_now().await;
         }
     }
 
@@ -246,10 +262,12 @@ impl Follower {
             Some(Ok(Message::Binary(bytes))) => {
                 let pieces = self.demux.feed(&bytes);
                 self.push_pieces(pieces);
+                self.pace(bytes.len()).await;
             }
             Some(Ok(Message::Text(text))) => {
                 let pieces = self.demux.feed(text.as_bytes());
                 self.push_pieces(pieces);
+                self.pace(text.len()).await;
             }
             Some(Ok(Message::Close(frame))) => {
                 let code = frame.as_ref().map(|f| u16::from(f.code));
@@ -389,9 +407,12 @@ impl Follower {
     ) -> Result<()> {
         match body.next().await {
             Some(chunk) => {
-                let pieces = scan.feed(&mut self.cursor, &chunk?)?;
+                let chunk = chunk?;
+                let pieces = scan.feed(&mut self.cursor, &chunk)?;
                 self.push_pieces(pieces);
                 self.step = Step::PollBody { body, scan, exit };
+                // Every poll reads the whole log again: yield between chunks, not per poll.
+                self.pace(chunk.len()).await;
             }
             None => {
                 scan.finish()?;

@@ -29,6 +29,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
+/// A log body larger than this is decoded on a blocking thread, not on a runtime worker.
+const BLOCKING_DECODE: usize = 1024 * 1024;
+
 /// The toolbox of one sandbox: `{toolboxProxyUrl}/{sandboxId}`.
 pub(crate) struct Toolbox {
     pub inner: Arc<Inner>,
@@ -541,8 +544,21 @@ impl DaytonaSandbox {
         let response = self.toolbox_send(request).await?;
         let content_type = response.header("content-type").map(str::to_owned);
         let body = response.bytes().await?;
-        let (stdout, stderr) = crate::demux::session_logs(content_type.as_deref(), &body)
-            .map_err(|e| e.or_context(PROVIDER, "session_logs", Some(&self.id)))?;
+        let large = body.len() > BLOCKING_DECODE;
+        let split = move || crate::demux::session_logs(content_type.as_deref(), &body);
+        // Decoding a large log is CPU work: off the runtime's workers.
+        let split = if large {
+            tokio::task::spawn_blocking(split).await.map_err(|e| {
+                Error::new(
+                    ErrorKind::Provider,
+                    format!("decoding the logs failed: {e}"),
+                )
+            })?
+        } else {
+            split()
+        };
+        let (stdout, stderr) =
+            split.map_err(|e| e.or_context(PROVIDER, "session_logs", Some(&self.id)))?;
         Ok((Bytes::from(stdout), Bytes::from(stderr)))
     }
 
