@@ -445,6 +445,32 @@ fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
     Error::new(kind, format!("{what}: {e}"))
 }
 
+/// `data` with every occurrence of each of `secrets` (longest first; empty ones and ones
+/// shorter than 6 bytes, too likely to match by chance, are left alone) replaced by
+/// `<redacted>`.
+fn scrub(data: &[u8], secrets: &[String]) -> Vec<u8> {
+    let mut secrets: Vec<&[u8]> = secrets
+        .iter()
+        .map(|s| s.as_bytes())
+        .filter(|s| s.len() >= 6)
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = Vec::with_capacity(data.len());
+    let mut at = 0;
+    'scan: while at < data.len() {
+        for secret in &secrets {
+            if data[at..].starts_with(secret) {
+                out.extend_from_slice(b"<redacted>");
+                at += secret.len();
+                continue 'scan;
+            }
+        }
+        out.push(data[at]);
+        at += 1;
+    }
+    out
+}
+
 /// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
 pub(crate) fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
     let rest = if let Some(rest) = toolbox_base.strip_prefix("https://") {
@@ -509,12 +535,22 @@ async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Option<Ws>> {
             "log stream upgrade timed out",
         )),
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+            // A server that echoes the credential must not get it into our errors or logs (the
+            // HTTP transport scrubs its error answers the same way).
+            let secrets = [
+                format!("Bearer {}", tb.inner.secret),
+                tb.inner.secret.clone(),
+            ];
             let mut h = Headers::new();
             for (name, value) in response.headers() {
-                h.push(name.as_str(), String::from_utf8_lossy(value.as_bytes()));
+                let value = scrub(value.as_bytes(), &secrets);
+                h.push(name.as_str(), String::from_utf8_lossy(&value));
             }
             let status = response.status().as_u16();
-            let body = response.into_body().map(Bytes::from).unwrap_or_default();
+            let body = response
+                .into_body()
+                .map(|body| Bytes::from(scrub(&body, &secrets)))
+                .unwrap_or_default();
             let error = map_error(&ErrorResponse {
                 status,
                 headers: h,
@@ -546,6 +582,16 @@ async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Option<Ws>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrub_replaces_each_secret_longest_first() {
+        let secrets = ["Bearer tok-123456".to_owned(), "tok-123456".to_owned()];
+        assert_eq!(
+            scrub(b"a Bearer tok-123456 b tok-123456!", &secrets),
+            b"a <redacted> b <redacted>!"
+        );
+        assert_eq!(scrub(b"short", &["".to_owned(), "ab".to_owned()]), b"short");
+    }
 
     #[test]
     fn ws_urls_swap_the_scheme() {

@@ -1349,3 +1349,30 @@ async fn a_preview_path_cannot_send_the_token_to_another_host() {
         .count();
     assert_eq!(preview_requests, 0);
 }
+
+/// A refused log-stream upgrade whose body and headers echo the bearer credential: the error
+/// (and the fallback warning, built from the same mapped error) never shows it.
+#[tokio::test]
+async fn a_refused_upgrade_that_echoes_the_key_does_not_leak_it() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Refuse(
+            403,
+            format!(r#"{{"statusCode":403,"message":"token Bearer {KEY} (that is {KEY}) is not allowed here","code":"FORBIDDEN"}}"#),
+        ),
+    );
+    let err = process.output().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized);
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(shown.contains("is not allowed here"), "{shown}");
+}
