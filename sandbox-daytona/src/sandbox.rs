@@ -14,7 +14,8 @@ use crate::wire::{
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::http::{
-    HttpClient, Method, Multipart, Request, Response, StreamBody, encode_path_segment,
+    HttpClient, Method, Multipart, Request, Response, StreamBody, checked_answer_url,
+    encode_path_segment,
 };
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, FileKind,
@@ -28,6 +29,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+
+/// The cap on small JSON answers (a command's status, a file's metadata, metrics, a session,
+/// an address): bigger is a hostile or broken server.
+pub(crate) const SMALL_ANSWER: usize = 1024 * 1024;
 
 /// A log body larger than this is decoded on a blocking thread, not on a runtime worker.
 const BLOCKING_DECODE: usize = 1024 * 1024;
@@ -132,9 +137,16 @@ pub struct DaytonaFileInfo {
 impl DaytonaSandbox {
     pub(crate) async fn from_dto(inner: Arc<Inner>, dto: &SandboxDto) -> Result<Self> {
         let id = dto.id.clone();
+        // The caller's own toolbox URL is trusted; one from an API answer is checked: it may not
+        // downgrade to http (unless the API itself is plain http, as on loopback) nor carry user
+        // info, a query or a fragment, since the API key goes with every toolbox request.
+        let checked = |url: &str| {
+            checked_answer_url(url, &inner.config.api_url)
+                .map_err(|e| e.or_context(PROVIDER, "connect", Some(&id)))
+        };
         let root = match (&inner.config.toolbox_url, &dto.toolbox_proxy_url) {
             (Some(url), _) => url.clone(),
-            (None, Some(url)) if !url.is_empty() => url.clone(),
+            (None, Some(url)) if !url.is_empty() => checked(url)?,
             _ => {
                 #[derive(serde::Deserialize)]
                 struct Url {
@@ -148,9 +160,10 @@ impl DaytonaSandbox {
                     )
                     .operation("connect")
                     .sandbox_id(&id)
+                    .max_body(SMALL_ANSWER)
                     .send_json()
                     .await?;
-                answer.url
+                checked(&answer.url)?
             }
         };
         let base = format!(
@@ -1258,6 +1271,35 @@ impl Sandbox for DaytonaSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_toolbox_url_from_the_api_may_not_downgrade_to_http() {
+        let provider = crate::DaytonaBuilder::new()
+            .api_key("dtn_k")
+            .api_url("https://app.example.test/api")
+            .build()
+            .unwrap();
+        let dto = |url: &str| SandboxDto {
+            id: "sb1".into(),
+            toolbox_proxy_url: Some(url.into()),
+            ..Default::default()
+        };
+        let err = DaytonaSandbox::from_dto(
+            provider.inner.clone(),
+            &dto("http://proxy.example.test/toolbox"),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Provider);
+        assert!(err.message().contains("plain http"), "{err}");
+        let ok = DaytonaSandbox::from_dto(
+            provider.inner.clone(),
+            &dto("https://proxy.example.test/toolbox/"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ok.toolbox.base, "https://proxy.example.test/toolbox/sb1");
+    }
 
     #[test]
     fn mode_bits_read_octal_permissions_or_the_mode_string() {
