@@ -34,6 +34,19 @@ use tokio::time::Instant;
 /// an address): bigger is a hostile or broken server.
 pub(crate) const SMALL_ANSWER: usize = 1024 * 1024;
 
+/// The cap on toolbox answers read whole unless an endpoint says otherwise (a command's
+/// status, file metadata, metrics, an upload's answer).
+pub(crate) const TOOLBOX_ANSWER: usize = 4 * 1024 * 1024;
+
+/// The cap on toolbox answers that grow with what is in the sandbox: listings, search results,
+/// a session's command list, and a finished command's output (`execute`, a synchronous session
+/// command).
+pub(crate) const LARGE_ANSWER: usize = 16 * 1024 * 1024;
+
+/// The cap on a command's whole log read by [`DaytonaSandbox::session_logs`] (following a
+/// command streams its log instead and holds one chunk at a time).
+pub(crate) const LOG_ANSWER: usize = 64 * 1024 * 1024;
+
 /// A log body larger than this is decoded on a blocking thread, not on a runtime worker.
 const BLOCKING_DECODE: usize = 1024 * 1024;
 
@@ -444,6 +457,7 @@ impl DaytonaSandbox {
         let mut request = self
             .toolbox
             .request(Method::Post, "/process/execute", "execute")
+            .max_body(LARGE_ANSWER)
             .json(&ExecuteBody {
                 command: command.to_owned(),
                 cwd: cwd.map(str::to_owned),
@@ -495,7 +509,7 @@ impl DaytonaSandbox {
         let request = if run_async {
             request
         } else {
-            request.no_timeout()
+            request.no_timeout().max_body(LARGE_ANSWER)
         };
         let answer: SessionExecAnswer = self.toolbox_send(request).await?.json().await?;
         Ok(SessionExec {
@@ -549,11 +563,14 @@ impl DaytonaSandbox {
     /// are the daemon's: each line ends with a newline (follow a command with `attach` for the
     /// exact output of commands this SDK started).
     pub async fn session_logs(&self, session_id: &str, command_id: &str) -> Result<(Bytes, Bytes)> {
-        let request = self.toolbox.request(
-            Method::Get,
-            &format!("{}/logs", exec::command_path(session_id, command_id)),
-            "session_logs",
-        );
+        let request = self
+            .toolbox
+            .request(
+                Method::Get,
+                &format!("{}/logs", exec::command_path(session_id, command_id)),
+                "session_logs",
+            )
+            .max_body(LOG_ANSWER);
         let response = self.toolbox_send(request).await?;
         let content_type = response.header("content-type").map(str::to_owned);
         let body = response.bytes().await?;
@@ -584,7 +601,8 @@ impl DaytonaSandbox {
     pub async fn sessions(&self) -> Result<Vec<Session>> {
         let request = self
             .toolbox
-            .request(Method::Get, "/process/session", "sessions");
+            .request(Method::Get, "/process/session", "sessions")
+            .max_body(LARGE_ANSWER);
         let sessions: Vec<SessionDto> = self.toolbox_send(request).await?.json().await?;
         Ok(sessions
             .into_iter()
@@ -655,6 +673,7 @@ impl DaytonaSandbox {
         let request = self
             .toolbox
             .request(Method::Get, "/files/find", "find")
+            .max_body(LARGE_ANSWER)
             .query("path", path)
             .query("pattern", pattern);
         let matches: Vec<MatchDto> = self.toolbox_send(request).await?.json().await?;
@@ -674,6 +693,7 @@ impl DaytonaSandbox {
         let request = self
             .toolbox
             .request(Method::Get, "/files/search", "search")
+            .max_body(LARGE_ANSWER)
             .query("path", path)
             .query("pattern", pattern);
         let answer: SearchAnswer = self.toolbox_send(request).await?.json().await?;
@@ -817,6 +837,7 @@ impl Toolbox {
             .request(method, path)
             .operation(operation)
             .sandbox_id(&self.sandbox_id)
+            .max_body(TOOLBOX_ANSWER)
     }
 
     /// The one place a toolbox failure (HTTP answer or refused WebSocket upgrade, both mapped by
@@ -985,7 +1006,8 @@ impl Sandbox for DaytonaSandbox {
             let sid = exec::tag_session(pid)?;
             let request = self
                 .toolbox
-                .request(Method::Get, &exec::session_path(&sid), "attach");
+                .request(Method::Get, &exec::session_path(&sid), "attach")
+                .max_body(LARGE_ANSWER);
             let session: SessionDto = self.toolbox_send(request).await?.json().await?;
             let last = session.commands.unwrap_or_default().pop().ok_or_else(|| {
                 Error::new(
@@ -1074,6 +1096,7 @@ impl Sandbox for DaytonaSandbox {
         let mut request = self
             .toolbox
             .request(Method::Get, "/files", "list_files")
+            .max_body(LARGE_ANSWER)
             .query("path", path);
         if options.depth > 1 {
             request = request.query("depth", options.depth);
