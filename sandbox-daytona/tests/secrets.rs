@@ -135,3 +135,36 @@ async fn a_hostile_toolbox_proxy_url_gets_no_request() {
         assert_hidden("toolbox URL error", &format!("{err} {err:?}"));
     }
 }
+
+/// Expiring a signed preview link puts its token in the request path; a failure (here a 404
+/// that echoes the token too) never shows it.
+#[tokio::test]
+async fn a_failed_signed_link_expiry_does_not_show_the_token() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::sandbox("sb1", "started")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!(
+            "/api/sandbox/sb1/ports/3000/signed-preview-url/{CANARY}/expire"
+        )))
+        .respond_with(ResponseTemplate::new(404).set_body_json(json!({
+            "statusCode": 404,
+            "error": "Not Found",
+            "message": format!("signed preview token {CANARY} not found"),
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = common::provider(&server).get("sb1").await.unwrap();
+    let err = sandbox
+        .expire_signed_preview_link(3000, CANARY)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_eq!(err.status(), Some(404));
+    assert_hidden("expiry error", &format!("{err} {err:?}"));
+    assert!(err.to_string().contains("<redacted>"), "{err}");
+}
