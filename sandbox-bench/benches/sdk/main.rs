@@ -3,11 +3,13 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [daytona]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
 
+mod daytona;
+mod daytona_server;
 mod harness;
 mod http;
 mod local;
@@ -23,9 +25,12 @@ async fn main() -> Result {
         let n: u64 = args.get(i + 2).ok_or("--probe needs a size")?.parse()?;
         let growth = match http::probe(case, n).await? {
             Some(growth) => growth,
-            None => local::probe(case, n)
-                .await?
-                .ok_or_else(|| format!("unknown probe {case:?}"))?,
+            None => match daytona::probe(case, n).await? {
+                Some(growth) => growth,
+                None => local::probe(case, n)
+                    .await?
+                    .ok_or_else(|| format!("unknown probe {case:?}"))?,
+            },
         };
         println!("{growth}");
         return Ok(());
@@ -37,8 +42,8 @@ async fn main() -> Result {
         .filter(|a| !a.starts_with('-'))
         .collect();
     for group in &groups {
-        if !matches!(*group, "http" | "local") {
-            return Err(format!("unknown group {group:?} (expected http, local)").into());
+        if !matches!(*group, "http" | "local" | "daytona") {
+            return Err(format!("unknown group {group:?} (expected http, local, daytona)").into());
         }
     }
     let wanted = |g: &str| groups.is_empty() || groups.contains(&g);
@@ -49,6 +54,9 @@ async fn main() -> Result {
     }
     if wanted("local") {
         local::run(&config).await?;
+    }
+    if wanted("daytona") {
+        daytona::run(&config).await?;
     }
     Ok(())
 }
