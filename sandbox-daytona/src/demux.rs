@@ -61,6 +61,9 @@ pub struct LogDemux {
     current: Option<LogStream>,
     state: State,
     dropped: u64,
+    /// Bytes written into output buffers so far: the demultiplexer's work, which must stay
+    /// linear in its input (a hostile log of lone marker bytes once made it quadratic).
+    copied: u64,
 }
 
 impl Default for LogDemux {
@@ -76,12 +79,19 @@ impl LogDemux {
             current: None,
             state: State::Data,
             dropped: 0,
+            copied: 0,
         }
     }
 
     /// The stream the next data bytes belong to, once a marker was seen.
     pub fn current(&self) -> Option<LogStream> {
         self.current
+    }
+
+    /// Bytes written into output pieces so far (the work done; linear in the input).
+    #[cfg(test)]
+    pub(crate) fn copied(&self) -> u64 {
+        self.copied
     }
 
     /// How many bytes were dropped because they came before any marker.
@@ -119,21 +129,27 @@ impl LogDemux {
                     // Re-examine this byte in the data state.
                 }
                 State::Data => {
-                    if byte == STDOUT_BYTE || byte == STDERR_BYTE {
-                        self.emit(&mut out, &frame[run_start..i]);
-                        self.state = State::Marker { byte, count: 1 };
+                    // Skip the plain run up to the next marker byte in one go.
+                    if byte != STDOUT_BYTE && byte != STDERR_BYTE {
+                        i += frame[i..]
+                            .iter()
+                            .position(|b| *b == STDOUT_BYTE || *b == STDERR_BYTE)
+                            .unwrap_or(frame.len() - i);
+                        continue;
                     }
+                    self.emit(&mut out, &frame[run_start..i]);
+                    self.state = State::Marker { byte, count: 1 };
                     i += 1;
-                    if self.state != State::Data {
-                        run_start = i;
-                    }
+                    run_start = i;
                 }
             }
         }
         if self.state == State::Data {
             self.emit(&mut out, &frame[run_start..]);
         }
-        out.0
+        let (pieces, copied) = out.done();
+        self.copied += copied;
+        pieces
     }
 
     /// Ends the log: marker bytes still held back are data of the current stream.
@@ -143,7 +159,9 @@ impl LogDemux {
             self.emit_held(&mut out, byte, count);
         }
         self.state = State::Data;
-        out.0
+        let (pieces, copied) = out.done();
+        self.copied += copied;
+        pieces
     }
 
     fn emit_held(&mut self, out: &mut Out, byte: u8, count: u8) {
@@ -162,21 +180,32 @@ impl LogDemux {
     }
 }
 
+/// The pieces one call produces. Adjacent bytes of one stream are appended to one growing
+/// buffer (amortised linear), and only turned into [`Bytes`] once the call ends.
 #[derive(Default)]
-struct Out(Vec<(LogStream, Bytes)>);
+struct Out {
+    pieces: Vec<(LogStream, Vec<u8>)>,
+    /// Bytes appended: the work done, for [`LogDemux::copied`].
+    copied: u64,
+}
 
 impl Out {
     fn push(&mut self, stream: LogStream, data: &[u8]) {
-        if let Some((last, bytes)) = self.0.last_mut()
-            && *last == stream
-        {
-            let mut joined = Vec::with_capacity(bytes.len() + data.len());
-            joined.extend_from_slice(bytes);
-            joined.extend_from_slice(data);
-            *bytes = Bytes::from(joined);
-            return;
+        self.copied += data.len() as u64;
+        match self.pieces.last_mut() {
+            Some((last, bytes)) if *last == stream => bytes.extend_from_slice(data),
+            _ => self.pieces.push((stream, data.to_vec())),
         }
-        self.0.push((stream, Bytes::copy_from_slice(data)));
+    }
+
+    /// The pieces, and the bytes appended to make them.
+    fn done(self) -> (Vec<(LogStream, Bytes)>, u64) {
+        let pieces = self
+            .pieces
+            .into_iter()
+            .map(|(stream, bytes)| (stream, Bytes::from(bytes)))
+            .collect();
+        (pieces, self.copied)
     }
 }
 
@@ -297,6 +326,66 @@ mod tests {
         // 01 01 then 02 02 02: the first two bytes are stdout data only if a stream is current.
         let got = collect(&[b"\x01\x01\x01a", b"\x01\x01", b"\x02\x02\x02b"]);
         assert_eq!(got, (b"a\x01\x01".to_vec(), b"b".to_vec()));
+    }
+
+    /// A little xorshift, so the "random" log is the same on every run.
+    fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lone_marker_bytes_cost_linear_work() {
+        // Every other byte a lone 0x01: each one ended a run, and the run was merged into the
+        // piece before it by copying that whole piece again (quadratic; 1 MiB took 18.8 s).
+        let mut log = b"\x01\x01\x01".to_vec();
+        log.extend([0x01, b'a'].repeat(32 * 1024));
+        let mut demux = LogDemux::new();
+        let (out, _) = {
+            let pieces = demux.feed(&log);
+            (pieces, demux.finish())
+        };
+        let total: usize = out.iter().map(|(_, b)| b.len()).sum();
+        assert_eq!(total, log.len() - MARKER_LEN);
+        assert!(
+            demux.copied <= 2 * log.len() as u64,
+            "{} bytes copied for a {}-byte log",
+            demux.copied,
+            log.len()
+        );
+    }
+
+    #[test]
+    fn megabytes_of_hostile_logs_are_demultiplexed_in_linear_work() {
+        let mut lone = b"\x02\x02\x02".to_vec();
+        lone.extend([0x01, b'x', 0x02, 0x02, b'y'].repeat(600 * 1024));
+        let random = noise(3 << 20, 0x9e37_79b9_7f4a_7c15);
+        for (name, log) in [("lone marker bytes", lone), ("random bytes", random)] {
+            let mut demux = LogDemux::new();
+            let mut emitted = 0u64;
+            // Whole, then again in WebSocket-sized frames.
+            for piece in std::iter::once(&log[..]).chain(log.chunks(1024)) {
+                for (_, bytes) in demux.feed(piece) {
+                    emitted += bytes.len() as u64;
+                }
+            }
+            for (_, bytes) in demux.finish() {
+                emitted += bytes.len() as u64;
+            }
+            assert_eq!(demux.copied, emitted, "{name}");
+            assert!(
+                demux.copied + demux.dropped() <= 2 * log.len() as u64,
+                "{name}: {} bytes copied for {} bytes of input",
+                demux.copied,
+                log.len()
+            );
+        }
     }
 
     #[test]

@@ -428,13 +428,16 @@ async fn send_direct(tb: &Toolbox, sid: &str, line: &str, window: Duration) -> R
             run_async: false,
         })
         // The window bounds the wait; the daemon's sync exec has no timeout of its own (§3.2).
-        .no_timeout();
+        .no_timeout()
+        // The answer carries the command's whole output.
+        .max_body(crate::sandbox::LARGE_ANSWER);
     if let Ok(answer) = tokio::time::timeout(window, request.send_json::<SessionExecAnswer>()).await
     {
         return answer.map(Started::Done);
     }
     let session: SessionDto = tb
         .request(Method::Get, &session_path(sid), "exec")
+        .max_body(crate::sandbox::LARGE_ANSWER)
         .send_json()
         .await?;
     session

@@ -67,7 +67,13 @@ pub(crate) struct Follower {
     poll_wait: Option<Backoff>,
     guard: SessionGuard,
     timing: Option<Timing>,
+    /// Log bytes decoded since the follower last let the runtime worker go.
+    since_yield: usize,
 }
+
+/// How many log bytes are decoded before the follower yields the runtime worker: a server
+/// that answers at once (megabytes of logs per poll) cannot hold a worker for long.
+const YIELD_EVERY: usize = 256 * 1024;
 
 impl Follower {
     pub(crate) fn new(
@@ -96,6 +102,16 @@ impl Follower {
             poll_wait: None,
             guard,
             timing,
+            since_yield: 0,
+        }
+    }
+
+    /// Counts `decoded` bytes and yields the worker once [`YIELD_EVERY`] have passed.
+    async fn pace(&mut self, decoded: usize) {
+        self.since_yield += decoded;
+        if self.since_yield >= YIELD_EVERY {
+            self.since_yield = 0;
+            tokio::task::yield_now().await;
         }
     }
 
@@ -246,10 +262,12 @@ impl Follower {
             Some(Ok(Message::Binary(bytes))) => {
                 let pieces = self.demux.feed(&bytes);
                 self.push_pieces(pieces);
+                self.pace(bytes.len()).await;
             }
             Some(Ok(Message::Text(text))) => {
                 let pieces = self.demux.feed(text.as_bytes());
                 self.push_pieces(pieces);
+                self.pace(text.len()).await;
             }
             Some(Ok(Message::Close(frame))) => {
                 let code = frame.as_ref().map(|f| u16::from(f.code));
@@ -389,9 +407,12 @@ impl Follower {
     ) -> Result<()> {
         match body.next().await {
             Some(chunk) => {
-                let pieces = scan.feed(&mut self.cursor, &chunk?)?;
+                let chunk = chunk?;
+                let pieces = scan.feed(&mut self.cursor, &chunk)?;
                 self.push_pieces(pieces);
                 self.step = Step::PollBody { body, scan, exit };
+                // Every poll reads the whole log again: yield between chunks, not per poll.
+                self.pace(chunk.len()).await;
             }
             None => {
                 scan.finish()?;
@@ -422,6 +443,32 @@ fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
         _ => ErrorKind::Transport,
     };
     Error::new(kind, format!("{what}: {e}"))
+}
+
+/// `data` with every occurrence of each of `secrets` (longest first; empty ones and ones
+/// shorter than 6 bytes, too likely to match by chance, are left alone) replaced by
+/// `<redacted>`.
+fn scrub(data: &[u8], secrets: &[String]) -> Vec<u8> {
+    let mut secrets: Vec<&[u8]> = secrets
+        .iter()
+        .map(|s| s.as_bytes())
+        .filter(|s| s.len() >= 6)
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = Vec::with_capacity(data.len());
+    let mut at = 0;
+    'scan: while at < data.len() {
+        for secret in &secrets {
+            if data[at..].starts_with(secret) {
+                out.extend_from_slice(b"<redacted>");
+                at += secret.len();
+                continue 'scan;
+            }
+        }
+        out.push(data[at]);
+        at += 1;
+    }
+    out
 }
 
 /// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
@@ -488,12 +535,22 @@ async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Option<Ws>> {
             "log stream upgrade timed out",
         )),
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+            // A server that echoes the credential must not get it into our errors or logs (the
+            // HTTP transport scrubs its error answers the same way).
+            let secrets = [
+                format!("Bearer {}", tb.inner.secret),
+                tb.inner.secret.clone(),
+            ];
             let mut h = Headers::new();
             for (name, value) in response.headers() {
-                h.push(name.as_str(), String::from_utf8_lossy(value.as_bytes()));
+                let value = scrub(value.as_bytes(), &secrets);
+                h.push(name.as_str(), String::from_utf8_lossy(&value));
             }
             let status = response.status().as_u16();
-            let body = response.into_body().map(Bytes::from).unwrap_or_default();
+            let body = response
+                .into_body()
+                .map(|body| Bytes::from(scrub(&body, &secrets)))
+                .unwrap_or_default();
             let error = map_error(&ErrorResponse {
                 status,
                 headers: h,
@@ -525,6 +582,16 @@ async fn connect_logs(tb: &Toolbox, path: &str) -> Result<Option<Ws>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrub_replaces_each_secret_longest_first() {
+        let secrets = ["Bearer tok-123456".to_owned(), "tok-123456".to_owned()];
+        assert_eq!(
+            scrub(b"a Bearer tok-123456 b tok-123456!", &secrets),
+            b"a <redacted> b <redacted>!"
+        );
+        assert_eq!(scrub(b"short", &["".to_owned(), "ab".to_owned()]), b"short");
+    }
 
     #[test]
     fn ws_urls_swap_the_scheme() {

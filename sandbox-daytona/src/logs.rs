@@ -517,6 +517,26 @@ mod tests {
         assert!(scan.feed(&mut cursor, b"[1,2]").is_err());
     }
 
+    #[test]
+    fn a_polled_log_of_lone_marker_bytes_costs_linear_work() {
+        // 2 MiB of `\u0001x` after a stdout marker, polled twice (the second poll reads it all
+        // again and passes nothing on), in 16 KiB chunks: one copy of each new byte.
+        let mut output = "\u{1}\u{1}\u{1}".to_owned();
+        output.push_str(&"\u{1}x".repeat(1 << 20));
+        let body = serde_json::to_vec(&serde_json::json!({ "output": output })).unwrap();
+        let mut cursor = LogCursor::default();
+        let (out, _) = read(&mut cursor, "application/json", &body, 16 * 1024);
+        assert_eq!(out.len(), 2 << 20);
+        let (again, _) = read(&mut cursor, "application/json", &body, 16 * 1024);
+        assert!(again.is_empty());
+        assert!(
+            cursor.demux.copied() <= 2 * (output.len() as u64),
+            "{} bytes copied for a {}-byte log",
+            cursor.demux.copied(),
+            output.len()
+        );
+    }
+
     proptest! {
         #[test]
         fn any_chunking_and_any_poll_points_give_the_log_once(

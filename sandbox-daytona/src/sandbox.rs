@@ -14,7 +14,8 @@ use crate::wire::{
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::http::{
-    HttpClient, Method, Multipart, Request, Response, StreamBody, encode_path_segment,
+    HttpClient, Method, Multipart, Request, Response, StreamBody, checked_answer_url,
+    encode_path_segment,
 };
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, FileKind,
@@ -28,6 +29,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+
+/// The cap on small JSON answers (a command's status, a file's metadata, metrics, a session,
+/// an address): bigger is a hostile or broken server.
+pub(crate) const SMALL_ANSWER: usize = 1024 * 1024;
+
+/// The cap on toolbox answers read whole unless an endpoint says otherwise (a command's
+/// status, file metadata, metrics, an upload's answer).
+pub(crate) const TOOLBOX_ANSWER: usize = 4 * 1024 * 1024;
+
+/// The cap on toolbox answers that grow with what is in the sandbox: listings, search results,
+/// a session's command list, and a finished command's output (`execute`, a synchronous session
+/// command).
+pub(crate) const LARGE_ANSWER: usize = 16 * 1024 * 1024;
+
+/// The cap on a command's whole log read by [`DaytonaSandbox::session_logs`] (following a
+/// command streams its log instead and holds one chunk at a time).
+pub(crate) const LOG_ANSWER: usize = 64 * 1024 * 1024;
+
+/// A log body larger than this is decoded on a blocking thread, not on a runtime worker.
+const BLOCKING_DECODE: usize = 1024 * 1024;
 
 /// The toolbox of one sandbox: `{toolboxProxyUrl}/{sandboxId}`.
 pub(crate) struct Toolbox {
@@ -129,9 +150,16 @@ pub struct DaytonaFileInfo {
 impl DaytonaSandbox {
     pub(crate) async fn from_dto(inner: Arc<Inner>, dto: &SandboxDto) -> Result<Self> {
         let id = dto.id.clone();
+        // The caller's own toolbox URL is trusted; one from an API answer is checked: it may not
+        // downgrade to http (unless the API itself is plain http, as on loopback) nor carry user
+        // info, a query or a fragment, since the API key goes with every toolbox request.
+        let checked = |url: &str| {
+            checked_answer_url(url, &inner.config.api_url)
+                .map_err(|e| e.or_context(PROVIDER, "connect", Some(&id)))
+        };
         let root = match (&inner.config.toolbox_url, &dto.toolbox_proxy_url) {
             (Some(url), _) => url.clone(),
-            (None, Some(url)) if !url.is_empty() => url.clone(),
+            (None, Some(url)) if !url.is_empty() => checked(url)?,
             _ => {
                 #[derive(serde::Deserialize)]
                 struct Url {
@@ -145,9 +173,10 @@ impl DaytonaSandbox {
                     )
                     .operation("connect")
                     .sandbox_id(&id)
+                    .max_body(SMALL_ANSWER)
                     .send_json()
                     .await?;
-                answer.url
+                checked(&answer.url)?
             }
         };
         let base = format!(
@@ -428,6 +457,7 @@ impl DaytonaSandbox {
         let mut request = self
             .toolbox
             .request(Method::Post, "/process/execute", "execute")
+            .max_body(LARGE_ANSWER)
             .json(&ExecuteBody {
                 command: command.to_owned(),
                 cwd: cwd.map(str::to_owned),
@@ -479,7 +509,7 @@ impl DaytonaSandbox {
         let request = if run_async {
             request
         } else {
-            request.no_timeout()
+            request.no_timeout().max_body(LARGE_ANSWER)
         };
         let answer: SessionExecAnswer = self.toolbox_send(request).await?.json().await?;
         Ok(SessionExec {
@@ -533,16 +563,32 @@ impl DaytonaSandbox {
     /// are the daemon's: each line ends with a newline (follow a command with `attach` for the
     /// exact output of commands this SDK started).
     pub async fn session_logs(&self, session_id: &str, command_id: &str) -> Result<(Bytes, Bytes)> {
-        let request = self.toolbox.request(
-            Method::Get,
-            &format!("{}/logs", exec::command_path(session_id, command_id)),
-            "session_logs",
-        );
+        let request = self
+            .toolbox
+            .request(
+                Method::Get,
+                &format!("{}/logs", exec::command_path(session_id, command_id)),
+                "session_logs",
+            )
+            .max_body(LOG_ANSWER);
         let response = self.toolbox_send(request).await?;
         let content_type = response.header("content-type").map(str::to_owned);
         let body = response.bytes().await?;
-        let (stdout, stderr) = crate::demux::session_logs(content_type.as_deref(), &body)
-            .map_err(|e| e.or_context(PROVIDER, "session_logs", Some(&self.id)))?;
+        let large = body.len() > BLOCKING_DECODE;
+        let split = move || crate::demux::session_logs(content_type.as_deref(), &body);
+        // Decoding a large log is CPU work: off the runtime's workers.
+        let split = if large {
+            tokio::task::spawn_blocking(split).await.map_err(|e| {
+                Error::new(
+                    ErrorKind::Provider,
+                    format!("decoding the logs failed: {e}"),
+                )
+            })?
+        } else {
+            split()
+        };
+        let (stdout, stderr) =
+            split.map_err(|e| e.or_context(PROVIDER, "session_logs", Some(&self.id)))?;
         Ok((Bytes::from(stdout), Bytes::from(stderr)))
     }
 
@@ -555,7 +601,8 @@ impl DaytonaSandbox {
     pub async fn sessions(&self) -> Result<Vec<Session>> {
         let request = self
             .toolbox
-            .request(Method::Get, "/process/session", "sessions");
+            .request(Method::Get, "/process/session", "sessions")
+            .max_body(LARGE_ANSWER);
         let sessions: Vec<SessionDto> = self.toolbox_send(request).await?.json().await?;
         Ok(sessions
             .into_iter()
@@ -626,6 +673,7 @@ impl DaytonaSandbox {
         let request = self
             .toolbox
             .request(Method::Get, "/files/find", "find")
+            .max_body(LARGE_ANSWER)
             .query("path", path)
             .query("pattern", pattern);
         let matches: Vec<MatchDto> = self.toolbox_send(request).await?.json().await?;
@@ -645,6 +693,7 @@ impl DaytonaSandbox {
         let request = self
             .toolbox
             .request(Method::Get, "/files/search", "search")
+            .max_body(LARGE_ANSWER)
             .query("path", path)
             .query("pattern", pattern);
         let answer: SearchAnswer = self.toolbox_send(request).await?.json().await?;
@@ -717,25 +766,31 @@ impl DaytonaSandbox {
         })
     }
 
-    /// Revokes a signed preview URL before it expires.
+    /// Revokes a signed preview URL before it expires. The token travels in the request's
+    /// path (the API has no other form), so an error never repeats it: every occurrence in the
+    /// message (the path, or an answer that echoes it) is replaced by `<redacted>`.
     pub async fn expire_signed_preview_link(&self, port: u16, token: &str) -> Result<()> {
+        let segment = encode_path_segment(token);
         self.api_request(
             Method::Post,
-            &format!(
-                "/ports/{port}/signed-preview-url/{}/expire",
-                encode_path_segment(token)
-            ),
+            &format!("/ports/{port}/signed-preview-url/{segment}/expire"),
             "preview_link",
         )
         .send_empty()
         .await
+        .map_err(|e| without_secret(e, &[token, &segment]))
     }
 
     /// Sends `GET {link.url}{path}` with the link's headers and returns the answer. A request
     /// the preview proxy does not accept is redirected to the login page (307); that comes back
     /// as `Unauthorized`, like any refused credential.
+    ///
+    /// `path` must be empty or start with one `/`, and the joined URL must keep the link's
+    /// scheme, host and port (`Validation` otherwise, before anything is sent): a path such as
+    /// `@other-host/x` cannot carry the link's token to another host.
     pub async fn fetch_preview(&self, link: &PreviewLink, path: &str) -> Result<Response> {
-        let url = format!("{}{}", link.url.trim_end_matches('/'), path);
+        let url = sandbox_sdk_core::http::join_same_origin(&link.url, path)
+            .map_err(|e| e.or_context(PROVIDER, "fetch_preview", Some(&self.id)))?;
         let mut request = self
             .inner
             .http
@@ -783,6 +838,7 @@ impl Toolbox {
             .request(method, path)
             .operation(operation)
             .sandbox_id(&self.sandbox_id)
+            .max_body(TOOLBOX_ANSWER)
     }
 
     /// The one place a toolbox failure (HTTP answer or refused WebSocket upgrade, both mapped by
@@ -951,7 +1007,8 @@ impl Sandbox for DaytonaSandbox {
             let sid = exec::tag_session(pid)?;
             let request = self
                 .toolbox
-                .request(Method::Get, &exec::session_path(&sid), "attach");
+                .request(Method::Get, &exec::session_path(&sid), "attach")
+                .max_body(LARGE_ANSWER);
             let session: SessionDto = self.toolbox_send(request).await?.json().await?;
             let last = session.commands.unwrap_or_default().pop().ok_or_else(|| {
                 Error::new(
@@ -1040,6 +1097,7 @@ impl Sandbox for DaytonaSandbox {
         let mut request = self
             .toolbox
             .request(Method::Get, "/files", "list_files")
+            .max_body(LARGE_ANSWER)
             .query("path", path);
         if options.depth > 1 {
             request = request.query("depth", options.depth);
@@ -1234,9 +1292,108 @@ impl Sandbox for DaytonaSandbox {
     }
 }
 
+/// `error` with each of `secrets` (in any case, at least 4 bytes) replaced by `<redacted>` in
+/// its message; kind, status, context, retry advice and ambiguity are kept. The source is
+/// dropped, since its text could hold the secret too.
+fn without_secret(error: Error, secrets: &[&str]) -> Error {
+    let mut secrets: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.len() >= 4)
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let text = error.message();
+    // ASCII lowercasing keeps byte offsets, so a match in the copy is one in the message.
+    let lower = text.to_ascii_lowercase();
+    let mut message = String::with_capacity(text.len());
+    let mut at = 0;
+    'scan: while at < text.len() {
+        for secret in &secrets {
+            if lower[at..].starts_with(secret.as_str()) {
+                message.push_str("<redacted>");
+                at += secret.len();
+                continue 'scan;
+            }
+        }
+        let c = text[at..].chars().next().unwrap_or_default();
+        message.push(c);
+        at += c.len_utf8().max(1);
+    }
+    let mut clean = Error::new(error.kind(), message)
+        .with_retryable(error.is_retryable())
+        .with_ambiguous(error.is_ambiguous());
+    if let Some(provider) = error.provider() {
+        clean = clean.with_provider(provider);
+    }
+    if let Some(operation) = error.operation() {
+        clean = clean.with_operation(operation);
+    }
+    if let Some(id) = error.sandbox_id() {
+        clean = clean.with_sandbox_id(id);
+    }
+    if let Some(status) = error.status() {
+        clean = clean.with_status(status);
+    }
+    if let Some(id) = error.request_id() {
+        clean = clean.with_request_id(id);
+    }
+    if let Some(delay) = error.retry_after() {
+        clean = clean.with_retry_after(delay);
+    }
+    clean
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_secret_redacts_every_occurrence_in_any_case_and_keeps_the_rest() {
+        let error = Error::new(
+            ErrorKind::NotFound,
+            "POST /x/Tok-1234/expire: tok-1234 dact",
+        )
+        .with_status(404)
+        .with_operation("preview_link")
+        .with_retryable(false);
+        let clean = without_secret(error, &["tok-1234", "dact"]);
+        assert_eq!(
+            clean.message(),
+            "POST /x/<redacted>/expire: <redacted> <redacted>"
+        );
+        assert_eq!(clean.status(), Some(404));
+        assert_eq!(clean.operation(), Some("preview_link"));
+        assert_eq!(clean.kind(), ErrorKind::NotFound);
+    }
+
+    #[tokio::test]
+    async fn a_toolbox_url_from_the_api_may_not_downgrade_to_http() {
+        let provider = crate::DaytonaBuilder::new()
+            .api_key("dtn_k")
+            .api_url("https://app.example.test/api")
+            .build()
+            .unwrap();
+        let dto = |url: &str| SandboxDto {
+            id: "sb1".into(),
+            toolbox_proxy_url: Some(url.into()),
+            ..Default::default()
+        };
+        let err = DaytonaSandbox::from_dto(
+            provider.inner.clone(),
+            &dto("http://proxy.example.test/toolbox"),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Provider);
+        assert!(err.message().contains("plain http"), "{err}");
+        let ok = DaytonaSandbox::from_dto(
+            provider.inner.clone(),
+            &dto("https://proxy.example.test/toolbox/"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ok.toolbox.base, "https://proxy.example.test/toolbox/sb1");
+    }
 
     #[test]
     fn mode_bits_read_octal_permissions_or_the_mode_string() {

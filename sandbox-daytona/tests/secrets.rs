@@ -86,3 +86,85 @@ async fn errors_tokens_and_links_hide_the_canary() {
     let link = sandbox.preview_link(80).await.unwrap();
     assert_hidden("preview link Debug", &format!("{link:?}"));
 }
+
+/// A `toolboxProxyUrl` in an API answer that carries URL syntax (user info, a query, a
+/// fragment) is refused when the handle is made, so no toolbox request (with the API key) is
+/// ever sent to it.
+#[tokio::test]
+async fn a_hostile_toolbox_proxy_url_gets_no_request() {
+    use sandbox_sdk_core::SandboxExt;
+    let server = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"name": "x"})))
+        .mount(&elsewhere)
+        .await;
+    let other = elsewhere.address();
+    for hostile in [
+        format!("http://user:pw@{other}/toolbox"),
+        format!("http://{other}/toolbox?x="),
+        format!("http://{other}/toolbox#"),
+        format!("ftp://{other}/toolbox"),
+    ] {
+        let dto = common::with(
+            common::sandbox("sb1", "started"),
+            "toolboxProxyUrl",
+            json!(hostile),
+        );
+        let _guard = Mock::given(method("GET"))
+            .and(path("/api/sandbox/sb1"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(dto))
+            .mount_as_scoped(&server)
+            .await;
+        let provider = DaytonaBuilder::new()
+            .api_key(CANARY)
+            .api_url(format!("{}/api", server.uri()))
+            .build()
+            .unwrap();
+        let got = provider.get("sb1").await;
+        if let Ok(sandbox) = &got {
+            let _ = sandbox.read_file("/etc/hostname").await;
+            let _ = sandbox.run(&sandbox_sdk_core::Command::new("true")).await;
+        }
+        assert!(
+            elsewhere.received_requests().await.unwrap().is_empty(),
+            "{hostile}: a toolbox request went to the answer's address"
+        );
+        let err = got.expect_err(&hostile);
+        assert_eq!(err.kind(), ErrorKind::Provider, "{hostile}: {err}");
+        assert_hidden("toolbox URL error", &format!("{err} {err:?}"));
+    }
+}
+
+/// Expiring a signed preview link puts its token in the request path; a failure (here a 404
+/// that echoes the token too) never shows it.
+#[tokio::test]
+async fn a_failed_signed_link_expiry_does_not_show_the_token() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::sandbox("sb1", "started")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!(
+            "/api/sandbox/sb1/ports/3000/signed-preview-url/{CANARY}/expire"
+        )))
+        .respond_with(ResponseTemplate::new(404).set_body_json(json!({
+            "statusCode": 404,
+            "error": "Not Found",
+            "message": format!("signed preview token {CANARY} not found"),
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = common::provider(&server).get("sb1").await.unwrap();
+    let err = sandbox
+        .expire_signed_preview_link(3000, CANARY)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_eq!(err.status(), Some(404));
+    assert_hidden("expiry error", &format!("{err} {err:?}"));
+    assert!(err.to_string().contains("<redacted>"), "{err}");
+}

@@ -1307,3 +1307,137 @@ async fn an_upload_never_answered_ends_with_timeout() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
 }
+
+#[tokio::test]
+async fn a_preview_path_cannot_send_the_token_to_another_host() {
+    let server = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    Mock::given(method("GET"))
+        .and(path("/api/sandbox/sb1/ports/3000/preview-url"))
+        .respond_with(ok(
+            json!({"sandboxId": "sb1", "url": server.uri(), "token": "ptok-123"}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("stolen"))
+        .mount(&elsewhere)
+        .await;
+    let sandbox = provider(&server).get("sb1").await.unwrap();
+    let link = sandbox.preview_link(3000).await.unwrap();
+    let port = elsewhere.address().port();
+    for hostile in [
+        format!("@127.0.0.1:{port}/steal"),
+        format!("//127.0.0.1:{port}/steal"),
+        format!(":{port}/steal"),
+        format!("x@127.0.0.1:{port}/steal"),
+    ] {
+        let err = sandbox.fetch_preview(&link, &hostile).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{hostile}: {err}");
+    }
+    assert!(
+        elsewhere.received_requests().await.unwrap().is_empty(),
+        "a request (and the preview token) reached another host"
+    );
+    let preview_requests = server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| !r.url.path().starts_with("/api/"))
+        .count();
+    assert_eq!(preview_requests, 0);
+}
+
+/// A refused log-stream upgrade whose body and headers echo the bearer credential: the error
+/// (and the fallback warning, built from the same mapped error) never shows it.
+#[tokio::test]
+async fn a_refused_upgrade_that_echoes_the_key_does_not_leak_it() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Refuse(
+            403,
+            format!(r#"{{"statusCode":403,"message":"token Bearer {KEY} (that is {KEY}) is not allowed here","code":"FORBIDDEN"}}"#),
+        ),
+    );
+    let err = process.output().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized);
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(shown.contains("is not allowed here"), "{shown}");
+}
+
+/// A toolbox that answers every request with `answer(path)` (status line, headers and body as
+/// raw bytes), on loopback.
+async fn raw_toolbox(answer: fn(&str) -> Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let path = line.split(' ').nth(1).unwrap_or("").to_owned();
+                let _ = stream.write_all(&answer(&path)).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}/toolbox")
+}
+
+/// Toolbox answers read whole are capped per endpoint: a command's status over 4 MiB, and a
+/// whole log announced over 64 MiB, are `Provider` errors (before any of it is kept).
+#[tokio::test]
+async fn oversized_toolbox_answers_are_refused() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    let toolbox = raw_toolbox(|path| {
+        if path.ends_with("/logs") {
+            // Announced, not sent: the cap must refuse it from the header alone.
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 68157440\r\n\r\n{\"output\":\"".to_vec()
+        } else {
+            let body = format!(r#"{{"id":"c1","command":"{}","exitCode":0}}"#, "x".repeat(5 << 20));
+            let mut out = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            out.extend_from_slice(body.as_bytes());
+            out
+        }
+    })
+    .await;
+    let sandbox = sandbox_on(common::builder(&server).toolbox_url(toolbox)).await;
+    let err = sandbox.session_command("s1", "c1").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    assert!(err.message().contains("larger than"), "{err}");
+    let err = sandbox.session_logs("s1", "c1").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    assert!(
+        err.message().contains("larger than the 67108864 bytes"),
+        "{err}"
+    );
+}

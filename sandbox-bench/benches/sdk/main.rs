@@ -3,11 +3,13 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [fly]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
 
+mod daytona;
+mod daytona_server;
 mod e2b;
 mod e2b_server;
 mod fly;
@@ -20,7 +22,7 @@ mod server;
 use harness::{Config, PROBE_FLAG, Result};
 
 /// The groups, in the order they run.
-const GROUPS: &[&str] = &["http", "local", "e2b", "fly"];
+const GROUPS: &[&str] = &["http", "local", "e2b", "daytona", "fly"];
 
 #[tokio::main]
 async fn main() -> Result {
@@ -32,9 +34,12 @@ async fn main() -> Result {
             Some(growth) => growth,
             None => match local::probe(case, n).await? {
                 Some(growth) => growth,
-                None => e2b::probe(case, n)
-                    .await?
-                    .ok_or_else(|| format!("unknown probe {case:?}"))?,
+                None => match e2b::probe(case, n).await? {
+                    Some(growth) => growth,
+                    None => daytona::probe(case, n)
+                        .await?
+                        .ok_or_else(|| format!("unknown probe {case:?}"))?,
+                },
             },
         };
         println!("{growth}");
@@ -66,6 +71,9 @@ async fn main() -> Result {
     }
     if wanted("e2b") {
         e2b::run(&config).await?;
+    }
+    if wanted("daytona") {
+        daytona::run(&config).await?;
     }
     if wanted("fly") {
         fly::run(&config).await?;

@@ -1,46 +1,24 @@
-//! Measures the adapter against a loopback server that speaks Daytona's protocol (a toy daemon
-//! that runs commands as real local processes), for issue 10's numbers:
+//! A loopback server that speaks Daytona's protocol (PROTOCOL.md) faithfully enough to show the
+//! adapter's slow paths: a toy daemon that runs commands as real local processes.
 //!
-//! ```text
-//! cargo run --release -p sandbox-daytona --example loopback_bench -- server 127.0.0.1:7788 &
-//! cargo run --release -p sandbox-daytona --example loopback_bench -- client http://127.0.0.1:7788
-//! ```
-//!
-//! The server follows PROTOCOL.md: sessions whose commands write a marked log (`01 01 01` /
-//! `02 02 02` before each line), sync session exec answering `cmdId`, `output`, `stdout`,
-//! `stderr`, `exitCode`; async exec with `GET …/command/{cid}` and non-follow JSON logs; the
-//! log WebSocket sending the log in ≤ 1024-byte frames and closing 1000 once the command ended
-//! and ~1 s (50 × 20 ms) passed with no new data; `POST /process/execute` (merged output); and
-//! sandboxes that finish every transition at once (`creating` → `started`, `stopping` →
-//! `stopped`, `destroying` → 404 on the next look). `GET /stats` counts requests.
-//!
-//! The client prints, for `run("echo hi")` with default settings and with `LogFollow::Poll`, the
-//! median and p95 latency and requests per run beside a single `execute` request; create, stop
-//! and destroy latency; and the peak RSS growth of following a command that prints 32 MiB in
-//! poll mode (events counted, not kept).
+//! Sessions whose commands write a marked log (`01 01 01` / `02 02 02` before each line, read
+//! line by line like the daemon's session wrapper); sync session exec answering `cmdId`,
+//! `output`, `stdout`, `stderr`, `exitCode`; async exec with `GET …/command/{cid}` and
+//! non-follow JSON logs (the whole log on every poll: the endpoint takes no offset); the log
+//! WebSocket sending the log in ≤ 1024-byte binary frames and closing 1000 only once the command
+//! ended and ~1 s (50 × 20 ms) passed with no new data (§4.2); `POST /process/execute` (merged
+//! output); and sandboxes that finish every transition at once (`creating` → `started`,
+//! `stopping` → `stopped`, `destroying` → 404 on the next look).
 
 use futures::{SinkExt, StreamExt};
-use sandbox_daytona::{DaytonaBuilder, LogFollow};
-use sandbox_sdk_core::{Command, CreateSpec, ProcessEvent, Provider, Sandbox, SandboxExt};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some("server") => server(args.get(2).map_or("127.0.0.1:7788", String::as_str)).await,
-        Some("client") => client(args.get(2).map_or("http://127.0.0.1:7788", String::as_str)).await,
-        _ => eprintln!("usage: loopback_bench server ADDR | client URL"),
-    }
-}
-
-// ---------------------------------------------------------------- server
 
 #[derive(Default)]
 struct Cmd {
@@ -61,16 +39,24 @@ struct State {
 
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 
-async fn server(addr: &str) {
-    let listener = TcpListener::bind(addr).await.unwrap();
+/// Starts the server on a free loopback port, in this runtime; returns its address.
+pub async fn start() -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
     let state = Arc::new(Mutex::new(State::default()));
-    eprintln!("loopback daytona on {addr}");
-    loop {
-        let (stream, _) = listener.accept().await.unwrap();
-        stream.set_nodelay(true).ok();
-        let state = state.clone();
-        tokio::spawn(async move { connection(stream, state).await });
-    }
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            stream.set_nodelay(true).ok();
+            let state = state.clone();
+            tokio::spawn(async move { connection(stream, state).await });
+        }
+    });
+    Ok(addr)
+}
+
+/// Requests (and WebSocket upgrades) served so far, by every server in this process.
+pub fn requests() -> u64 {
+    REQUESTS.load(Ordering::Relaxed)
 }
 
 async fn connection(stream: TcpStream, state: Arc<Mutex<State>>) {
@@ -429,177 +415,4 @@ async fn follow(stream: TcpStream, state: Arc<Mutex<State>>) {
         }
     }
     let _ = ws.close(None).await;
-}
-
-// ---------------------------------------------------------------- client
-
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-async fn requests(base: &str) -> u64 {
-    let stream = TcpStream::connect(base.trim_start_matches("http://"))
-        .await
-        .unwrap();
-    let (r, mut w) = stream.into_split();
-    w.write_all(b"GET /stats HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
-        .await
-        .unwrap();
-    let mut reader = BufReader::new(r);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).await.unwrap();
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body).await.unwrap();
-    serde_json::from_slice::<Value>(&body).unwrap()["requests"]
-        .as_u64()
-        .unwrap()
-}
-
-fn stats(mut samples: Vec<Duration>) -> String {
-    samples.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    format!(
-        "median {:.3} ms, p95 {:.3} ms",
-        ms(samples[samples.len() / 2]),
-        ms(samples[samples.len() * 95 / 100])
-    )
-}
-
-fn builder(base: &str) -> DaytonaBuilder {
-    DaytonaBuilder::new()
-        .api_key("dtn_loopback")
-        .api_url(format!("{base}/api"))
-        .toolbox_url(format!("{base}/toolbox"))
-}
-
-async fn client(base: &str) {
-    let n: usize = std::env::var("RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let rss_start = peak_rss_kib();
-    // Interleaved, so a busy machine slows every path alike: in each round one run per follow
-    // mode and one execute request of each reference line.
-    let official = "sh -c \"echo 'ZWNobyBoaQ==' | base64 -d | sh\"";
-    // The very line `run` sends for `echo hi`, as one execute request: the same work in the
-    // sandbox, so only the protocol differs.
-    let same = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sandbox_sdk_end_of_output__ \"$s\"; printf '%s\\n' __sandbox_sdk_end_of_output__ >&2; exit $s)";
-    let ws = builder(base)
-        .build()
-        .unwrap()
-        .get("sb-bench")
-        .await
-        .unwrap();
-    let poll = builder(base)
-        .log_follow(LogFollow::Poll)
-        .build()
-        .unwrap()
-        .get("sb-bench")
-        .await
-        .unwrap();
-    let cmd = Command::shell("echo hi");
-    // Warm up (the first run makes the session).
-    for sandbox in [&ws, &poll] {
-        assert_eq!(sandbox.run(&cmd).await.unwrap().stdout_lossy(), "hi\n");
-    }
-    let mut samples: [Vec<Duration>; 5] = Default::default();
-    let mut counts = [0u64; 5];
-    for _ in 0..n {
-        for (i, sandbox) in [&ws, &poll].into_iter().enumerate() {
-            let before = requests(base).await;
-            let t = Instant::now();
-            let out = sandbox.run(&cmd).await.unwrap();
-            samples[i].push(t.elapsed());
-            counts[i] += requests(base).await - before - 1;
-            assert_eq!(out.stdout_lossy(), "hi\n");
-        }
-        for (i, line) in [(2, "echo hi"), (3, official), (4, same)] {
-            let before = requests(base).await;
-            let t = Instant::now();
-            let out = ws
-                .execute(line, None, &BTreeMap::new(), None)
-                .await
-                .unwrap();
-            samples[i].push(t.elapsed());
-            counts[i] += requests(base).await - before - 1;
-            assert!(out.result.starts_with("hi\n"), "{:?}", out.result);
-        }
-    }
-    for (i, label) in [
-        "run(echo hi), default (WebSocket)",
-        "run(echo hi), LogFollow::Poll",
-        "one execute request of `echo hi` (reference)",
-        "one execute request of the official SDKs' line (reference)",
-        "one execute request of the line run sends (reference)",
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        println!(
-            "{label}: {}, {:.2} requests each",
-            stats(samples[i].clone()),
-            counts[i] as f64 / n as f64
-        );
-    }
-    let provider = builder(base).build().unwrap();
-
-    let lifecycle_runs = 20;
-    let (mut create, mut stop, mut destroy) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..lifecycle_runs {
-        let t = Instant::now();
-        let sb = provider.create(&CreateSpec::new()).await.unwrap();
-        create.push(t.elapsed());
-        let t = Instant::now();
-        sb.stop().await.unwrap();
-        stop.push(t.elapsed());
-        let t = Instant::now();
-        sb.destroy().await.unwrap();
-        destroy.push(t.elapsed());
-    }
-    println!("create on an instant server: {}", stats(create));
-    println!("stop on an instant server: {}", stats(stop));
-    println!("destroy on an instant server: {}", stats(destroy));
-
-    let provider = builder(base).log_follow(LogFollow::Poll).build().unwrap();
-    let sandbox = provider.get("sb-bench").await.unwrap();
-    let rss_before = peak_rss_kib();
-    let t = Instant::now();
-    // 32 MiB in 1 KiB lines.
-    let mut process = sandbox
-        .exec(&Command::shell(
-            "head -c 33554432 /dev/zero | tr '\\0' a | fold -w 1023; sleep 1",
-        ))
-        .await
-        .unwrap();
-    let mut bytes = 0usize;
-    while let Some(event) = process.next_event().await {
-        match event.unwrap() {
-            ProcessEvent::Stdout(b) | ProcessEvent::Stderr(b) => bytes += b.len(),
-            _ => {}
-        }
-    }
-    let rss_after = peak_rss_kib();
-    println!(
-        "32 MiB of output followed by polling: {bytes} bytes in {:.2} s, peak RSS {} MiB -> {} MiB (growth {:.1} MiB; process start {} MiB)",
-        t.elapsed().as_secs_f64(),
-        rss_before / 1024,
-        rss_after / 1024,
-        (rss_after - rss_before) as f64 / 1024.0,
-        rss_start / 1024
-    );
 }
