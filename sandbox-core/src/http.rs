@@ -817,6 +817,8 @@ pub struct Request {
     sandbox_id: Option<String>,
     with_auth: bool,
     max_body: usize,
+    /// Values in the URL path that messages and traces must not show.
+    path_secrets: Vec<String>,
 }
 
 impl Request {
@@ -833,6 +835,7 @@ impl Request {
             sandbox_id: None,
             with_auth: true,
             max_body: DEFAULT_MAX_BODY,
+            path_secrets: Vec::new(),
         }
     }
 
@@ -932,6 +935,14 @@ impl Request {
         self
     }
 
+    /// A value the URL path carries that must never be shown (a token the API takes only as a
+    /// path segment): error messages and `tracing` events write `<redacted>` for it, plain or
+    /// percent-encoded. It is also scrubbed from echoed error bodies.
+    pub fn path_secret(mut self, value: &str) -> Self {
+        self.path_secrets.push(value.to_owned());
+        self
+    }
+
     /// The largest answer [`Response::bytes`], [`Response::text`] and [`Response::json`] read
     /// whole (default [`DEFAULT_MAX_BODY`]); a larger one is an error before it is read, so a
     /// hostile server cannot exhaust memory. Streams ([`Response::bytes_stream`]) are not capped:
@@ -979,6 +990,7 @@ impl Request {
                 secrets.push(credential.to_owned());
             }
         }
+        secrets.extend(self.path_secrets.iter().cloned());
         secrets.retain(|s| s.len() >= MIN_SCRUBBED_SECRET_LEN);
         // Longest first, so a whole `Bearer x` is replaced before its tail.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -986,10 +998,18 @@ impl Request {
     }
 
     fn path_for_messages(&self) -> String {
-        match &self.url {
+        let mut path = match &self.url {
             Ok(url) => url.path().to_owned(),
-            Err(_) => "<invalid URL>".to_owned(),
+            Err(_) => return "<invalid URL>".to_owned(),
+        };
+        for secret in &self.path_secrets {
+            for form in [secret.clone(), encode_path_segment(secret)] {
+                if !form.is_empty() {
+                    path = path.replace(&form, "<redacted>");
+                }
+            }
         }
+        path
     }
 
     fn call_site(&self) -> CallSite {

@@ -1349,3 +1349,21 @@ fn addresses_from_answers_cannot_downgrade_or_carry_url_syntax() {
         assert_eq!(error.kind(), ErrorKind::Validation, "{bad}");
     }
 }
+
+#[tokio::test]
+async fn a_path_secret_never_reaches_messages() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(404).set_body_string(format!("no link {SECRET} here")))
+        .mount(&server)
+        .await;
+    let error = client(&server)
+        .request(Method::Post, &format!("/links/{SECRET}/expire"))
+        .path_secret(SECRET)
+        .send_empty()
+        .await
+        .unwrap_err();
+    let shown = format!("{error} {error:?}");
+    assert_no_secret(&shown);
+    assert!(shown.contains("/links/<redacted>/expire"), "{shown}");
+}

@@ -776,6 +776,7 @@ impl DaytonaSandbox {
             &format!("/ports/{port}/signed-preview-url/{segment}/expire"),
             "preview_link",
         )
+        .path_secret(token)
         .send_empty()
         .await
         .map_err(|e| without_secret(e, &[token, &segment]))
