@@ -779,7 +779,6 @@ impl DaytonaSandbox {
         .path_secret(token)
         .send_empty()
         .await
-        .map_err(|e| without_secret(e, &[token, &segment]))
     }
 
     /// Sends `GET {link.url}{path}` with the link's headers and returns the answer. A request
@@ -1293,79 +1292,9 @@ impl Sandbox for DaytonaSandbox {
     }
 }
 
-/// `error` with each of `secrets` (in any case, at least 4 bytes) replaced by `<redacted>` in
-/// its message; kind, status, context, retry advice and ambiguity are kept. The source is
-/// dropped, since its text could hold the secret too.
-fn without_secret(error: Error, secrets: &[&str]) -> Error {
-    let mut secrets: Vec<String> = secrets
-        .iter()
-        .filter(|s| s.len() >= 4)
-        .map(|s| s.to_ascii_lowercase())
-        .collect();
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let text = error.message();
-    // ASCII lowercasing keeps byte offsets, so a match in the copy is one in the message.
-    let lower = text.to_ascii_lowercase();
-    let mut message = String::with_capacity(text.len());
-    let mut at = 0;
-    'scan: while at < text.len() {
-        for secret in &secrets {
-            if lower[at..].starts_with(secret.as_str()) {
-                message.push_str("<redacted>");
-                at += secret.len();
-                continue 'scan;
-            }
-        }
-        let c = text[at..].chars().next().unwrap_or_default();
-        message.push(c);
-        at += c.len_utf8().max(1);
-    }
-    let mut clean = Error::new(error.kind(), message)
-        .with_retryable(error.is_retryable())
-        .with_ambiguous(error.is_ambiguous());
-    if let Some(provider) = error.provider() {
-        clean = clean.with_provider(provider);
-    }
-    if let Some(operation) = error.operation() {
-        clean = clean.with_operation(operation);
-    }
-    if let Some(id) = error.sandbox_id() {
-        clean = clean.with_sandbox_id(id);
-    }
-    if let Some(status) = error.status() {
-        clean = clean.with_status(status);
-    }
-    if let Some(id) = error.request_id() {
-        clean = clean.with_request_id(id);
-    }
-    if let Some(delay) = error.retry_after() {
-        clean = clean.with_retry_after(delay);
-    }
-    clean
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn without_secret_redacts_every_occurrence_in_any_case_and_keeps_the_rest() {
-        let error = Error::new(
-            ErrorKind::NotFound,
-            "POST /x/Tok-1234/expire: tok-1234 dact",
-        )
-        .with_status(404)
-        .with_operation("preview_link")
-        .with_retryable(false);
-        let clean = without_secret(error, &["tok-1234", "dact"]);
-        assert_eq!(
-            clean.message(),
-            "POST /x/<redacted>/expire: <redacted> <redacted>"
-        );
-        assert_eq!(clean.status(), Some(404));
-        assert_eq!(clean.operation(), Some("preview_link"));
-        assert_eq!(clean.kind(), ErrorKind::NotFound);
-    }
 
     #[tokio::test]
     async fn a_toolbox_url_from_the_api_may_not_downgrade_to_http() {
