@@ -85,6 +85,9 @@ pub mod record;
 pub struct ReadmeDoctests;
 pub mod replay;
 pub mod scenarios;
+#[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
+pub mod sim;
 mod suite;
 
 pub use proxy::LoggedRequest;

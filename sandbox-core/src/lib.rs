@@ -29,6 +29,7 @@ pub mod idempotency;
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;
+pub mod time;
 pub mod wait;
 
 pub use access::{PreviewLink, SshAccess};

@@ -4,7 +4,6 @@ use crate::builder::DaytonaBuilder;
 use crate::error::{PROVIDER, is_state_change_in_progress};
 use crate::sandbox::DaytonaSandbox;
 use crate::state::{Phase, phase, raw_states_of};
-use crate::time::parse_rfc3339;
 use crate::wire::{
     BuildInfo, CreateSandboxBody, CreateSnapshotBody, SandboxDto, SandboxList, SnapshotDto,
     UsageDto, VolumeMount,
@@ -12,6 +11,7 @@ use crate::wire::{
 use futures::StreamExt;
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
 use sandbox_sdk_core::idempotency::create_once;
+use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
     Capabilities, CreateSpec, Error, ErrorKind, ListFilter, Provider, Result, Sandbox, SandboxInfo,
     SandboxStream,
@@ -544,8 +544,8 @@ impl DaytonaProvider {
                     encode_path_segment(sandbox_id)
                 ),
             )
-            .query("from", crate::time::format_rfc3339(from))
-            .query("to", crate::time::format_rfc3339(to))
+            .query("from", sandbox_sdk_core::time::format_rfc3339(from))
+            .query("to", sandbox_sdk_core::time::format_rfc3339(to))
             .operation("usage")
             .sandbox_id(sandbox_id)
             .send_json()

@@ -5,7 +5,6 @@ use crate::error::{PROVIDER, is_empty_bad_gateway};
 use crate::exec;
 use crate::provider::{Inner, LifecycleRequest, info_from_dto};
 use crate::state::{Phase, phase};
-use crate::time::parse_rfc3339;
 use crate::wire::{
     BulkUploadAnswer, CreateSessionBody, ExecuteAnswer, ExecuteBody, FileInfoDto, ForkBody,
     InputBody, Labels, MatchDto, PreviewUrlDto, ResizeBody, SandboxDto, SandboxSnapshotBody,
@@ -17,6 +16,7 @@ use sandbox_sdk_core::http::{
     HttpClient, Method, Multipart, Request, Response, StreamBody, checked_answer_url,
     encode_path_segment,
 };
+use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, FileKind,
     ListOptions, Metrics, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo,

@@ -11,6 +11,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::http::{Method, Multipart};
+use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
     Download, ErrorKind, FileEvent, FileEventKind, FileEventStream, FileInfo, FileKind,
     ListOptions, Result, Transfer, UploadBody, validate_path,
@@ -18,79 +19,6 @@ use sandbox_sdk_core::{
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Parses an RFC 3339 timestamp (`2026-01-01T00:00:00.123456789Z`, offsets allowed).
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let s = s.trim();
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = s.get(r)?;
-        if part.bytes().all(|c| c.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
-        }
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut nanos: u64 = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let mut value: u64 = 0;
-        for (i, c) in frac[..digits].bytes().enumerate() {
-            if i < 9 {
-                value = value * 10 + u64::from(c - b'0');
-            }
-        }
-        for _ in digits..9 {
-            value *= 10;
-        }
-        nanos = value;
-        rest = &frac[digits..];
-    }
-    let offset_secs: i64 = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let ob = rest.as_bytes();
-            if ob.len() != 6 || ob[3] != b':' {
-                return None;
-            }
-            let sign = match ob[0] {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let h: i64 = rest.get(1..3)?.parse().ok()?;
-            let m: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (h * 3600 + m * 60)
-        }
-    };
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    let secs = u64::try_from(secs).ok()?;
-    UNIX_EPOCH.checked_add(Duration::new(secs, u32::try_from(nanos).ok()?))
-}
 
 /// Our view of an envd `EntryInfo`.
 pub fn file_info(entry: EntryInfo) -> FileInfo {
@@ -414,24 +342,6 @@ mod tests {
             file_signature("/home/user/a.txt", "read", "", "tok_envd_123", None),
             "v1_zpcfuBvTQ7Iw5iRRDlW6Y7v3hP25/WWkbW2cRaNfI4I"
         );
-    }
-
-    #[test]
-    fn rfc3339_parses_all_precisions_and_offsets() {
-        let base = UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01T00:00:00Z
-        assert_eq!(parse_rfc3339("2026-01-01T00:00:00Z"), Some(base));
-        assert_eq!(
-            parse_rfc3339("2026-01-01T00:00:00.123456789Z"),
-            Some(base + Duration::from_nanos(123_456_789))
-        );
-        assert_eq!(
-            parse_rfc3339("2026-01-01T00:00:00.5Z"),
-            Some(base + Duration::from_millis(500))
-        );
-        assert_eq!(parse_rfc3339("2026-01-01T01:00:00+01:00"), Some(base));
-        assert_eq!(parse_rfc3339("not a date"), None);
-        assert_eq!(parse_rfc3339("2026-13-01T00:00:00Z"), None);
-        assert_eq!(parse_rfc3339("2026-01-01T00:00:00"), None);
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub use envd::{
     DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT, KEEPALIVE_SECS, LIST_DIR_MAX_BODY,
     PROCESS_LIST_MAX_BODY, UNARY_MAX_BODY, envd_base_url, port_host,
 };
-pub use files::{file_signature, parse_rfc3339};
+pub use files::file_signature;
 pub use process::{SHELL, TIMEOUT_GRACE, exit_status, start_request};
 pub use provider::{
     CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_HEADER, IDEMPOTENCY_METADATA_KEY,

@@ -160,11 +160,11 @@ pub fn sandbox_info(detail: SandboxDetail) -> SandboxInfo {
     info.created_at = detail
         .started_at
         .as_deref()
-        .and_then(crate::files::parse_rfc3339);
+        .and_then(sandbox_sdk_core::time::parse_rfc3339);
     info.expires_at = detail
         .end_at
         .as_deref()
-        .and_then(crate::files::parse_rfc3339);
+        .and_then(sandbox_sdk_core::time::parse_rfc3339);
     info
 }
 

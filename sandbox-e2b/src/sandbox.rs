@@ -491,7 +491,11 @@ pub(crate) fn metrics(m: SandboxMetric) -> Metrics {
         .timestamp_unix
         .and_then(|t| u64::try_from(t).ok())
         .map(|t| UNIX_EPOCH + Duration::from_secs(t))
-        .or_else(|| m.timestamp.as_deref().and_then(crate::files::parse_rfc3339));
+        .or_else(|| {
+            m.timestamp
+                .as_deref()
+                .and_then(sandbox_sdk_core::time::parse_rfc3339)
+        });
     Metrics {
         timestamp,
         cpu_percent: m.cpu_used_pct,

@@ -18,7 +18,6 @@ use sandbox_sdk_core::{
     SandboxState, SandboxStream,
 };
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
 
 /// Metadata label every machine made by this adapter carries (value `1`); lists filter on it.
 pub const SANDBOX_LABEL: &str = "sandbox_sdk";
@@ -239,54 +238,6 @@ impl FlyProvider {
     }
 }
 
-/// Parses RFC 3339 (`2023-11-08T01:52:30Z`, fractions and offsets allowed).
-pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut rest = &text[19..];
-    let mut nanos = 0u32;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        let padded = format!("{:0<9}", &frac[..digits.min(9)]);
-        nanos = padded.parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 => {
-            // `get`, not indexing: the text comes from the server and may hold any characters.
-            let sign = match rest.get(..1)? {
-                "+" => 1,
-                "-" => -1,
-                _ => return None,
-            };
-            let hours = rest.get(1..3)?.parse::<i64>().ok()?;
-            let minutes = rest.get(4..6)?.parse::<i64>().ok()?;
-            sign * (hours * 3600 + minutes * 60)
-        }
-        _ => return None,
-    };
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset;
-    let secs = u64::try_from(secs).ok()?;
-    Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
-}
-
 /// A machine as the core model sees it.
 pub(crate) fn to_info(machine: &Machine) -> SandboxInfo {
     let raw = machine.state.clone();
@@ -300,7 +251,10 @@ pub(crate) fn to_info(machine: &Machine) -> SandboxInfo {
     info.raw_state = raw;
     info.template = machine.config.as_ref().and_then(|c| c.image.clone());
     info.metadata = machine.metadata();
-    info.created_at = machine.created_at.as_deref().and_then(parse_rfc3339);
+    info.created_at = machine
+        .created_at
+        .as_deref()
+        .and_then(sandbox_sdk_core::time::parse_rfc3339);
     info.region = machine.region.clone();
     info
 }
@@ -460,23 +414,6 @@ mod tests {
                 ),
             ]
         );
-    }
-
-    #[test]
-    fn rfc3339_parses() {
-        let t = parse_rfc3339("2023-11-08T01:52:30Z").unwrap();
-        assert_eq!(
-            t,
-            SystemTime::UNIX_EPOCH + Duration::from_secs(1_699_408_350)
-        );
-        let t2 = parse_rfc3339("2023-11-08T02:52:30.5+01:00").unwrap();
-        assert_eq!(t2, t + Duration::from_millis(500));
-        assert!(parse_rfc3339("yesterday").is_none());
-        // Multi-byte characters where the offset is expected: no panic, just no time.
-        assert!(parse_rfc3339("2023-11-08T01:52:30é1234").is_none());
-        assert!(parse_rfc3339("2023-11-08T01:52:30+1é23").is_none());
-        assert!(parse_rfc3339("2023-11-08T01:52:30+01é3").is_none());
-        assert!(parse_rfc3339("2023-13-08T01:52:30Z").is_none());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::{Result, shell};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 /// The file this task writes, relative to the workspace root.
 const OUTPUT: &str = "BENCHMARKS.md";
@@ -175,23 +175,8 @@ impl Machine {
 
 /// `YYYY-MM-DD HH:MM UTC` for a time after the epoch.
 fn utc_date(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60
-    )
+    let text = sandbox_sdk_core::time::format_rfc3339(time);
+    format!("{} {} UTC", &text[..10], &text[11..16])
 }
 
 /// A number with about three significant digits.

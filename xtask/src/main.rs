@@ -17,6 +17,7 @@ mod mcp;
 mod readme;
 mod record;
 mod shell;
+mod sim;
 
 use args::Args;
 use std::process::ExitCode;
@@ -69,6 +70,18 @@ const TASKS: &[Task] = &[
         usage: "mcp-check",
         about: "the official MCP TypeScript SDK client (tools/mcp-client) drives `sbox mcp --provider local` end to end",
         run: mcp::run,
+    },
+    Task {
+        name: "sim",
+        usage: "sim --provider NAME [--port N] [--faults SPEC]",
+        about: "serve a provider simulator on loopback (faults: sandbox_conformance::sim::faults)",
+        run: sim::run,
+    },
+    Task {
+        name: "sim-check",
+        usage: "sim-check",
+        about: "the official SDKs (tools/sim-check/<provider>) drive the provider simulators",
+        run: sim::run_check,
     },
     Task {
         name: "record",

@@ -1,0 +1,618 @@
+//! The loopback HTTP/1.1 server every simulator runs on: it reads each request whole, asks the
+//! simulator's [`Handler`] for the operation's name, applies the [`FaultPlan`], logs the
+//! exchange and sends the answer (a whole body or a stream).
+
+use super::faults::{Fault, FaultPlan};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The largest request body a simulator reads (a request over it is answered 413).
+pub const MAX_REQUEST_BODY: usize = 512 * 1024 * 1024;
+
+/// One request, read whole.
+pub struct SimRequest {
+    /// HTTP method.
+    pub method: Method,
+    /// Path, percent-encoded as sent.
+    pub path: String,
+    /// The raw query string, if any.
+    pub query: Option<String>,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
+}
+
+impl SimRequest {
+    /// The first value of a header, when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)?.to_str().ok()
+    }
+
+    /// Every value of query parameter `name`, percent-decoded, in order.
+    pub fn query_all(&self, name: &str) -> Vec<String> {
+        self.query_pairs()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    /// The first value of query parameter `name`, percent-decoded.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        self.query_all(name).into_iter().next()
+    }
+
+    /// The query's `(name, value)` pairs, percent-decoded (`+` is a space).
+    pub fn query_pairs(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.query
+            .as_deref()
+            .unwrap_or("")
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                (decode(k), decode(v))
+            })
+    }
+
+    /// The path's segments, percent-decoded (`/a/b%2Fc` is `["a", "b/c"]`).
+    pub fn segments(&self) -> Vec<String> {
+        self.path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(decode)
+            .collect()
+    }
+
+    /// The body as JSON, or a 400 answer saying why it is not.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+        serde_json::from_slice(&self.body).map_err(|e| format!("invalid JSON body: {e}"))
+    }
+
+    /// The connection upgrade of this request (a WebSocket), once.
+    pub fn take_upgrade(&mut self) -> Option<hyper::upgrade::OnUpgrade> {
+        self.upgrade.take()
+    }
+}
+
+/// Percent-decodes `text` (`+` as a space); invalid escapes stay as written.
+pub fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(hi), Some(lo)) => {
+                        out.push((hi * 16 + lo) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A response body.
+pub enum SimBody {
+    /// The whole body at once (sent with `Content-Length`).
+    Full(Bytes),
+    /// Chunks as they come (sent chunked); the stream's end is the body's end, an `Err` item
+    /// closes the connection mid-body.
+    Stream(BoxStream<'static, Result<Bytes, std::io::Error>>),
+}
+
+/// One answer.
+pub struct SimResponse {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: SimBody,
+}
+
+impl SimResponse {
+    /// An empty answer.
+    pub fn empty(status: u16) -> SimResponse {
+        SimResponse::bytes(status, None, Bytes::new())
+    }
+
+    /// A JSON answer.
+    pub fn json(status: u16, value: &impl serde::Serialize) -> SimResponse {
+        let body = serde_json::to_vec(value).unwrap_or_default();
+        SimResponse::bytes(status, Some("application/json"), body.into())
+    }
+
+    /// A whole body with an optional content type.
+    pub fn bytes(status: u16, content_type: Option<&str>, body: Bytes) -> SimResponse {
+        let response = SimResponse {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            headers: HeaderMap::new(),
+            body: SimBody::Full(body),
+        };
+        match content_type {
+            Some(t) => response.header("content-type", t),
+            None => response,
+        }
+    }
+
+    /// A streamed body.
+    pub fn stream(
+        status: u16,
+        content_type: &str,
+        body: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    ) -> SimResponse {
+        SimResponse {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            headers: HeaderMap::new(),
+            body: SimBody::Stream(body),
+        }
+        .header("content-type", content_type)
+    }
+
+    /// Adds a header (ignored when the name or value is not valid).
+    pub fn header(mut self, name: &str, value: &str) -> SimResponse {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            self.headers.append(n, v);
+        }
+        self
+    }
+}
+
+/// A provider's protocol, served by [`SimServer`].
+pub trait Handler: Send + Sync + 'static {
+    /// The operation a request is (`create`, `exec`, `files.read`, …): what fault rules and the
+    /// log name it by. Unknown routes may answer `other`.
+    fn operation(&self, request: &SimRequest) -> &'static str;
+
+    /// Acts on the request and answers it.
+    fn handle(&self, request: SimRequest) -> BoxFuture<'static, SimResponse>;
+
+    /// The provider's error answer for `status` with `message` (used for injected statuses).
+    fn error(&self, status: u16, message: &str) -> SimResponse;
+}
+
+/// One exchange the simulator saw.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LogEntry {
+    /// Milliseconds since the server started, when the request arrived.
+    pub at_ms: u64,
+    /// The operation's name.
+    pub operation: &'static str,
+    /// HTTP method.
+    pub method: String,
+    /// Path as sent.
+    pub path: String,
+    /// Query as sent, with credential-like values redacted.
+    pub query: Option<String>,
+    /// The status answered; `None` when the connection was closed instead.
+    pub status: Option<u16>,
+    /// The fault applied, as its SPEC text.
+    pub fault: Option<String>,
+}
+
+/// The requests a simulator saw, in arrival order.
+#[derive(Clone, Debug, Default)]
+pub struct RequestLog {
+    entries: Arc<Mutex<Vec<LogEntry>>>,
+}
+
+impl RequestLog {
+    /// A copy of every entry so far.
+    pub fn entries(&self) -> Vec<LogEntry> {
+        self.lock().clone()
+    }
+
+    /// How many requests of `operation` arrived.
+    pub fn count(&self, operation: &str) -> usize {
+        self.lock()
+            .iter()
+            .filter(|e| e.operation == operation)
+            .count()
+    }
+
+    /// Forgets every entry.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// The log as JSON lines.
+    pub fn to_json_lines(&self) -> String {
+        self.lock()
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap_or_default() + "\n")
+            .collect()
+    }
+
+    fn push(&self, entry: LogEntry) -> usize {
+        let mut entries = self.lock();
+        entries.push(entry);
+        entries.len() - 1
+    }
+
+    fn set_status(&self, index: usize, status: Option<u16>) {
+        if let Some(e) = self.lock().get_mut(index) {
+            e.status = status;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<LogEntry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running simulator server; dropping it stops accepting connections.
+pub struct SimServer {
+    addr: SocketAddr,
+    url: String,
+    faults: FaultPlan,
+    log: RequestLog,
+    accept: JoinHandle<()>,
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl SimServer {
+    /// Serves `handler` on `127.0.0.1:port` (0 for a free port) on the current runtime.
+    pub async fn start(
+        handler: Arc<dyn Handler>,
+        port: u16,
+        faults: FaultPlan,
+    ) -> std::io::Result<SimServer> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let log = RequestLog::default();
+        let started = Instant::now();
+        let shared = Arc::new(Shared {
+            handler,
+            faults: faults.clone(),
+            log: log.clone(),
+            started,
+        });
+        let accept = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let _ = socket.set_nodelay(true);
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| shared.clone().serve(request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(true)
+                        .serve_connection(TokioIo::new(socket), service)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+        Ok(SimServer {
+            addr,
+            url: format!("http://{addr}"),
+            faults,
+            log,
+            accept,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The fault plan, changeable while the server runs.
+    pub fn faults(&self) -> &FaultPlan {
+        &self.faults
+    }
+
+    /// The request log.
+    pub fn log(&self) -> &RequestLog {
+        &self.log
+    }
+}
+
+struct Shared {
+    handler: Arc<dyn Handler>,
+    faults: FaultPlan,
+    log: RequestLog,
+    started: Instant,
+}
+
+type Reply = hyper::Response<UnsyncBoxBody<Bytes, BoxError>>;
+
+impl Shared {
+    async fn serve(self: Arc<Self>, request: hyper::Request<Incoming>) -> Result<Reply, BoxError> {
+        let (mut parts, body) = request.into_parts();
+        let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+        let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                let too_big = e.is::<http_body_util::LengthLimitError>();
+                return if too_big {
+                    Ok(reply(
+                        self.handler.error(413, "request body too large"),
+                        None,
+                    ))
+                } else {
+                    Err(e)
+                };
+            }
+        };
+        let request = SimRequest {
+            method: parts.method,
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().map(str::to_owned),
+            headers: parts.headers,
+            body,
+            upgrade,
+        };
+        let operation = self.handler.operation(&request);
+        let fault = self.faults.next(operation);
+        let index = self.log.push(LogEntry {
+            at_ms: self.started.elapsed().as_millis() as u64,
+            operation,
+            method: request.method.to_string(),
+            path: request.path.clone(),
+            query: request.query.as_deref().map(redact_query),
+            status: None,
+            fault: fault.as_ref().map(Fault::to_string),
+        });
+        let response = match fault {
+            Some(Fault::Status { code, retry_after }) => {
+                let response = self.handler.error(code, "injected by the simulator");
+                match retry_after {
+                    Some(secs) => response.header("retry-after", &secs.to_string()),
+                    None => response,
+                }
+            }
+            Some(Fault::Reset) => return Err("connection reset by the simulator".into()),
+            Some(Fault::Stall(d)) => {
+                tokio::time::sleep(d).await;
+                self.handler.handle(request).await
+            }
+            Some(Fault::ResetAfter) => {
+                drop(self.handler.handle(request).await);
+                return Err("connection reset by the simulator after acting".into());
+            }
+            Some(Fault::Delay(d)) => {
+                let response = self.handler.handle(request).await;
+                tokio::time::sleep(d).await;
+                response
+            }
+            Some(Fault::Malformed) => {
+                let mut response = self.handler.handle(request).await;
+                response.body = SimBody::Full(Bytes::from_static(b"{\"malformed\": [tru"));
+                response
+            }
+            _ => self.handler.handle(request).await,
+        };
+        let cut = match fault {
+            Some(Fault::Cut(n)) => Some(Some(n)),
+            Some(Fault::Silence) => Some(None),
+            _ => None,
+        };
+        self.log.set_status(index, Some(response.status.as_u16()));
+        Ok(reply(response, cut))
+    }
+}
+
+/// The hyper response for `response`, its body cut after `n` bytes (`Some(Some(n))`) or held
+/// silent forever (`Some(None)`).
+fn reply(response: SimResponse, cut: Option<Option<usize>>) -> Reply {
+    let mut body: BoxStream<'static, Result<Bytes, std::io::Error>> = match response.body {
+        SimBody::Full(bytes) if cut.is_none() => {
+            let mut reply = hyper::Response::new(
+                Full::new(bytes)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            );
+            *reply.status_mut() = response.status;
+            *reply.headers_mut() = response.headers;
+            return reply;
+        }
+        SimBody::Full(bytes) => futures::stream::once(async move { Ok(bytes) }).boxed(),
+        SimBody::Stream(stream) => stream,
+    };
+    match cut {
+        Some(Some(limit)) => body = cut_after(body, limit),
+        Some(None) => body = futures::stream::pending().boxed(),
+        None => {}
+    }
+    let frames = body.map(|item| item.map(Frame::data).map_err(|e| Box::new(e) as BoxError));
+    let mut reply = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
+    *reply.status_mut() = response.status;
+    let mut headers = response.headers;
+    headers.remove(http::header::CONTENT_LENGTH);
+    *reply.headers_mut() = headers;
+    reply
+}
+
+/// `body`'s first `limit` bytes, then an error that closes the connection.
+fn cut_after(
+    body: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    limit: usize,
+) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+    futures::stream::unfold((body, limit, false), |(mut body, left, done)| async move {
+        if done {
+            return None;
+        }
+        let cut =
+            || std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut by the simulator");
+        if left == 0 {
+            // Let the server flush what it has (the head, the bytes so far) before the reset.
+            tokio::task::yield_now().await;
+            return Some((Err(cut()), (body, 0, true)));
+        }
+        match body.next().await {
+            Some(Ok(chunk)) if chunk.len() > left => {
+                Some((Ok(chunk.slice(..left)), (body, 0, false)))
+            }
+            Some(Ok(chunk)) => {
+                let left = left - chunk.len();
+                Some((Ok(chunk), (body, left, false)))
+            }
+            Some(Err(e)) => Some((Err(e), (body, 0, true))),
+            None => {
+                tokio::task::yield_now().await;
+                Some((Err(cut()), (body, 0, true)))
+            }
+        }
+    })
+    .boxed()
+}
+
+/// `query` with the values of credential-like names replaced by `<redacted>`.
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if crate::replay::is_credential_name(k) => format!("{k}=<redacted>"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::FaultRule;
+    use std::time::Duration;
+
+    /// Answers `{"n": <count>}` on every request, counting the ones it acted on.
+    struct Counter(std::sync::atomic::AtomicUsize);
+
+    impl Handler for Counter {
+        fn operation(&self, request: &SimRequest) -> &'static str {
+            if request.path == "/stream" {
+                "stream"
+            } else {
+                "count"
+            }
+        }
+        fn handle(&self, request: SimRequest) -> BoxFuture<'static, SimResponse> {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Box::pin(async move {
+                if request.path == "/stream" {
+                    let chunks = (0..4).map(|_| Ok(Bytes::from_static(b"abcd")));
+                    SimResponse::stream(200, "text/plain", futures::stream::iter(chunks).boxed())
+                } else {
+                    SimResponse::json(200, &serde_json::json!({ "n": n }))
+                }
+            })
+        }
+        fn error(&self, status: u16, message: &str) -> SimResponse {
+            SimResponse::json(status, &serde_json::json!({ "message": message }))
+        }
+    }
+
+    async fn start(spec: &str) -> (SimServer, Arc<Counter>) {
+        let handler = Arc::new(Counter(Default::default()));
+        let plan = FaultPlan::parse(spec).unwrap();
+        let server = SimServer::start(handler.clone(), 0, plan).await.unwrap();
+        (server, handler)
+    }
+
+    fn acted(handler: &Counter) -> usize {
+        handler.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn an_injected_status_answers_without_acting_and_carries_retry_after() {
+        let (server, handler) = start("count=429:7#1").await;
+        let answer = reqwest::get(format!("{}/x", server.url())).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 429);
+        assert_eq!(answer.headers()["retry-after"], "7");
+        assert_eq!(acted(&handler), 0);
+        let answer = reqwest::get(format!("{}/x", server.url())).await.unwrap();
+        assert_eq!(answer.text().await.unwrap(), r#"{"n":1}"#);
+        let log = server.log().entries();
+        assert_eq!(log[0].fault.as_deref(), Some("429:7"));
+        assert_eq!(
+            log.iter().map(|e| e.status).collect::<Vec<_>>(),
+            [Some(429), Some(200)]
+        );
+    }
+
+    #[tokio::test]
+    async fn reset_closes_before_acting_and_reset_after_closes_after_acting() {
+        let (server, handler) = start("count=reset#1;count=reset-after#1").await;
+        assert!(reqwest::get(format!("{}/x", server.url())).await.is_err());
+        assert_eq!(acted(&handler), 0);
+        assert!(reqwest::get(format!("{}/x", server.url())).await.is_err());
+        assert_eq!(acted(&handler), 1);
+        assert_eq!(server.log().entries()[1].status, None);
+    }
+
+    #[tokio::test]
+    async fn cut_closes_mid_body_and_silence_sends_no_body_byte() {
+        let (server, _) = start("stream=cut:6#1;stream=silence#1").await;
+        let answer = reqwest::get(format!("{}/stream", server.url()))
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        assert!(answer.bytes().await.is_err());
+        let answer = reqwest::get(format!("{}/stream", server.url()))
+            .await
+            .unwrap();
+        let mut body = answer.bytes_stream();
+        let next = tokio::time::timeout(Duration::from_millis(200), body.next()).await;
+        assert!(next.is_err(), "a silent body yields nothing");
+        let answer = reqwest::get(format!("{}/stream", server.url()))
+            .await
+            .unwrap();
+        assert_eq!(answer.text().await.unwrap(), "abcdabcdabcdabcd");
+    }
+
+    #[tokio::test]
+    async fn malformed_keeps_the_status_and_breaks_the_json() {
+        let (server, handler) = start("").await;
+        server
+            .faults()
+            .add(FaultRule::new("*", Fault::Malformed).times(1));
+        let answer = reqwest::get(format!("{}/x", server.url())).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        let body = answer.bytes().await.unwrap();
+        assert!(serde_json::from_slice::<serde_json::Value>(&body).is_err());
+        assert_eq!(acted(&handler), 1);
+    }
+
+    #[test]
+    fn decode_handles_escapes_plus_and_broken_escapes() {
+        assert_eq!(decode("a%2Fb+c"), "a/b c");
+        assert_eq!(decode("%zz%4"), "%zz%4");
+        assert_eq!(decode("%C3%A9"), "é");
+    }
+}

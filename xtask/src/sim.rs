@@ -1,0 +1,103 @@
+//! `cargo xtask sim` serves a provider simulator on a port so any program (an official SDK, a
+//! user's agent) can be pointed at it; `cargo xtask sim-check` proves the simulators with
+//! clients nobody here wrote: each provider's official SDK, installed from its lockfile under
+//! `tools/sim-check/<provider>`, runs `check.mjs` against the simulator and must pass every
+//! check. The request log of each run is written to `target/sim-check/<provider>.jsonl`.
+//!
+//! Needs Node.js ≥ 18 and npm (on the CI machine); `npm ci` installs the SDKs from the npm
+//! registry.
+
+use crate::args::Args;
+use crate::{Result, shell};
+use sandbox_conformance::sim::{self, FaultPlan};
+use std::process::Command;
+
+/// The providers whose official SDK `sim-check` drives (each has `tools/sim-check/<name>`).
+const SDK_CHECKS: &[&str] = &[];
+
+/// `cargo xtask sim --provider NAME [--port N] [--faults SPEC]`: serves until interrupted,
+/// printing the URL and the environment that points the provider's SDK at it.
+pub fn run(mut args: Args) -> Result {
+    let provider = args
+        .value("--provider")?
+        .ok_or("--provider NAME is required")?;
+    let port = match args.value("--port")? {
+        Some(p) => p
+            .parse()
+            .map_err(|_| format!("--port {p:?} is not a port"))?,
+        None => 0,
+    };
+    let faults = match args.value("--faults")? {
+        Some(spec) => FaultPlan::parse(&spec)?,
+        None => FaultPlan::new(),
+    };
+    args.finish()?;
+    runtime()?.block_on(async {
+        let sim = sim::start(&provider, port, faults).await?;
+        println!("{} simulator on {}", sim.provider(), sim.url());
+        for (name, value) in sim.env() {
+            println!("export {name}={value}");
+        }
+        println!("(Ctrl-C stops it)");
+        tokio::signal::ctrl_c()
+            .await
+            .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
+        print!("{}", sim.server().log().to_json_lines());
+        Ok(())
+    })
+}
+
+/// `cargo xtask sim-check`: every official-SDK check.
+pub fn run_check(args: Args) -> Result {
+    args.finish()?;
+    check()
+}
+
+/// The check as CI runs it.
+pub fn check() -> Result {
+    let root = shell::workspace_root();
+    let logs = root.join("target").join("sim-check");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    for provider in SDK_CHECKS {
+        let dir = root.join("tools").join("sim-check").join(provider);
+        println!("== sim-check {provider}: the official SDK against the simulator");
+        node(&dir, "npm", &["ci", "--no-audit", "--no-fund"], &[])?;
+        let runtime = runtime()?;
+        let sim = runtime.block_on(sim::start(provider, 0, FaultPlan::new()))?;
+        // The simulator serves on the runtime's worker threads while node runs.
+        let result = node(&dir, "node", &["check.mjs"], &sim.env());
+        let log = logs.join(format!("{provider}.jsonl"));
+        std::fs::write(&log, sim.server().log().to_json_lines())
+            .map_err(|e| format!("writing {}: {e}", log.display()))?;
+        drop(sim);
+        result.map_err(|e| format!("{e}; the request log is in {}", log.display()))?;
+    }
+    Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting a tokio runtime: {e}"))
+}
+
+/// Runs `program args` in `dir` with `env` added, failing with what it was.
+fn node(dir: &std::path::Path, program: &str, args: &[&str], env: &[(&str, String)]) -> Result {
+    let status = Command::new(program)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .current_dir(dir)
+        .status()
+        .map_err(|e| format!("could not start {program} (Node.js and npm are needed): {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{program} {}` in {} failed ({status})",
+            args.join(" "),
+            dir.display()
+        ))
+    }
+}
