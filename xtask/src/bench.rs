@@ -360,10 +360,10 @@ mod tests {
 
     #[test]
     fn dates_are_utc_calendar_dates() {
-        assert_eq!(utc_date(UNIX_EPOCH), "1970-01-01 00:00 UTC");
-        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_709_210_096); // leap day 2024
+        assert_eq!(utc_date(std::time::UNIX_EPOCH), "1970-01-01 00:00 UTC");
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_709_210_096); // leap day 2024
         assert_eq!(utc_date(t), "2024-02-29 12:34 UTC");
-        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_798_761_599);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_798_761_599);
         assert_eq!(utc_date(t), "2026-12-31 23:59 UTC");
     }
 
