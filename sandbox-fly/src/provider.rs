@@ -313,6 +313,7 @@ pub fn user_metadata(metadata: &BTreeMap<String, String>) -> BTreeMap<String, St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn provider(b: FlyBuilder) -> FlyProvider {
         b.token("t")
