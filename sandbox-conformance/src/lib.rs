@@ -160,6 +160,27 @@ macro_rules! conformance_tests {
     };
 }
 
+/// [`conformance_tests!`] for a [`Suite::simulated`] suite: every scenario, plus the
+/// simulator-only ones of [`sim::live`] (feature `sim`).
+#[cfg(feature = "sim")]
+#[macro_export]
+macro_rules! sim_conformance_tests {
+    ($suite:expr) => {
+        $crate::__conformance_tests!($suite;
+            connect lifecycle stop_resume pause_resume set_timeout
+            exec_exit_codes exec_stdout_stderr exec_env_cwd exec_timeout exec_stdin exec_kill
+            exec_background exec_pty exec_streaming
+            files_roundtrip files_streaming files_missing files_list files_manage files_watch
+            list list_filters fork snapshot preview_link ssh_access metrics
+            error_unauthorized error_not_found error_conflict error_rate_limited error_server
+            error_connection_reset error_truncated_stream no_duplicate_create
+            create_slow_answer create_reset create_unavailable
+            sim_concurrent_creates sim_slow_create sim_silent_stream sim_kill_while_streaming
+            sim_reattach sim_thousand_sandboxes
+        );
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
@@ -191,6 +212,27 @@ mod tests {
         let end = start + source[start..].find(");").unwrap_or(0);
         let listed: Vec<&str> = source[start..end].split_whitespace().skip(1).collect();
         let names: Vec<&str> = crate::SCENARIOS.iter().map(|s| s.name).collect();
+        assert_eq!(listed, names);
+    }
+
+    #[cfg(feature = "sim")]
+    #[test]
+    fn the_sim_macro_lists_every_scenario_then_the_simulator_ones() {
+        let source = include_str!("lib.rs");
+        let start = source
+            .find("macro_rules! sim_conformance_tests")
+            .unwrap_or(0);
+        let start = start
+            + source[start..]
+                .find("__conformance_tests!($suite;")
+                .unwrap_or(0);
+        let end = start + source[start..].find(");").unwrap_or(0);
+        let listed: Vec<&str> = source[start..end].split_whitespace().skip(1).collect();
+        let names: Vec<&str> = crate::SCENARIOS
+            .iter()
+            .map(|s| s.name)
+            .chain(crate::sim::live::SIM_SCENARIOS.iter().map(|s| s.name))
+            .collect();
         assert_eq!(listed, names);
     }
 

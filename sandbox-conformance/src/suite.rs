@@ -34,6 +34,11 @@ pub(crate) enum Target {
         provider: Arc<dyn Provider>,
     },
     Record(Arc<crate::record::RecordTarget>),
+    #[cfg(feature = "sim")]
+    Simulated {
+        provider: String,
+        factory: Factory,
+    },
 }
 
 /// The conformance suite for one adapter.
@@ -79,6 +84,8 @@ impl std::fmt::Debug for Suite {
             Target::Replay { cassettes, .. } => format!("replay from {}", cassettes.display()),
             Target::Live { provider } => format!("live against {}", provider.name()),
             Target::Record(_) => "record".to_owned(),
+            #[cfg(feature = "sim")]
+            Target::Simulated { provider, .. } => format!("against the {provider} simulator"),
         };
         f.debug_struct("Suite")
             .field("mode", &mode)
@@ -371,7 +378,7 @@ impl Coverage {
     }
 }
 
-fn conformance_spec() -> CreateSpec {
+pub(crate) fn conformance_spec() -> CreateSpec {
     CreateSpec::new()
         .metadata("suite", "conformance")
         .timeout(Duration::from_secs(300))
@@ -413,6 +420,25 @@ impl Suite {
         }
     }
 
+    /// A suite running live against the simulator of `provider` (see [`crate::sim`]): each
+    /// scenario starts a fresh simulator and builds the adapter with `factory(simulator_url)`.
+    /// Besides the regular scenarios (as [`Suite::live`] runs them) it runs the simulator-only
+    /// ones of [`crate::sim::live`]; generate their tests with [`crate::sim_conformance_tests!`].
+    #[cfg(feature = "sim")]
+    pub fn simulated<F>(provider: &str, factory: F) -> Suite
+    where
+        F: Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
+    {
+        Suite {
+            target: Target::Simulated {
+                provider: provider.to_owned(),
+                factory: Arc::new(factory),
+            },
+            covered_elsewhere: BTreeMap::new(),
+            label: Some(format!("{provider}-sim")),
+        }
+    }
+
     /// A suite recording cassettes from a live service; see [`crate::record`].
     pub fn record(target: crate::record::RecordTarget) -> Suite {
         Suite {
@@ -443,6 +469,9 @@ impl Suite {
                 .map_err(|e| format!("the adapter factory failed: {e}"))?,
             Target::Live { provider } => provider.clone(),
             Target::Record(t) => t.describe()?,
+            #[cfg(feature = "sim")]
+            Target::Simulated { factory, .. } => factory("http://127.0.0.1:9")
+                .map_err(|e| format!("the adapter factory failed: {e}"))?,
         };
         let client = client_of(&raw, false);
         let name = self.label.clone().unwrap_or_else(|| raw.name().to_owned());
@@ -485,6 +514,11 @@ impl Suite {
 
     /// Runs one scenario by name.
     pub async fn run(&self, scenario: &str) -> ScenarioReport {
+        #[cfg(feature = "sim")]
+        if let Target::Simulated { provider, factory } = &self.target {
+            let run = run_simulated(scenario, provider, factory);
+            return self.bounded(scenario, run).await;
+        }
         let Some(info) = scenarios::scenario(scenario) else {
             return ScenarioReport {
                 provider: String::new(),
@@ -498,8 +532,19 @@ impl Suite {
                 Target::Replay { factory, cassettes } => run_replay(info, factory, cassettes).await,
                 Target::Live { provider } => run_live(info, provider.clone()).await,
                 Target::Record(target) => crate::record::run_record(info, target).await,
+                #[cfg(feature = "sim")]
+                Target::Simulated { .. } => unreachable!("simulated suites return above"),
             }
         };
+        self.bounded(scenario, run).await
+    }
+
+    /// `run` within [`SCENARIO_TIMEOUT`], labelled.
+    async fn bounded(
+        &self,
+        scenario: &str,
+        run: impl std::future::Future<Output = ScenarioReport>,
+    ) -> ScenarioReport {
         match tokio::time::timeout(SCENARIO_TIMEOUT, run).await {
             Ok(mut report) => {
                 if let Some(label) = &self.label {
@@ -664,6 +709,50 @@ fn load_cassette(
     cassette
         .substituted(placeholders)
         .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// One scenario (regular or simulator-only) against a fresh simulator of `provider`.
+#[cfg(feature = "sim")]
+async fn run_simulated(scenario: &str, provider: &str, factory: &Factory) -> ScenarioReport {
+    let mut report = ScenarioReport {
+        provider: provider.to_owned(),
+        scenario: scenario.to_owned(),
+        outcome: Outcome::Passed,
+        requests: None,
+    };
+    let sim = match crate::sim::start(provider, 0, crate::sim::FaultPlan::new()).await {
+        Ok(sim) => sim,
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("cannot start the simulator: {e}"));
+            return report;
+        }
+    };
+    let raw = match factory(sim.url()) {
+        Ok(p) => p,
+        Err(e) => {
+            report.outcome = Outcome::Failed(format!("the adapter factory failed: {e}"));
+            return report;
+        }
+    };
+    if let Some(info) = scenarios::scenario(scenario) {
+        return run_live(info, raw).await;
+    }
+    let Some(info) = crate::sim::live::sim_scenario(scenario) else {
+        report.outcome = Outcome::Failed(format!("no scenario named {scenario:?}"));
+        return report;
+    };
+    let caps = client_of(&raw, false).capabilities();
+    if let Some(cap) = info.requires.filter(|c| !caps.level(*c).is_available()) {
+        report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
+        return report;
+    }
+    let url = sim.url().to_owned();
+    let rebuild = move || factory(&url);
+    report.outcome = match crate::sim::live::run(scenario, &*sim, raw, &rebuild).await {
+        Ok(()) => Outcome::Passed,
+        Err(e) => Outcome::Failed(e),
+    };
+    report
 }
 
 async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> ScenarioReport {

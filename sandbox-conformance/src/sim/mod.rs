@@ -28,6 +28,7 @@
 //! behaviour, never from this workspace's adapters, so they can disagree with an adapter.
 
 pub mod faults;
+pub mod live;
 mod server;
 
 pub use faults::{Fault, FaultPlan, FaultRule};
@@ -105,6 +106,9 @@ pub trait Simulator: Send + Sync {
 
     /// How many sandboxes exist (created and not yet destroyed), in any state.
     fn sandboxes(&self) -> usize;
+
+    /// Turns the provider's documented rate limits on (the default) or off (for load tests).
+    fn set_rate_limits(&self, enabled: bool);
 
     /// Environment variables that point the provider's official SDK, and this workspace's
     /// adapter built `from_env`, at the simulator, with the key it accepts.
