@@ -43,10 +43,16 @@
 //!   value `{{any}}` matches any value. An absent `query` means "no query string";
 //! - every header in `headers` is present with that value (names case-insensitive, `{{any}}`
 //!   matches any value); headers the cassette does not list are ignored, so list only those that
-//!   matter (content type, protocol versions, lease nonces, idempotency keys). Never list
-//!   credentials: `Authorization: Bearer {{token}}` is allowed because `{{token}}` is a placeholder;
+//!   matter (content type, protocol versions, lease nonces, idempotency keys). Never list a
+//!   real credential: `authorization: Bearer {{token}}` is how a credential is written (the
+//!   recorder writes it so);
 //! - `body`, when present and not `null`, matches as its kind says (see [`Body`]); an absent body
-//!   is not checked.
+//!   is not checked;
+//! - **the API key is required**: a request must carry [`TOKEN`] in a credential header
+//!   (`authorization`, `x-api-key`, `x-access-token`, …) or credential query parameter, even when
+//!   the interaction lists none, so an adapter that drops its credentials fails replay with a
+//!   message saying so. `"auth": "none"` in the request marks one that is authorised otherwise
+//!   (a signed URL) or not at all.
 //!
 //! JSON bodies compare **exactly** by default (semantic equality: key order and whitespace do not
 //! matter, every field must be there and no other), so an adapter that sends a field the cassette
@@ -230,6 +236,24 @@ pub struct RequestSpec {
     /// How a JSON body is compared.
     #[serde(default, rename = "match", skip_serializing_if = "is_default")]
     pub json_match: JsonMatch,
+    /// Whether the request must carry the API key. By default it must: replay refuses a request
+    /// without a credential header (`authorization`, `x-api-key`, `x-access-token`, …) or
+    /// credential query parameter holding [`TOKEN`], unless the interaction names its credential
+    /// header itself. `"auth": "none"` marks a request that is authorised otherwise (a signed
+    /// URL) or not at all.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub auth: Auth,
+}
+
+/// Whether a request must carry the API key ([`RequestSpec::auth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Auth {
+    /// It must carry [`TOKEN`] in a credential header or query parameter.
+    #[default]
+    Required,
+    /// It carries none (or one replay cannot know).
+    None,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {

@@ -599,8 +599,23 @@ fn build_cassette(
             let headers: BTreeMap<String, String> = req
                 .headers
                 .iter()
-                .filter(|(k, _)| KEEP_REQUEST_HEADERS.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .filter_map(|(k, v)| {
+                    if KEEP_REQUEST_HEADERS.contains(&k.as_str()) {
+                        return Some((k.clone(), v.clone()));
+                    }
+                    // The credential stays as a placeholder (`Bearer {{token}}`), so replay
+                    // proves the adapter sends it on this request.
+                    let scrubbed = match v.split_once(' ') {
+                        Some((scheme, rest))
+                            if scheme.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+                        {
+                            format!("{scheme} {}", scrub.text(rest))
+                        }
+                        _ => scrub.text(v),
+                    };
+                    (crate::replay::is_credential_name(k) && scrubbed.contains("{{token}}"))
+                        .then(|| (k.clone(), scrubbed))
+                })
                 .collect();
             let request = RequestSpec {
                 method: req.method.clone(),
@@ -609,6 +624,7 @@ fn build_cassette(
                 headers,
                 body: Body::from_bytes(&req.body, req.header("content-type")),
                 json_match: Default::default(),
+                auth: Default::default(),
             };
             let content_type = ex
                 .headers
@@ -895,11 +911,10 @@ mod tests {
             c.interactions[1].request.query["x"],
             QueryValue::Many(vec!["1".into(), "2".into()])
         );
-        assert!(
-            !c.interactions[1]
-                .request
-                .headers
-                .contains_key("authorization")
+        // The credential stays, as a placeholder replay requires.
+        assert_eq!(
+            c.interactions[1].request.headers.get("authorization"),
+            Some(&"Bearer {{token}}".to_owned())
         );
         assert_eq!(
             c.interactions[1].response.frames,

@@ -20,8 +20,8 @@
 //! ```
 
 use crate::cassette::{
-    ANY, Body, Cassette, Fault, Frame, Interaction, JsonMatch, Order, RequestSpec, decode_connect,
-    json_matches,
+    ANY, Auth, Body, Cassette, Fault, Frame, Interaction, JsonMatch, Order, RequestSpec, TOKEN,
+    decode_connect, json_matches,
 };
 use crate::proxy::{Exchange, FAULT_HEADER, Handler, LoggedRequest, Proxy};
 use std::collections::BTreeMap;
@@ -483,6 +483,12 @@ pub(crate) fn mismatch(spec: &RequestSpec, request: &Request) -> Option<String> 
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect();
+        if got.is_empty() && is_credential_name(name) {
+            return Some(format!(
+                "credentials: the request carries no API key (header {name} is missing): the \
+                 adapter must send its credentials on every request"
+            ));
+        }
         if got.is_empty() {
             return Some(format!("header {name}: missing"));
         }
@@ -500,7 +506,31 @@ pub(crate) fn mismatch(spec: &RequestSpec, request: &Request) -> Option<String> 
     {
         return Some(format!("body: {reason}"));
     }
+    if spec.auth == Auth::Required
+        && !spec.headers.keys().any(|k| is_credential_name(k))
+        && !carries_token(request)
+    {
+        return Some(
+            "credentials: the request carries no API key (no authorization, x-api-key, \
+             x-access-token or other credential header or query parameter holds it): the \
+             adapter must send its credentials on every request (mark a request that is \
+             authorised otherwise with \"auth\": \"none\" in the cassette)"
+                .to_owned(),
+        );
+    }
     None
+}
+
+/// Whether a credential header or query parameter of `request` holds [`TOKEN`].
+fn carries_token(request: &Request) -> bool {
+    let in_headers = request.headers.iter().any(|(name, value)| {
+        is_credential_name(name.as_str()) && value.to_str().is_ok_and(|v| v.contains(TOKEN))
+    });
+    in_headers
+        || request
+            .url
+            .query_pairs()
+            .any(|(name, value)| is_credential_name(&name) && value.contains(TOKEN))
 }
 
 fn path_matches(want: &str, got: &str) -> bool {
@@ -612,21 +642,17 @@ fn body_matches(spec: &Body, mode: JsonMatch, actual: &[u8]) -> Result<(), Strin
 }
 
 /// Renders requests as the normalised text kept in insta snapshots: one block per request with
-/// method, path and query, the headers that matter (no host, credentials, user agent, lengths or
-/// encodings), and the body (JSON pretty-printed with sorted keys, Connect envelopes decoded,
-/// binary summarised), with ids, tokens and the server address replaced by placeholders.
+/// method, path and query, the headers that matter (no host, user agent, lengths or encodings;
+/// a credential shows as `{{token}}` when it is the API key and `<redacted>` otherwise, so a
+/// snapshot shows which credential each request carries), and the body (JSON pretty-printed
+/// with sorted keys, Connect envelopes decoded, binary summarised), with ids, tokens and the
+/// server address replaced by placeholders.
 pub fn normalise_requests(
     requests: &[LoggedRequest],
     placeholders: &crate::cassette::Placeholders,
 ) -> String {
     const SKIP: &[&str] = &[
         "host",
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "x-api-key",
-        "api-key",
-        "x-access-token",
         "user-agent",
         "content-length",
         "accept-encoding",
@@ -643,13 +669,15 @@ pub fn normalise_requests(
         let mut headers: Vec<&(String, String)> = request
             .headers
             .iter()
-            .filter(|(k, _)| {
-                !SKIP.contains(&k.as_str()) && !k.contains("token") && !k.contains("secret")
-            })
+            .filter(|(k, _)| !SKIP.contains(&k.as_str()))
             .collect();
         headers.sort();
         for (k, v) in headers {
-            let mut v = v.clone();
+            let mut v = if is_credential_name(k) && !v.contains(TOKEN) {
+                "<redacted>".to_owned()
+            } else {
+                v.clone()
+            };
             if let Some((_, b)) = v.split_once("boundary=") {
                 boundary = Some(b.trim_matches('"').to_owned());
             }
@@ -759,7 +787,10 @@ mod tests {
     }
 
     async fn get(base: &str) -> (u16, String) {
-        let r = reqwest::get(format!("{base}/a/{}", crate::cassette::SANDBOX_ID))
+        let r = reqwest::Client::new()
+            .get(format!("{base}/a/{}", crate::cassette::SANDBOX_ID))
+            .header("x-api-key", TOKEN)
+            .send()
             .await
             .expect("get");
         (r.status().as_u16(), r.text().await.expect("body"))
@@ -768,6 +799,7 @@ mod tests {
     async fn post(base: &str) -> (u16, String) {
         let r = reqwest::Client::new()
             .post(format!("{base}/b?k=v"))
+            .bearer_auth(TOKEN)
             .json(&serde_json::json!({"x": [1, 2]}))
             .send()
             .await

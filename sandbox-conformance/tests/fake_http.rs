@@ -27,6 +27,27 @@ fn failure(outcome: &Outcome) -> &str {
 }
 
 #[test]
+fn an_adapter_that_drops_its_credentials_fails_replay_saying_so() {
+    let suite = Suite::replay(
+        factory(Bugs {
+            no_credentials: true,
+            ..Bugs::default()
+        }),
+        cassettes(),
+    );
+    // Recorded and hand-written cassettes alike: none of them lists the credential header, the
+    // replay requires it anyway.
+    for scenario in ["connect", "exec_exit_codes", "no_duplicate_create"] {
+        let report = runtime().block_on(suite.run(scenario));
+        let message = failure(&report.outcome);
+        assert!(
+            message.contains("credentials: the request carries no API key"),
+            "{scenario}: {message}"
+        );
+    }
+}
+
+#[test]
 fn the_catch_all_names_the_request_and_the_nearest_interaction() {
     let suite = Suite::replay(
         factory(Bugs {

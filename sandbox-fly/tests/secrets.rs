@@ -18,7 +18,7 @@ async fn the_token_never_shows() {
     let server = ReplayServer::start().await.unwrap();
     let cassette = Cassette::from_json(
         r#"{"provider":"fly","scenario":"secrets","provenance":{"kind":"spec","date":"2026-12-01","source":"specs/fly/PROTOCOL.md §2"},
-           "interactions":[{"request":{"method":"GET","path":"/v1/apps/conformance-app/machines/m1"},
+           "interactions":[{"request":{"method":"GET","path":"/v1/apps/conformance-app/machines/m1","auth":"none"},
                             "response":{"status":401,"body":{"json":{"error":"bad token"}}}}]}"#,
     )
     .unwrap()

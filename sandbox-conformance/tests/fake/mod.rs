@@ -78,6 +78,8 @@ pub struct Bugs {
     /// Creates without looking the idempotency key up (before sending, or after an ambiguous
     /// failure), leaving the retry layer to send the create again at once.
     pub no_create_lookup: bool,
+    /// Sends no credentials at all.
+    pub no_credentials: bool,
 }
 
 /// The adapter.
@@ -118,10 +120,10 @@ impl FakeProvider {
         query: &[(&str, &str)],
         body: Option<ReqBody>,
     ) -> sandbox_sdk_core::Result<reqwest::Response> {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if !self.bugs.no_credentials {
+            req = req.bearer_auth(&self.token);
+        }
         if !query.is_empty() {
             req = req.query(query);
         }
