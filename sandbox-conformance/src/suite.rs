@@ -668,13 +668,37 @@ async fn run_replay(
         (Err(e), Err(v)) => Outcome::Failed(format!("{e}\nthe replay server saw problems:\n{v}")),
     };
     if report.is_failure() {
+        let unmatched = !server.misses().is_empty();
         server.reset().await;
         let log = normalise_requests(&server.requests(), &placeholders);
         if let Outcome::Failed(m) = &mut report.outcome {
             m.push_str(&format!("\nrequests sent:\n{log}"));
+            if unmatched {
+                m.push_str(&if_intended(&cassette, cassettes, info.name));
+            }
         }
     }
     report
+}
+
+/// What to do when a request mismatch is an intended change of the adapter's wire behaviour.
+fn if_intended(cassette: &Cassette, dir: &Path, scenario: &str) -> String {
+    let path = Cassette::path_in(dir, cassette.scenario.as_str());
+    let accept = format!("INSTA_UPDATE=always cargo test --test conformance -- {scenario}");
+    match cassette.provenance.kind {
+        ProvenanceKind::Recorded => format!(
+            "\nif the adapter's new requests are intended, re-record the cassette and accept the \
+             new request snapshot in one command (the live service's credentials set):\n  \
+             {}=1 cargo test --test conformance -- {scenario} && {accept}\n",
+            crate::RECORD_ENV
+        ),
+        ProvenanceKind::Spec => format!(
+            "\nif the adapter's new requests are intended: {} is hand-written (provenance \
+             `spec`), so edit it as SCENARIOS.md describes, then accept the new request \
+             snapshot:\n  {accept}\n",
+            path.display()
+        ),
+    }
 }
 
 fn load_cassette(

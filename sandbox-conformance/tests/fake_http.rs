@@ -70,6 +70,11 @@ fn the_catch_all_names_the_request_and_the_nearest_interaction() {
         message.contains("nearest: #1 POST /v1/sandboxes/cfsbx0001/exec: path: expected /v1/sandboxes/cfsbx0001/exec, got /v1/sandboxes/cfsbx0001/run"),
         "{message}"
     );
+    // An intended change is one command away: the cassette was recorded, so re-record.
+    assert!(
+        message.contains("SANDBOX_CONFORMANCE_RECORD=1 cargo test --test conformance -- exec_exit_codes && INSTA_UPDATE=always cargo test --test conformance -- exec_exit_codes"),
+        "{message}"
+    );
     // The adapter itself saw the explanation too (as the 418 answer's message).
     assert!(
         message.contains("no cassette interaction matched") || message.contains("HTTP 418"),
