@@ -87,6 +87,17 @@ pub type ByteStream = BoxStream<'static, Result<Bytes>>;
 /// A body to upload: any async reader, read in chunks as it is sent.
 pub type UploadBody = Pin<Box<dyn AsyncRead + Send>>;
 
+/// An [`UploadBody`] from any reader, without `Box::pin` at the call site: an open
+/// `tokio::fs::File`, a `&'static [u8]`, a `std::io::Cursor` over bytes you hold.
+///
+/// ```
+/// let body = sandbox_sdk_core::upload_body(&b"hello"[..]);
+/// # drop(body);
+/// ```
+pub fn upload_body(reader: impl AsyncRead + Send + 'static) -> UploadBody {
+    Box::pin(reader)
+}
+
 /// The result of an upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Transfer {

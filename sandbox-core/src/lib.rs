@@ -18,6 +18,7 @@ mod error;
 mod exec;
 mod ext;
 mod files;
+mod guard;
 mod lifecycle;
 mod provider;
 
@@ -42,9 +43,10 @@ pub use exec::{
     PtySize, Stdin, validate_env_name,
 };
 pub use ext::{ProviderExt, SandboxExt};
+pub use guard::DestroyOnDrop;
 pub use files::{
     ByteStream, Download, FileEvent, FileEventKind, FileInfo, FileKind, ListOptions, Transfer,
-    UploadBody, validate_path,
+    UploadBody, upload_body, validate_path,
 };
 pub use lifecycle::{
     CreateSpec, ListFilter, Metrics, Resources, SandboxInfo, SandboxState, SnapshotInfo,

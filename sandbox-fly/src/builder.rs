@@ -117,11 +117,11 @@ impl FlyBuilder {
 
     /// A builder filled from the environment variables listed on [`FlyBuilder`].
     pub fn from_env() -> Self {
-        Self::from_vars(|name| std::env::var(name).ok())
+        Self::from_lookup(|name| std::env::var(name).ok())
     }
 
     /// Like [`FlyBuilder::from_env`], reading variables through `get` (for tests and embedding).
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Self {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let mut builder = Self::new();
         builder.token = get("FLY_API_TOKEN");
@@ -398,8 +398,8 @@ mod tests {
     }
 
     #[test]
-    fn from_vars_reads_every_variable() {
-        let b = FlyBuilder::from_vars(vars(&[
+    fn from_lookup_reads_every_variable() {
+        let b = FlyBuilder::from_lookup(vars(&[
             ("FLY_API_TOKEN", "tok"),
             ("FLY_API_HOSTNAME", "_api.internal:4280"),
             ("FLY_APP", "sandboxes"),
@@ -411,13 +411,13 @@ mod tests {
         assert_eq!(b.region.as_deref(), Some("ord"));
         assert_eq!(b.image, "alpine:3");
         assert_eq!(b.api_root().unwrap(), "https://_api.internal:4280/v1");
-        let b = FlyBuilder::from_vars(vars(&[("FLY_APP_NAME", "a"), ("FLY_APP", "b")]));
+        let b = FlyBuilder::from_lookup(vars(&[("FLY_APP_NAME", "a"), ("FLY_APP", "b")]));
         assert_eq!(b.app.as_deref(), Some("a"));
     }
 
     #[test]
     fn defaults_apply_when_unset() {
-        let b = FlyBuilder::from_vars(vars(&[]));
+        let b = FlyBuilder::from_lookup(vars(&[]));
         assert_eq!(b.api_root().unwrap(), "https://api.machines.dev/v1");
         assert_eq!(b.image, DEFAULT_IMAGE);
         assert!(b.token.is_none());

@@ -73,7 +73,7 @@ fn record_suite(lookup: impl Fn(&str) -> Option<String>, out_dir: &Path) -> Resu
     let app = var("FLY_APP_NAME").or_else(|| var("FLY_APP")).ok_or(
         "recording fly needs the app its machines live in: set FLY_APP_NAME (fly apps create)",
     )?;
-    let settings = FlyBuilder::from_vars(&lookup);
+    let settings = FlyBuilder::from_lookup(&lookup);
     let direct = settings.clone().build().map_err(|e| {
         format!("recording fly: cannot build the adapter from the environment: {e}")
     })?;
@@ -151,7 +151,7 @@ mod recording {
     }
 
     fn upstream(pairs: &[(&str, &str)]) -> String {
-        upstream_of(&FlyBuilder::from_vars(vars(pairs))).expect("upstream")
+        upstream_of(&FlyBuilder::from_lookup(vars(pairs))).expect("upstream")
     }
 
     #[test]

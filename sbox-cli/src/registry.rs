@@ -6,7 +6,7 @@ use sandbox_sdk_core::{Provider, Sandbox};
 use std::sync::Arc;
 
 /// The provider names `--provider` accepts.
-pub const PROVIDERS: &[&str] = &["local", "e2b", "daytona", "fly"];
+pub const PROVIDERS: &[&str] = sandbox_sdk::ALL_PROVIDERS;
 
 /// The variable that moves the `local` provider's root (default: the system temp directory's
 /// `sandbox-sdk-local-{uid}`).
@@ -41,58 +41,29 @@ impl Registered {
     }
 }
 
-/// Builds the provider named `name`: `local` always; `e2b` from `E2B_API_KEY` (and
-/// `E2B_DOMAIN`, ...), `daytona` from `DAYTONA_API_KEY` (and `DAYTONA_API_URL`, ...), `fly`
-/// from `FLY_API_TOKEN` and `FLY_APP_NAME` (and `FLY_REGION`, ...). An unknown name or a
-/// provider that cannot be built from the environment is an error saying what to set.
+/// Builds the provider named `name` from its usual environment variables through the SDK's
+/// registry (`sandbox_sdk::provider_from_env`); `local` is kept concrete and its root moves with
+/// [`LOCAL_ROOT_VAR`]. An unknown name or a provider that cannot be built from the environment is
+/// an error saying what to set.
 pub fn provider(name: &str) -> Result<Registered, String> {
-    let built = |result: Result<Arc<dyn Provider>, sandbox_sdk_core::Error>, vars: &str| {
-        result
-            .map(Registered::Remote)
-            .map_err(|e| format!("cannot set up provider {name:?}: {e} (it reads {vars})"))
-    };
-    match name {
-        "local" => {
-            let local = match std::env::var_os(LOCAL_ROOT_VAR).filter(|v| !v.is_empty()) {
-                Some(root) => LocalProvider::with_root(root),
-                None => LocalProvider::new(),
-            };
-            Ok(Registered::Local(Arc::new(local)))
-        }
-        "e2b" => built(
-            sandbox_e2b::E2bBuilder::from_env()
-                .build()
-                .map(|p| Arc::new(p) as Arc<dyn Provider>),
-            "E2B_API_KEY, E2B_DOMAIN, E2B_API_URL, E2B_SANDBOX_URL",
-        ),
-        "daytona" => built(
-            sandbox_daytona::DaytonaBuilder::from_env()
-                .build()
-                .map(|p| Arc::new(p) as Arc<dyn Provider>),
-            "DAYTONA_API_KEY or DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID, DAYTONA_API_URL, DAYTONA_TARGET",
-        ),
-        "fly" => built(
-            sandbox_fly::FlyBuilder::from_env()
-                .build()
-                .map(|p| Arc::new(p) as Arc<dyn Provider>),
-            "FLY_API_TOKEN, FLY_APP_NAME, FLY_REGION, FLY_IMAGE, FLY_API_HOSTNAME",
-        ),
-        other => Err(format!(
-            "unknown provider {other:?}: use one of {}",
-            PROVIDERS.join(", ")
-        )),
+    if name == "local" {
+        let local = match std::env::var_os(LOCAL_ROOT_VAR).filter(|v| !v.is_empty()) {
+            Some(root) => LocalProvider::with_root(root),
+            None => LocalProvider::new(),
+        };
+        return Ok(Registered::Local(Arc::new(local)));
     }
+    sandbox_sdk::provider_from_env(name)
+        .map(Registered::Remote)
+        .map_err(|e| match e.kind() {
+            sandbox_sdk::ErrorKind::ProviderNotFound => e.to_string(),
+            _ => format!("cannot set up provider {name:?}: {e}"),
+        })
 }
 
-/// The capability map of the provider named `name`, without credentials: the adapters publish
-/// theirs as constants (Daytona's varies by sandbox class; this is its default map).
+/// The capability map of the provider named `name`, without credentials.
 pub fn capabilities(name: &str) -> Result<sandbox_sdk_core::Capabilities, String> {
-    match name {
-        "e2b" => Ok(sandbox_e2b::CAPABILITIES),
-        "daytona" => Ok(sandbox_daytona::CAPABILITIES),
-        "fly" => Ok(sandbox_fly::CAPABILITIES),
-        other => provider(other).map(|p| p.provider().capabilities()),
-    }
+    sandbox_sdk::capabilities_of(name).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -102,7 +73,7 @@ mod tests {
     #[test]
     fn unknown_provider_names_the_known_ones() {
         let err = provider("nope").unwrap_err();
-        assert!(err.contains("unknown provider \"nope\""), "{err}");
+        assert!(err.contains("no provider named \"nope\""), "{err}");
         assert!(err.contains("local, e2b, daytona, fly"), "{err}");
     }
 
