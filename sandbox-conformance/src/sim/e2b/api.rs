@@ -155,6 +155,9 @@ fn created(sb: &Sandbox) -> Value {
     if let Some(alias) = &sb.alias {
         v["alias"] = json!(alias);
     }
+    if let Some(token) = &sb.traffic_token {
+        v["trafficAccessToken"] = json!(token);
+    }
     v
 }
 
@@ -323,6 +326,11 @@ async fn make_sandbox(
         template_id,
         alias,
         envd_token: random_from(b"abcdefghijklmnopqrstuvwxyz0123456789", 32),
+        traffic_token: new
+            .network
+            .as_ref()
+            .is_some_and(|n| n["allowPublicTraffic"] == json!(false))
+            .then(|| random_from(b"abcdefghijklmnopqrstuvwxyz0123456789", 32)),
         metadata: new.metadata.clone(),
         env: new.env_vars.clone(),
         started_at: now,
@@ -633,6 +641,7 @@ async fn fork(state: &Arc<State>, id: &str, request: &SimRequest) -> SimResponse
             env_vars: source.env.clone(),
             metadata: source.metadata.clone(),
             auto_pause: source.auto_pause,
+            network: lock(&source.network).clone(),
             ..NewSandbox::default()
         };
         let made = make_sandbox(

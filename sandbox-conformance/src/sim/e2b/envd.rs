@@ -130,6 +130,19 @@ pub(crate) async fn handle(state: Arc<State>, request: SimRequest) -> SimRespons
         Phase::Paused => return not_found(&id),
     }
     if port != ENVD_PORT.to_string() {
+        if let Some(token) = &sb.traffic_token {
+            let problem = match request.header("e2b-traffic-access-token") {
+                None => Some("is missing"),
+                Some(given) if given != token => Some("is invalid"),
+                Some(_) => None,
+            };
+            if let Some(problem) = problem {
+                return proxy_error(
+                    403,
+                    json!({"sandboxId": id, "message": format!("Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' {problem}"), "code": 403}),
+                );
+            }
+        }
         let port: u64 = port.parse().unwrap_or(0);
         return proxy_error(
             502,

@@ -63,17 +63,18 @@
 //! A sandbox past its timeout is killed, or paused when created with `autoPause`. More than
 //! [`E2bSimBuilder::max_running`] running sandboxes (20 by default, the hobby tier's cap) is a 429.
 //! Pause and resume take [`E2bSimBuilder::transition`] (zero by default); while they run, envd
-//! requests get the proxy's 409.
+//! requests get the proxy's 409. A sandbox created with `network.allowPublicTraffic: false` gets
+//! a `trafficAccessToken`, which the proxy then asks for on ports other than envd's (403); no
+//! such port is ever open (502). A PTY is a real terminal made by `script(1)`, resized by `Update`.
 //!
 //! ## Not simulated
 //!
 //! Templates and their builds (only `base` and snapshots of simulated sandboxes can be created
-//! from), volumes, network rules (accepted and echoed, not enforced), logs, traffic access
-//! tokens, MCP, PTY resizing (`Update` answers `unimplemented`), running as a user other than the
-//! host user (`user` and `root` are accepted and both run as it), memory in forks and snapshots
-//! (they copy files only), xattrs (upload metadata is kept in memory), request-rate limits
-//! (inject them with a fault plan). `StreamInput` is applied when its request body ends, since
-//! the server reads request bodies whole.
+//! from), volumes, egress rules (accepted and echoed, not enforced), logs, MCP, running as a
+//! user other than the host user (`user` and `root` are accepted and both run as it), memory in
+//! forks and snapshots (they copy files only), xattrs (upload metadata is kept in memory),
+//! request-rate limits (inject them with a fault plan). `StreamInput` is applied when its
+//! request body ends, since the server reads request bodies whole.
 
 mod api;
 mod connect;
@@ -299,6 +300,8 @@ pub(crate) struct Sandbox {
     pub template_id: String,
     pub alias: Option<String>,
     pub envd_token: String,
+    /// Set when created with `network.allowPublicTraffic: false`: needed on ports other than envd's.
+    pub traffic_token: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub env: BTreeMap<String, String>,
     pub started_at: SystemTime,

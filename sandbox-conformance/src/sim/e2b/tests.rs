@@ -508,6 +508,24 @@ async fn the_gate_and_the_proxy_answer_with_their_own_bodies() {
             .unwrap()
             .contains("port is not open")
     );
+    assert!(sb.get("trafficAccessToken").is_none(), "public by default");
+    let private = c
+        .create(json!({"templateID": "base", "network": {"allowPublicTraffic": false}}))
+        .await;
+    let token = private["trafficAccessToken"].as_str().unwrap();
+    let to_port = |token: Option<&str>| {
+        let mut r = c
+            .http
+            .get(format!("{}/", c.url))
+            .header("e2b-sandbox-id", private["sandboxID"].as_str().unwrap())
+            .header("e2b-sandbox-port", "8080");
+        if let Some(t) = token {
+            r = r.header("e2b-traffic-access-token", t);
+        }
+        r.send()
+    };
+    assert_eq!(to_port(None).await.unwrap().status(), 403);
+    assert_eq!(to_port(Some(token)).await.unwrap().status(), 502);
     c.api(reqwest::Method::DELETE, &format!("/sandboxes/{id}"))
         .send()
         .await
