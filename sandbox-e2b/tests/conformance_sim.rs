@@ -98,3 +98,170 @@ fn suite() -> Suite {
 }
 
 conformance_tests!(suite());
+
+/// The steps of `tools/sim-check/e2b/check.mjs` (the official JS SDK's check), taken by this
+/// adapter against a simulator of its own, so the two request logs can be compared (run with
+/// `--nocapture` to see this one; `cargo xtask sim-check` writes the SDK's to
+/// `target/sim-check/e2b.jsonl`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_check_steps_through_the_adapter() {
+    use futures::{StreamExt, TryStreamExt};
+    use sandbox_conformance::sim::Simulator;
+    use sandbox_sdk_core::{
+        Command, ErrorKind, FileKind, ListOptions, ProcessEvent, PtySize, SandboxExt, SandboxState,
+    };
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+
+    let sim = E2bSim::start().await.unwrap();
+    let env: std::collections::BTreeMap<_, _> = sim.env().into_iter().collect();
+    let provider = E2bBuilder::from_lookup(|name| env.get(name).cloned())
+        .build()
+        .unwrap();
+    let spec = CreateSpec::new()
+        .metadata("suite", "sim-check")
+        .metadata("run", "adapter")
+        .env("GREETING", "hello")
+        .timeout(Duration::from_secs(120));
+    let sbx = provider.create(&spec).await.unwrap();
+    let info = sbx.info().await.unwrap();
+    assert_eq!(info.metadata["run"], "adapter");
+
+    let out = sbx.run(&Command::shell("echo $GREETING")).await.unwrap();
+    assert_eq!(
+        (out.stdout_lossy().as_str(), out.status.code),
+        ("hello\n", Some(0))
+    );
+    let out = sbx
+        .run(&Command::shell("echo oops >&2; exit 3"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.stderr_lossy().as_str(), out.status.code),
+        ("oops\n", Some(3))
+    );
+    sbx.mkdir("/home/user/work").await.unwrap();
+    let cmd = Command::shell("printf '%s|%s' \"$X\" \"${PWD##*/}\"")
+        .env("X", "y")
+        .cwd("/home/user/work");
+    assert_eq!(sbx.run(&cmd).await.unwrap().stdout_lossy(), "y|work");
+
+    let mut p = sbx
+        .exec(&Command::shell("printf one; sleep 0.5; printf two"))
+        .await
+        .unwrap();
+    let mut chunks = 0;
+    while let Some(event) = p.next_event().await {
+        if let ProcessEvent::Stdout(_) = event.unwrap() {
+            chunks += 1;
+        }
+    }
+    assert!(chunks >= 2);
+
+    let bg = sbx
+        .exec(&Command::new("sleep").arg("30").background())
+        .await
+        .unwrap();
+    let pid = bg.pid().to_owned();
+    assert!(sbx.processes().await.unwrap().iter().any(|p| p.pid == pid));
+    sbx.kill_process(&pid).await.unwrap();
+    assert!(!bg.wait().await.unwrap().success());
+
+    let bg = sbx
+        .exec(&Command::shell("sleep 1; echo done").background())
+        .await
+        .unwrap();
+    let joined = sbx.attach(bg.pid()).await.unwrap();
+    assert_eq!(joined.output().await.unwrap().stdout_lossy(), "done\n");
+
+    let mut cat = sbx.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = cat.take_stdin().unwrap();
+    stdin.write_all(b"abc\n").await.unwrap();
+    stdin.shutdown().await.unwrap();
+    drop(stdin);
+    assert_eq!(cat.output().await.unwrap().stdout_lossy(), "abc\n");
+
+    let pty = Command::shell("stty size").pty(PtySize {
+        cols: 100,
+        rows: 30,
+    });
+    assert!(
+        sbx.run(&pty)
+            .await
+            .unwrap()
+            .stdout_lossy()
+            .contains("30 100")
+    );
+
+    sbx.write_file("/home/user/dir/a.txt", "hello".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        &sbx.read_file("/home/user/dir/a.txt").await.unwrap()[..],
+        b"hello"
+    );
+    let stat = sbx.stat("/home/user/dir/a.txt").await.unwrap();
+    assert_eq!((stat.kind, stat.size), (FileKind::File, 5));
+    sbx.mkdir("/home/user/dir/sub").await.unwrap();
+    let listed = sbx
+        .list_files("/home/user/dir", ListOptions { depth: 1 })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    let bytes: Vec<u8> = (0..=255u8).collect();
+    sbx.write_file("/home/user/bin/data.bin", bytes.clone().into())
+        .await
+        .unwrap();
+    assert_eq!(
+        sbx.read_file("/home/user/bin/data.bin")
+            .await
+            .unwrap()
+            .to_vec(),
+        bytes
+    );
+    sbx.write_file("/home/user/m/old.txt", "x".into())
+        .await
+        .unwrap();
+    sbx.rename("/home/user/m/old.txt", "/home/user/m/new.txt")
+        .await
+        .unwrap();
+    sbx.remove("/home/user/m/new.txt").await.unwrap();
+    let missing = sbx.read_file("/home/user/missing.txt").await.unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+
+    sbx.mkdir("/home/user/watched").await.unwrap();
+    let mut events = sbx.watch("/home/user/watched", false).await.unwrap();
+    sbx.write_file("/home/user/watched/w.txt", "w".into())
+        .await
+        .unwrap();
+    let event = events.next().await.unwrap().unwrap();
+    assert!(event.path.ends_with("w.txt"));
+    drop(events);
+
+    sbx.set_timeout(Duration::from_secs(60)).await.unwrap();
+    sbx.metrics().await.unwrap();
+    sbx.pause().await.unwrap();
+    assert_eq!(sbx.info().await.unwrap().state, SandboxState::Paused);
+    sbx.resume().await.unwrap();
+    assert_eq!(sbx.info().await.unwrap().state, SandboxState::Running);
+
+    let second = provider.create(&spec).await.unwrap();
+    let found: Vec<_> = provider
+        .list(&ListFilter::new().metadata("run", "adapter"))
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 2);
+    let missing = provider.connect("i00000000000000000000").await.unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    let wrong = E2bBuilder::from_lookup(|name| env.get(name).cloned())
+        .api_key(format!("e2b_{}", "0".repeat(40)))
+        .build()
+        .unwrap();
+    let refused = wrong.create(&CreateSpec::new()).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Unauthorized);
+    sbx.destroy().await.unwrap();
+    second.destroy().await.unwrap();
+    assert_eq!(sim.sandboxes(), 0);
+    print!("{}", sim.server().log().to_json_lines());
+}
