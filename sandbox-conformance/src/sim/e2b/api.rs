@@ -397,14 +397,15 @@ pub(crate) async fn pause_now(sb: &Sandbox, memory: bool, transition: Duration) 
     true
 }
 
-/// Resumes a paused sandbox with a time to live of `timeout` (its create timeout when none).
+/// Resumes a paused sandbox with a time to live of `timeout` (its create timeout when none);
+/// the running cap's 429 when it is reached.
 pub(crate) async fn resume_now(
     state: &State,
     sb: &Sandbox,
     timeout: Option<u64>,
-) -> Result<(), SimResponse> {
+) -> Result<(), Box<SimResponse>> {
     if state.running_count() >= state.max_running {
-        return Err(too_many(state));
+        return Err(Box::new(too_many(state)));
     }
     {
         let mut life = lock(&sb.life);
@@ -431,17 +432,17 @@ struct TimeoutBody {
     memory: Option<bool>,
 }
 
-fn optional_body(request: &SimRequest) -> Result<TimeoutBody, SimResponse> {
+fn optional_body(request: &SimRequest) -> Result<TimeoutBody, String> {
     if request.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(TimeoutBody::default());
     }
-    request.json().map_err(|e| error(400, &e))
+    request.json()
 }
 
 async fn connect(state: &State, id: &str, request: &SimRequest, v1: bool) -> SimResponse {
     let b = match optional_body(request) {
         Ok(b) => b,
-        Err(answer) => return answer,
+        Err(e) => return error(400, &e),
     };
     if v1 && b.timeout.is_none() {
         return error(400, "timeout is required");
@@ -452,7 +453,7 @@ async fn connect(state: &State, id: &str, request: &SimRequest, v1: bool) -> Sim
     settle(&sb).await;
     if sb.phase() == Phase::Paused {
         if let Err(answer) = resume_now(state, &sb, b.timeout).await {
-            return answer;
+            return *answer;
         }
         return body(201, &created(&sb));
     }
@@ -468,7 +469,7 @@ async fn connect(state: &State, id: &str, request: &SimRequest, v1: bool) -> Sim
 async fn pause(state: &State, id: &str, request: &SimRequest) -> SimResponse {
     let b = match optional_body(request) {
         Ok(b) => b,
-        Err(answer) => return answer,
+        Err(e) => return error(400, &e),
     };
     let Some(sb) = state.get(id) else {
         return not_found(id);
@@ -484,7 +485,7 @@ async fn pause(state: &State, id: &str, request: &SimRequest) -> SimResponse {
 async fn resume(state: &State, id: &str, request: &SimRequest) -> SimResponse {
     let b = match optional_body(request) {
         Ok(b) => b,
-        Err(answer) => return answer,
+        Err(e) => return error(400, &e),
     };
     let Some(sb) = state.get(id) else {
         return not_found(id);
@@ -495,7 +496,7 @@ async fn resume(state: &State, id: &str, request: &SimRequest) -> SimResponse {
     }
     match resume_now(state, &sb, Some(b.timeout.unwrap_or(15))).await {
         Ok(()) => body(201, &created(&sb)),
-        Err(answer) => answer,
+        Err(answer) => *answer,
     }
 }
 
@@ -503,7 +504,7 @@ async fn resume(state: &State, id: &str, request: &SimRequest) -> SimResponse {
 fn set_timeout(state: &State, id: &str, request: &SimRequest, exact: bool) -> SimResponse {
     let b = match optional_body(request) {
         Ok(b) => b,
-        Err(answer) => return answer,
+        Err(e) => return error(400, &e),
     };
     let secs = match (exact, b.timeout, b.duration) {
         (true, Some(t), _) => t,

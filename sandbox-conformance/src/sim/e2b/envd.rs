@@ -124,7 +124,7 @@ pub(crate) async fn handle(state: Arc<State>, request: SimRequest) -> SimRespons
         }
         Phase::Paused if sb.auto_resume => {
             if let Err(answer) = api::resume_now(&state, &sb, None).await {
-                return answer;
+                return *answer;
             }
         }
         Phase::Paused => return not_found(&id),
@@ -426,11 +426,11 @@ fn upload_parts(request: &SimRequest) -> Result<Vec<(String, Vec<u8>)>, String> 
     Ok(out)
 }
 
-/// The parts of a multipart body: (field name, filename, content).
-fn multipart(
-    body: &[u8],
-    boundary: &str,
-) -> Result<Vec<(String, Option<String>, Vec<u8>)>, String> {
+/// One part of a multipart body: (field name, filename, content).
+type Part = (String, Option<String>, Vec<u8>);
+
+/// The parts of a multipart body.
+fn multipart(body: &[u8], boundary: &str) -> Result<Vec<Part>, String> {
     let delimiter = format!("--{boundary}");
     let find = |hay: &[u8], needle: &[u8], from: usize| {
         hay[from.min(hay.len())..]
