@@ -371,7 +371,6 @@ impl Sandbox {
 /// The simulator's state.
 pub(crate) struct State {
     pub api_key: String,
-    pub backing: Backing,
     pub transition: Duration,
     pub max_running: usize,
     pub sandboxes: Mutex<BTreeMap<String, Arc<Sandbox>>>,
@@ -380,6 +379,8 @@ pub(crate) struct State {
     /// Snapshot id → the directory holding its files.
     pub snapshots: Mutex<BTreeMap<String, api::Snapshot>>,
     pub seq: AtomicU64,
+    /// Last, so it is dropped (and its directory removed) after the sandboxes on it.
+    pub backing: Backing,
 }
 
 impl State {
