@@ -47,7 +47,8 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "e2b",
         package: "sandbox-e2b",
         filter: None,
-        more: &[],
+        // Live against the E2B simulator (sandbox_conformance::sim::e2b).
+        more: &[("e2b-sim", "conformance_sim")],
     },
     Target {
         provider: "daytona",

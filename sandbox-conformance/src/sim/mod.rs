@@ -27,6 +27,7 @@
 //! The simulators are written from each provider's protocol notes and the official SDKs'
 //! behaviour, never from this workspace's adapters, so they can disagree with an adapter.
 
+pub mod e2b;
 pub mod faults;
 pub mod live;
 mod server;
@@ -116,7 +117,7 @@ pub trait Simulator: Send + Sync {
 }
 
 /// The providers [`start`] can simulate.
-pub const PROVIDERS: &[&str] = &[];
+pub const PROVIDERS: &[&str] = &["e2b"];
 
 /// Starts the simulator of `provider` on `127.0.0.1:port` (0 for a free port) with `faults`.
 pub async fn start(
@@ -124,9 +125,14 @@ pub async fn start(
     port: u16,
     faults: FaultPlan,
 ) -> std::result::Result<Box<dyn Simulator>, String> {
-    let _ = (port, &faults);
-    #[allow(clippy::match_single_binding)] // until the first simulator is registered
     match provider {
+        "e2b" => e2b::E2bSim::builder()
+            .port(port)
+            .faults(faults)
+            .start()
+            .await
+            .map(|sim| Box::new(sim) as Box<dyn Simulator>)
+            .map_err(|e| format!("cannot start the e2b simulator: {e}")),
         other => Err(format!(
             "no simulator for {other:?}; simulators exist for: {}",
             PROVIDERS.join(", ")
