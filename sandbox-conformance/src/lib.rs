@@ -93,6 +93,8 @@ mod suite;
 pub use proxy::LoggedRequest;
 pub use record::{RECORD_ENV, RecordTarget, Router};
 pub use scenarios::{SCENARIOS, ScenarioInfo};
+#[cfg(feature = "sim")]
+pub use suite::SimFactory;
 pub use suite::{
     __private, Counts, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
     ScenarioReport, Suite, SuiteReport,

@@ -17,6 +17,11 @@ use std::time::Duration;
 pub type Factory =
     Arc<dyn Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static>;
 
+/// Builds the adapter under test for a simulator: `(url, api_key)` (see [`Suite::simulated`]).
+#[cfg(feature = "sim")]
+pub type SimFactory =
+    Arc<dyn Fn(&str, &str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static>;
+
 /// The environment variable naming a directory where each scenario writes a JSON report (used
 /// by `cargo xtask conformance` to count outcomes and draw the coverage table).
 pub const REPORT_DIR_ENV: &str = "SANDBOX_CONFORMANCE_REPORT_DIR";
@@ -37,7 +42,7 @@ pub(crate) enum Target {
     #[cfg(feature = "sim")]
     Simulated {
         provider: String,
-        factory: Factory,
+        factory: SimFactory,
     },
 }
 
@@ -421,13 +426,15 @@ impl Suite {
     }
 
     /// A suite running live against the simulator of `provider` (see [`crate::sim`]): each
-    /// scenario starts a fresh simulator and builds the adapter with `factory(simulator_url)`.
-    /// Besides the regular scenarios (as [`Suite::live`] runs them) it runs the simulator-only
-    /// ones of [`crate::sim::live`]; generate their tests with [`crate::sim_conformance_tests!`].
+    /// scenario starts a fresh simulator and builds the adapter with `factory(url, api_key)`
+    /// (every base URL the adapter uses pointed at `url`, the kit's short timeouts, see
+    /// [`crate::sim::live`]). Besides the regular scenarios (as [`Suite::live`] runs them) it
+    /// runs the simulator-only ones; generate their tests with [`crate::sim_conformance_tests!`].
+    /// Reports are labelled `<provider>-sim`.
     #[cfg(feature = "sim")]
     pub fn simulated<F>(provider: &str, factory: F) -> Suite
     where
-        F: Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
+        F: Fn(&str, &str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static,
     {
         Suite {
             target: Target::Simulated {
@@ -470,8 +477,10 @@ impl Suite {
             Target::Live { provider } => provider.clone(),
             Target::Record(t) => t.describe()?,
             #[cfg(feature = "sim")]
-            Target::Simulated { factory, .. } => factory("http://127.0.0.1:9")
-                .map_err(|e| format!("the adapter factory failed: {e}"))?,
+            Target::Simulated { factory, .. } => {
+                factory("http://127.0.0.1:9", "sim-placeholder-key")
+                    .map_err(|e| format!("the adapter factory failed: {e}"))?
+            }
         };
         let client = client_of(&raw, false);
         let name = self.label.clone().unwrap_or_else(|| raw.name().to_owned());
@@ -737,7 +746,7 @@ fn load_cassette(
 
 /// One scenario (regular or simulator-only) against a fresh simulator of `provider`.
 #[cfg(feature = "sim")]
-async fn run_simulated(scenario: &str, provider: &str, factory: &Factory) -> ScenarioReport {
+async fn run_simulated(scenario: &str, provider: &str, factory: &SimFactory) -> ScenarioReport {
     let mut report = ScenarioReport {
         provider: provider.to_owned(),
         scenario: scenario.to_owned(),
@@ -751,7 +760,7 @@ async fn run_simulated(scenario: &str, provider: &str, factory: &Factory) -> Sce
             return report;
         }
     };
-    let raw = match factory(sim.url()) {
+    let raw = match factory(sim.url(), sim.api_key()) {
         Ok(p) => p,
         Err(e) => {
             report.outcome = Outcome::Failed(format!("the adapter factory failed: {e}"));
@@ -770,8 +779,8 @@ async fn run_simulated(scenario: &str, provider: &str, factory: &Factory) -> Sce
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
         return report;
     }
-    let url = sim.url().to_owned();
-    let rebuild = move || factory(&url);
+    let (url, key) = (sim.url().to_owned(), sim.api_key().to_owned());
+    let rebuild = move || factory(&url, &key);
     report.outcome = match crate::sim::live::run(scenario, &*sim, raw, &rebuild).await {
         Ok(()) => Outcome::Passed,
         Err(e) => Outcome::Failed(e),

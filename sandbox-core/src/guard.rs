@@ -40,7 +40,9 @@ impl DestroyOnDrop {
 
     /// Disarms the guard and gives the sandbox back, still running.
     pub fn keep(mut self) -> Box<dyn Sandbox> {
-        self.sandbox.take().expect("the guard holds its sandbox until dropped")
+        self.sandbox
+            .take()
+            .expect("the guard holds its sandbox until dropped")
     }
 
     /// Destroys the sandbox now and reports the result.
@@ -113,7 +115,11 @@ mod tests {
         let mut gone = false;
         for _ in 0..10_000 {
             tokio::task::yield_now().await;
-            if provider.connect(&id).await.is_err_and(|e| e.kind() == ErrorKind::NotFound) {
+            if provider
+                .connect(&id)
+                .await
+                .is_err_and(|e| e.kind() == ErrorKind::NotFound)
+            {
                 gone = true;
                 break;
             }

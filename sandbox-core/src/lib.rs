@@ -43,11 +43,11 @@ pub use exec::{
     PtySize, Stdin, validate_env_name,
 };
 pub use ext::{ProviderExt, SandboxExt};
-pub use guard::DestroyOnDrop;
 pub use files::{
     ByteStream, Download, FileEvent, FileEventKind, FileInfo, FileKind, ListOptions, Transfer,
     UploadBody, upload_body, validate_path,
 };
+pub use guard::DestroyOnDrop;
 pub use lifecycle::{
     CreateSpec, ListFilter, Metrics, Resources, SandboxInfo, SandboxState, SnapshotInfo,
 };

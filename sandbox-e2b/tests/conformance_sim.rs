@@ -9,17 +9,21 @@
 //! sandbox's URLs are public and `preview_link` carries no token (the simulator, like E2B,
 //! follows the OpenAPI default `allowPublicTraffic: true`).
 //!
-//! The generated tests run each scenario on a runtime of its own, so the simulator runs on a
-//! runtime of its own too, on a thread that lives as long as the test binary.
+//! Each scenario gets a fresh simulator (`Suite::simulated`), and the simulator-only scenarios
+//! (concurrent creates with one key, a late create answer, a silent stream, kill while
+//! streaming, reattach, 1,000 sandboxes) run too.
 
 use sandbox_conformance::sim::e2b::E2bSim;
-use sandbox_conformance::{Suite, conformance_tests};
+use sandbox_conformance::sim::live::SIM_STREAM_IDLE;
+use sandbox_conformance::{
+    REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
+};
 use sandbox_e2b::wire::NetworkConfig;
 use sandbox_e2b::{CreateOptions, E2bBuilder, E2bProvider};
 use sandbox_sdk_core::{
     Capabilities, Capability, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxStream,
 };
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The adapter, creating private sandboxes (see the module docs).
 #[derive(Debug)]
@@ -55,38 +59,22 @@ impl Provider for Private {
     }
 }
 
-/// The simulator's URL and API key, started once for the whole binary.
-fn simulator() -> &'static (String, String) {
-    static SIM: OnceLock<(String, String)> = OnceLock::new();
-    SIM.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a runtime for the simulator");
-            runtime.block_on(async move {
-                let sim = E2bSim::start().await.expect("the E2B simulator starts");
-                tx.send((sim.url().to_owned(), sim.api_key().to_owned()))
-                    .expect("the test waits for the simulator");
-                std::future::pending::<()>().await;
-            });
-        });
-        rx.recv().expect("the simulator thread reports its URL")
-    })
-}
-
-fn suite() -> Suite {
-    let (url, key) = simulator();
+/// The adapter pointed at a simulator, as a user would point it at E2B (API key, API URL,
+/// sandbox URL), with the kit's short timeouts.
+fn adapter(url: &str, key: &str) -> Result<Arc<dyn Provider>> {
     let provider = E2bBuilder::new()
         .api_key(key)
         .api_url(url)
         .sandbox_url(url)
-        .build()
-        .expect("the adapter builds for the simulator");
-    Suite::live(Arc::new(Private(provider)) as Arc<dyn Provider>)
-        .label("e2b-sim")
+        .request_timeout(REPLAY_REQUEST_TIMEOUT)
+        .create_lookup(REPLAY_CREATE_LOOKUP)
+        .stream_idle_timeout(SIM_STREAM_IDLE)
+        .build()?;
+    Ok(Arc::new(Private(provider)))
+}
+
+fn suite() -> Suite {
+    Suite::simulated("e2b", adapter)
         .covered_elsewhere(
             Capability::EgressControl,
             "adapter::create_options_send_egress_rules_and_volumes",
@@ -97,7 +85,7 @@ fn suite() -> Suite {
         )
 }
 
-conformance_tests!(suite());
+sim_conformance_tests!(suite());
 
 /// The steps of `tools/sim-check/e2b/check.mjs` (the official JS SDK's check), taken by this
 /// adapter against a simulator of its own, so the two request logs can be compared (run with

@@ -5,8 +5,8 @@
 //! and `("daytona")` instead.
 
 use sandbox_sdk::client::{Client, FallbackEvent, Hooks, RetryEvent, RetryPolicy};
-use sandbox_sdk::prelude::*;
 use sandbox_sdk::local::LocalProvider;
+use sandbox_sdk::prelude::*;
 use std::sync::Arc;
 
 /// Prints what the client layer does: creates, retries, fallbacks and errors.
@@ -23,7 +23,10 @@ impl Hooks for Log {
         );
     }
     fn on_fallback(&self, event: &FallbackEvent<'_>) {
-        println!("create fell back from {} to {}: {}", event.from, event.to, event.error);
+        println!(
+            "create fell back from {} to {}: {}",
+            event.from, event.to, event.error
+        );
     }
     fn on_error(&self, error: &Error) {
         println!("error: {error}");
@@ -48,7 +51,9 @@ async fn main() -> Result<()> {
             .create(&CreateSpec::new().idempotency_key("example-job-42"))
             .await?,
     );
-    let out = sandbox.run(&Command::shell("echo retried, gated and logged")).await?;
+    let out = sandbox
+        .run(&Command::shell("echo retried, gated and logged"))
+        .await?;
     print!("{}", out.stdout_lossy());
     sandbox.destroy().await
 }

@@ -27,7 +27,7 @@ pub use registry::{
 /// command and create types, process events, errors and the drop guard.
 pub mod prelude {
     pub use sandbox_sdk_core::{
-        Command, CreateSpec, DestroyOnDrop, Error, ErrorKind, ProcessEvent, Provider,
-        ProviderExt, Result, Sandbox, SandboxExt,
+        Command, CreateSpec, DestroyOnDrop, Error, ErrorKind, ProcessEvent, Provider, ProviderExt,
+        Result, Sandbox, SandboxExt,
     };
 }

@@ -112,11 +112,18 @@ mod tests {
     fn unknown_and_disabled_names_are_provider_not_found() {
         let err = provider_from_lookup("nimbus", |_| None).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ProviderNotFound);
-        assert!(err.to_string().contains("known providers are local, e2b, daytona, fly"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("known providers are local, e2b, daytona, fly"),
+            "{err}"
+        );
         for name in ALL_PROVIDERS.iter().filter(|n| !compiled_in(n)) {
             let err = provider_from_lookup(name, |_| None).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::ProviderNotFound);
-            assert!(err.to_string().contains(&format!("feature \"{name}\"")), "{err}");
+            assert!(
+                err.to_string().contains(&format!("feature \"{name}\"")),
+                "{err}"
+            );
         }
     }
 

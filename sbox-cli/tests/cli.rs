@@ -188,7 +188,8 @@ fn caps_and_unknown_providers() {
     let out = sbox(dir.path(), &["caps", "--provider", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("no provider named \"nope\": known providers are local, e2b, daytona, fly"),
+        stderr(&out)
+            .contains("no provider named \"nope\": known providers are local, e2b, daytona, fly"),
         "{out:?}"
     );
 }

@@ -18,8 +18,11 @@ use std::time::Duration;
 /// The longest stream idle bound a simulated suite's adapter may be built with.
 pub const SIM_STREAM_IDLE: Duration = Duration::from_secs(5);
 
-/// How many sandboxes `sim_thousand_sandboxes` drives at once.
+/// How many sandboxes `sim_thousand_sandboxes` holds at once.
 pub const LOAD_SANDBOXES: usize = 1_000;
+
+/// How many of their commands `sim_thousand_sandboxes` runs at a time (each is a real process).
+pub const LOAD_EXEC_CONCURRENCY: usize = 32;
 
 /// How long any one wait inside a scenario may take before it counts as a hang.
 const HANG: Duration = Duration::from_secs(30);
@@ -64,7 +67,7 @@ pub const SIM_SCENARIOS: &[SimScenario] = &[
     SimScenario {
         name: "sim_thousand_sandboxes",
         requires: None,
-        summary: "1,000 concurrent create → run → destroy through Client: no error, none left",
+        summary: "1,000 sandboxes created at once through Client, each runs a command, all destroyed: no error, none left",
     },
 ];
 
@@ -332,40 +335,70 @@ async fn thousand_sandboxes(sim: &dyn Simulator, raw: &Arc<dyn Provider>) -> Res
     sim.set_rate_limits(false);
     let before = sim.sandboxes();
     let client = Client::new(raw.clone());
-    let one = |i: usize| {
-        let client = &client;
-        async move {
-            let sb = client.create(&spec(None)).await?;
-            let out = sb.run(&Command::shell(format!("echo {i}"))).await;
-            let destroyed = sb.destroy().await;
-            let out = out?;
-            destroyed?;
-            if out.stdout_lossy().trim() == i.to_string() {
-                Ok(())
-            } else {
-                Err(sandbox_sdk_core::Error::new(
-                    sandbox_sdk_core::ErrorKind::Provider,
-                    format!("sandbox {i} printed {:?}", out.stdout_lossy()),
-                ))
-            }
+    let deadline = tokio::time::Instant::now() + crate::SCENARIO_TIMEOUT - Duration::from_secs(10);
+    let late = |what: &str| format!("{LOAD_SANDBOXES} sandboxes: {what} did not finish in time");
+    // Every sandbox exists at once; the commands run a bounded number at a time, since each is
+    // a real process on this machine and the adapter's request timeout is the kit's short one.
+    let load_spec = spec(None);
+    let creates = futures::future::join_all((0..LOAD_SANDBOXES).map(|_| client.create(&load_spec)));
+    let created = tokio::time::timeout_at(deadline, creates)
+        .await
+        .map_err(|_| late("the creates"))?;
+    let mut sandboxes = Vec::new();
+    let mut errors = Vec::new();
+    for result in created {
+        match result {
+            Ok(sb) => sandboxes.push(sb),
+            Err(e) => errors.push(format!("create: {e}")),
         }
-    };
-    let results = tokio::time::timeout(
-        crate::SCENARIO_TIMEOUT - Duration::from_secs(10),
-        futures::future::join_all((0..LOAD_SANDBOXES).map(one)),
-    )
-    .await
-    .map_err(|_| format!("{LOAD_SANDBOXES} sandboxes did not finish in time"))?;
-    let errors: Vec<String> = results
-        .into_iter()
-        .filter_map(Result::err)
-        .map(|e| e.to_string())
-        .collect();
+    }
+    let peak = sim.sandboxes();
+    let permits = tokio::sync::Semaphore::new(LOAD_EXEC_CONCURRENCY);
+    let runs = futures::future::join_all(
+        sandboxes
+            .iter()
+            .enumerate()
+            .map(|(i, sb)| echo_in(i, sb.as_ref(), &permits)),
+    );
+    let ran = tokio::time::timeout_at(deadline, runs)
+        .await
+        .map_err(|_| late("the commands"))?;
+    errors.extend(ran.into_iter().filter_map(Result::err));
+    let destroys = futures::future::join_all(sandboxes.iter().map(|sb| sb.destroy()));
+    let destroyed = tokio::time::timeout_at(deadline, destroys)
+        .await
+        .map_err(|_| late("the destroys"))?;
+    errors.extend(
+        destroyed
+            .into_iter()
+            .filter_map(Result::err)
+            .map(|e| format!("destroy: {e}")),
+    );
     if let Some(first) = errors.first() {
         return Err(format!(
             "{} of {LOAD_SANDBOXES} sandboxes failed; the first: {first}",
             errors.len()
         ));
     }
+    if peak != before + LOAD_SANDBOXES {
+        return Err(format!(
+            "with every load sandbox created the simulator held {peak}, expected {}",
+            before + LOAD_SANDBOXES
+        ));
+    }
     count_check(sim, before, "after destroying every load sandbox")
+}
+
+/// Runs `echo i` in `sandbox` once a permit is free and checks what it printed.
+async fn echo_in(
+    i: usize,
+    sandbox: &dyn sandbox_sdk_core::Sandbox,
+    permits: &tokio::sync::Semaphore,
+) -> Result<(), String> {
+    let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+    match sandbox.run(&Command::shell(format!("echo {i}"))).await {
+        Ok(out) if out.stdout_lossy().trim() == i.to_string() => Ok(()),
+        Ok(out) => Err(format!("sandbox {i} printed {:?}", out.stdout_lossy())),
+        Err(e) => Err(format!("run: {e}")),
+    }
 }

@@ -108,6 +108,9 @@ pub trait Simulator: Send + Sync {
     /// How many sandboxes exist (created and not yet destroyed), in any state.
     fn sandboxes(&self) -> usize;
 
+    /// The API key (or token) it accepts.
+    fn api_key(&self) -> &str;
+
     /// Turns the provider's documented rate limits on (the default) or off (for load tests).
     fn set_rate_limits(&self, enabled: bool);
 

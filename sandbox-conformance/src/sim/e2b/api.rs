@@ -264,7 +264,7 @@ async fn create(state: &Arc<State>, request: &SimRequest) -> SimResponse {
     {
         return body(201, &created(&sb));
     }
-    if state.running_count() >= state.max_running {
+    if !state.may_run_another() {
         return too_many(state);
     }
     let (template_id, alias, files) = match resolve_template(state, &template) {
@@ -404,7 +404,7 @@ pub(crate) async fn resume_now(
     sb: &Sandbox,
     timeout: Option<u64>,
 ) -> Result<(), Box<SimResponse>> {
-    if state.running_count() >= state.max_running {
+    if !state.may_run_another() {
         return Err(Box::new(too_many(state)));
     }
     {
@@ -634,7 +634,7 @@ async fn fork(state: &Arc<State>, id: &str, request: &SimRequest) -> SimResponse
     }
     let mut results = Vec::new();
     for _ in 0..count {
-        if state.running_count() >= state.max_running {
+        if !state.may_run_another() {
             results.push(json!({"error": {"code": 429, "message": "you have reached the maximum number of concurrent E2B sandboxes"}}));
             continue;
         }

@@ -185,6 +185,7 @@ impl E2bSimBuilder {
             backing: Backing::new()?,
             transition: self.transition,
             max_running: self.max_running,
+            limited: std::sync::atomic::AtomicBool::new(true),
             sandboxes: Mutex::new(BTreeMap::new()),
             keys: tokio::sync::Mutex::new(HashMap::new()),
             snapshots: Mutex::new(BTreeMap::new()),
@@ -263,6 +264,16 @@ impl Simulator for E2bSim {
 
     fn sandboxes(&self) -> usize {
         lock(&self.state.sandboxes).len()
+    }
+
+    fn set_rate_limits(&self, enabled: bool) {
+        self.state
+            .limited
+            .store(enabled, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn api_key(&self) -> &str {
+        E2bSim::api_key(self)
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
@@ -373,6 +384,8 @@ pub(crate) struct State {
     pub api_key: String,
     pub transition: Duration,
     pub max_running: usize,
+    /// Whether the running-sandbox cap applies ([`Simulator::set_rate_limits`]).
+    pub limited: std::sync::atomic::AtomicBool,
     pub sandboxes: Mutex<BTreeMap<String, Arc<Sandbox>>>,
     /// Idempotency key → the sandbox it made; held across a keyed create.
     pub keys: tokio::sync::Mutex<HashMap<String, String>>,
@@ -386,6 +399,12 @@ pub(crate) struct State {
 impl State {
     pub fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
         lock(&self.sandboxes).get(id).cloned()
+    }
+
+    /// Whether one more sandbox may run: under the cap, or the cap is off.
+    pub fn may_run_another(&self) -> bool {
+        !self.limited.load(std::sync::atomic::Ordering::Relaxed)
+            || self.running_count() < self.max_running
     }
 
     pub fn running_count(&self) -> usize {
