@@ -60,7 +60,8 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "fly",
         package: "sandbox-fly",
         filter: None,
-        more: &[],
+        // Live against the in-process Fly simulator.
+        more: &[("fly-sim", "conformance_sim")],
     },
 ];
 

@@ -55,6 +55,7 @@ impl Step {
 
 /// Where a request goes.
 enum Route {
+    Apps,
     App,
     Machines,
     Machine(String),
@@ -67,6 +68,7 @@ fn route(request: &SimRequest) -> (Option<String>, Route) {
     let s = request.segments();
     let s: Vec<&str> = s.iter().map(String::as_str).collect();
     match s.as_slice() {
+        ["v1", "apps"] => (None, Route::Apps),
         ["v1", "apps", app, rest @ ..] => {
             let app = Some((*app).to_owned());
             let route = match rest {
@@ -176,6 +178,7 @@ fn check_fields(
 /// The simulated API: settings, machines, rate limits and the hosts.
 pub(crate) struct Fly {
     pub settings: Settings,
+    apps: Mutex<std::collections::BTreeSet<String>>,
     machines: Mutex<HashMap<String, Machine>>,
     changed: tokio::sync::watch::Sender<u64>,
     limits: Limits,
@@ -189,6 +192,7 @@ struct FlyHandler(Arc<Fly>);
 impl Fly {
     pub fn new(settings: Settings) -> std::io::Result<Fly> {
         Ok(Fly {
+            apps: Mutex::new([settings.app.clone()].into()),
             settings,
             machines: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
@@ -211,6 +215,17 @@ impl Fly {
         let out = self.lock().get_mut(id).map(f);
         self.changed.send_modify(|n| *n += 1);
         out
+    }
+
+    /// Makes app `name` (`false` when it exists).
+    pub fn add_app(&self, name: &str) -> bool {
+        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        apps.insert(name.to_owned())
+    }
+
+    fn has_app(&self, name: &str) -> bool {
+        let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        apps.contains(name)
     }
 
     pub fn state_of(&self, id: &str) -> Option<String> {
@@ -395,17 +410,26 @@ impl Fly {
             return error(401, "You must be authenticated to view this.");
         }
         let (app, route) = route(&request);
-        if matches!(route, Route::NotFound) {
-            return page_not_found();
+        match (&route, &app) {
+            (Route::NotFound, _) => return page_not_found(),
+            (Route::Apps, _) if request.method == Method::POST => return self.create_app(&request),
+            (Route::Apps, _) => return page_not_found(),
+            (_, Some(app)) if self.has_app(app) => {}
+            _ => return error(404, "app not found"),
         }
-        if app.as_deref() != Some(self.settings.app.as_str()) {
-            return error(404, "app not found");
+        let app = app.unwrap_or_default();
+        let machine = match &route {
+            Route::Machine(id) | Route::Action(id, _) | Route::MetadataKey(id, _) => Some(id),
+            _ => None,
+        };
+        // A machine of another app is not found in this one.
+        if let Some(id) = machine
+            && self.lock().get(id).is_some_and(|m| m.app != app)
+        {
+            return not_found(id);
         }
         if self.settings.rate_limits {
-            let scope = match &route {
-                Route::Machine(id) | Route::Action(id, _) | Route::MetadataKey(id, _) => id,
-                _ => &self.settings.app,
-            };
+            let scope = machine.unwrap_or(&app);
             if let Err(wait) = self.limits.take(op, scope) {
                 let response = error(429, "rate limit exceeded");
                 return if self.settings.retry_after {
@@ -418,9 +442,9 @@ impl Fly {
         }
         let method = request.method.clone();
         match (method, route) {
-            (Method::GET, Route::App) => self.app(),
-            (Method::GET, Route::Machines) => self.list(&request),
-            (Method::POST, Route::Machines) => self.create(&request),
+            (Method::GET, Route::App) => self.app(&app),
+            (Method::GET, Route::Machines) => self.list(&app, &request),
+            (Method::POST, Route::Machines) => self.create(&app, &request),
             (Method::GET, Route::Machine(id)) => self.get(&id, &request),
             (Method::POST, Route::Machine(id)) => self.update(&id, &request),
             (Method::DELETE, Route::Machine(id)) => self.destroy(&id, &request),
@@ -435,13 +459,46 @@ impl Fly {
         }
     }
 
-    fn app(&self) -> SimResponse {
-        let count = self.live_machines();
+    /// `POST /v1/apps` `{"name", "org_slug"}`: 201, or 422 `name_taken`.
+    fn create_app(&self, request: &SimRequest) -> SimResponse {
+        let body = match body_object(request, "main.CreateAppRequest") {
+            Ok(b) => b,
+            Err(response) => return response,
+        };
+        let name = body
+            .get("name")
+            .or_else(|| body.get("app_name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if name.is_empty() {
+            return error(400, "app name is required");
+        }
+        if !self.add_app(name) {
+            return SimResponse::json(
+                422,
+                &json!({ "error": "app name already taken", "status": "name_taken" }),
+            );
+        }
+        SimResponse::json(
+            201,
+            &json!({
+                "id": super::machine::hex(16),
+                "created_at": super::machine::unix_ms(SystemTime::now()),
+            }),
+        )
+    }
+
+    fn app(&self, app: &str) -> SimResponse {
+        let count = self
+            .lock()
+            .values()
+            .filter(|m| m.app == app && m.state != "destroyed")
+            .count();
         SimResponse::json(
             200,
             &json!({
                 "id": format!("{:x}", super::machine::random_u64()),
-                "name": self.settings.app,
+                "name": app,
                 "status": "deployed",
                 "organization": { "name": "Personal", "slug": "personal" },
                 "machine_count": count,
@@ -450,7 +507,7 @@ impl Fly {
         )
     }
 
-    fn list(&self, request: &SimRequest) -> SimResponse {
+    fn list(&self, app: &str, request: &SimRequest) -> SimResponse {
         let flag = |name: &str| request.query_param(name).as_deref() == Some("true");
         let (deleted, summary, leases) = (
             flag("include_deleted"),
@@ -473,6 +530,7 @@ impl Fly {
         let machines = self.lock();
         let mut found: Vec<&Machine> = machines
             .values()
+            .filter(|m| m.app == app)
             .filter(|m| deleted || m.state != "destroyed")
             .filter(|m| states.is_empty() || states.contains(&m.state))
             .filter(|m| region.as_ref().is_none_or(|r| *r == m.region))
@@ -488,7 +546,7 @@ impl Fly {
         SimResponse::json(200, &list)
     }
 
-    fn create(self: &Arc<Self>, request: &SimRequest) -> SimResponse {
+    fn create(self: &Arc<Self>, app: &str, request: &SimRequest) -> SimResponse {
         let body = match body_object(request, "api.LaunchMachineInput") {
             Ok(b) => b,
             Err(response) => return response,
@@ -521,7 +579,7 @@ impl Fly {
             .unwrap_or(&self.settings.region)
             .to_owned();
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let mut machine = Machine::new(seq, name, region, config);
+        let mut machine = Machine::new(seq, app.to_owned(), name, region, config);
         let lease_ttl = body
             .get("lease_ttl")
             .and_then(Value::as_u64)
@@ -1076,6 +1134,7 @@ impl Handler for FlyHandler {
     fn operation(&self, request: &SimRequest) -> &'static str {
         let post = request.method == Method::POST;
         match route(request).1 {
+            Route::Apps => "other",
             Route::Machines if post => "create",
             Route::Machines if request.method == Method::GET => "list",
             Route::Machine(_) => match request.method {

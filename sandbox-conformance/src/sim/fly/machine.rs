@@ -165,6 +165,8 @@ impl Lease {
 #[derive(Debug)]
 pub(crate) struct Machine {
     pub id: String,
+    /// The app it belongs to.
+    pub app: String,
     pub name: String,
     pub state: String,
     pub region: String,
@@ -187,11 +189,12 @@ pub(crate) struct Machine {
 }
 
 impl Machine {
-    pub fn new(seq: u64, name: String, region: String, config: Value) -> Machine {
+    pub fn new(seq: u64, app: String, name: String, region: String, config: Value) -> Machine {
         let now = SystemTime::now();
         let r = random_u64();
         Machine {
             id: hex(14),
+            app,
             name,
             state: "created".to_owned(),
             region,

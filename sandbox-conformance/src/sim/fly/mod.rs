@@ -29,7 +29,7 @@
 //! | `POST`/`GET`/`DELETE …/lease` (`fly-machine-lease-nonce`) | `lease` |
 //! | `GET`/`PUT`/`PATCH …/metadata`, `GET`/`POST`/`DELETE …/metadata/{key}` | `metadata` |
 //! | `GET …/events` (`limit`, default 20, at most 50) | `events` |
-//! | `GET /v1/apps/{app}` | `other` |
+//! | `GET /v1/apps/{app}`, `POST /v1/apps` (`{"name", "org_slug"}`: 201, 422 `name_taken`) | `other` |
 //!
 //! ## Behaviour
 //!
@@ -73,7 +73,7 @@
 //!
 //! ## Not simulated
 //!
-//! Apps (only the configured app exists; app create/delete, IPs, secrets), volumes and mounts,
+//! Apps beyond create and get (delete, IPs, secrets, org-wide lists), volumes and mounts,
 //! services and Fly Proxy (no `{app}.fly.dev`), regions and placement (a create's `region` is
 //! recorded as given), health checks, restart policies (a main process that exits always stops
 //! the machine), `/ps`, `/versions`, memory endpoints, the org-wide list, containers, GPUs.
@@ -242,6 +242,12 @@ impl FlySim {
     /// The app it serves.
     pub fn app(&self) -> &str {
         &self.fly.settings.app
+    }
+
+    /// Makes another app (as `POST /v1/apps` does); `false` when it exists already. Each app
+    /// has its own machines and its own create and list rate limits.
+    pub fn add_app(&self, name: &str) -> bool {
+        self.fly.add_app(name)
     }
 
     /// The token it accepts.

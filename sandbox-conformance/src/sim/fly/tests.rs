@@ -663,3 +663,37 @@ async fn the_registry_starts_it_by_name() {
     );
     assert!(crate::sim::PROVIDERS.contains(&"fly"));
 }
+
+#[tokio::test]
+async fn apps_keep_their_machines_apart() {
+    let sim = quiet().start().await.unwrap();
+    let http = reqwest::Client::new();
+    let apps = format!("{}/v1/apps", sim.url());
+    let made = http
+        .post(&apps)
+        .bearer_auth(sim.token())
+        .json(&json!({"name": "second", "org_slug": "personal"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status().as_u16(), 201);
+    let again = http
+        .post(&apps)
+        .bearer_auth(sim.token())
+        .json(&json!({"name": "second", "org_slug": "personal"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 422);
+    assert_eq!(again.json::<Value>().await.unwrap()["status"], "name_taken");
+    let first = Client::new(&sim);
+    let second = Client {
+        base: format!("{apps}/second"),
+        ..Client::new(&sim)
+    };
+    let id = second.create(json!({"image": "ubuntu"})).await;
+    assert_eq!(first.get("/machines").await.1, json!([]));
+    assert_eq!(first.get(&format!("/machines/{id}")).await.0, 404);
+    assert_eq!(second.get(&format!("/machines/{id}")).await.0, 200);
+    assert!(!sim.add_app("second") && sim.add_app("third"));
+}
