@@ -53,8 +53,14 @@ pub struct Backing {
 impl Backing {
     /// A backing under a fresh directory in the system's temporary directory.
     pub fn new() -> std::io::Result<Backing> {
+        Backing::new_in(&std::env::temp_dir())
+    }
+
+    /// A backing under a fresh directory in `parent` (for a simulator that mounts its own
+    /// `/tmp` over the system's and needs its sandboxes elsewhere).
+    pub fn new_in(parent: &Path) -> std::io::Result<Backing> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let root = std::env::temp_dir().join(format!(
+        let root = parent.join(format!(
             "sandbox-sim-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)

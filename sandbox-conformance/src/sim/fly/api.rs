@@ -430,7 +430,12 @@ impl Fly {
         }
         if self.settings.rate_limits {
             let scope = machine.unwrap_or(&app);
-            if let Err(wait) = self.limits.take(op, scope) {
+            // Each endpoint is its own action: Create, Get and Release Lease are counted apart.
+            let action = match op {
+                "lease" | "metadata" => format!("{op} {}", request.method),
+                _ => op.to_owned(),
+            };
+            if let Err(wait) = self.limits.take(&action, scope) {
                 let response = error(429, "rate limit exceeded");
                 return if self.settings.retry_after {
                     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;

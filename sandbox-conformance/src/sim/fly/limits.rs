@@ -39,19 +39,23 @@ struct Bucket {
 /// Token buckets keyed by action and identifier.
 #[derive(Debug, Default)]
 pub(crate) struct Limits {
-    buckets: Mutex<HashMap<(&'static str, String), Bucket>>,
+    buckets: Mutex<HashMap<(String, String), Bucket>>,
 }
 
 impl Limits {
     /// Takes one request of `action` on `scope` now, or says how long until one is allowed.
-    pub fn take(&self, action: &'static str, scope: &str) -> Result<(), Duration> {
-        let rate = rate_of(action);
+    /// `action` is an operation name, with the method after a space where one operation name
+    /// covers several endpoints (`lease POST`, `lease DELETE`: Create and Release Lease).
+    pub fn take(&self, action: &str, scope: &str) -> Result<(), Duration> {
+        let rate = rate_of(action.split(' ').next().unwrap_or(action));
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = buckets.entry((action, scope.to_owned())).or_insert(Bucket {
-            tokens: rate.burst,
-            at: now,
-        });
+        let bucket = buckets
+            .entry((action.to_owned(), scope.to_owned()))
+            .or_insert(Bucket {
+                tokens: rate.burst,
+                at: now,
+            });
         let gained = now.saturating_duration_since(bucket.at).as_secs_f64() * rate.per_second;
         bucket.tokens = (bucket.tokens + gained).min(rate.burst);
         bucket.at = now;

@@ -697,3 +697,35 @@ async fn apps_keep_their_machines_apart() {
     assert_eq!(second.get(&format!("/machines/{id}")).await.0, 200);
     assert!(!sim.add_app("second") && sim.add_app("third"));
 }
+
+#[tokio::test]
+async fn each_machine_has_its_own_tmp_where_the_host_allows_it() {
+    let sim = quiet().start().await.unwrap();
+    let fly = Client::new(&sim);
+    let a = fly.create(json!({"image": "ubuntu"})).await;
+    let b = fly.create(json!({"image": "ubuntu"})).await;
+    fly.wait(&a, "started").await;
+    fly.wait(&b, "started").await;
+    fly.sh(&a, "echo a > /tmp/fly-sim-own-tmp").await;
+    let seen = fly
+        .sh(&b, "cat /tmp/fly-sim-own-tmp 2>/dev/null || echo none")
+        .await;
+    if !super::host::isolates_tmp() {
+        println!("no mount namespaces here: machines share the host's /tmp");
+        return;
+    }
+    assert_eq!(seen["stdout"], "none\n");
+    assert_eq!(
+        fly.sh(&a, "cat /tmp/fly-sim-own-tmp").await["stdout"],
+        "a\n"
+    );
+    // A stop empties it, as a machine boots from its image again.
+    fly.post(&format!("/machines/{a}/stop"), json!({})).await;
+    fly.wait(&a, "stopped").await;
+    fly.post(&format!("/machines/{a}/start"), json!(null)).await;
+    fly.wait(&a, "started").await;
+    let after = fly
+        .sh(&a, "cat /tmp/fly-sim-own-tmp 2>/dev/null || echo none")
+        .await;
+    assert_eq!(after["stdout"], "none\n");
+}
