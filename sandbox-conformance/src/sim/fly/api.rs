@@ -2,6 +2,9 @@
 //! State transitions run as tasks on the server's runtime (its clock), the machines' processes
 //! on the [`Host`].
 
+// An endpoint's refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
 use super::Settings;
 use super::host::{ExecEnd, Host};
 use super::limits::Limits;

@@ -439,7 +439,7 @@ async fn lists_filter_by_metadata_state_and_region_and_metadata_can_change() {
     };
     assert_eq!(
         ids(fly.get("/machines?metadata.team=a").await.1),
-        [a.clone()]
+        vec![a.clone()]
     );
     assert_eq!(
         ids(fly.get("/machines?metadata.team=a&metadata.tier=2").await.1),
@@ -447,9 +447,12 @@ async fn lists_filter_by_metadata_state_and_region_and_metadata_can_change() {
     );
     assert_eq!(
         ids(fly.get("/machines?state=created,stopped").await.1),
-        [b.clone()]
+        vec![b.clone()]
     );
-    assert_eq!(ids(fly.get("/machines?region=ams").await.1), [b.clone()]);
+    assert_eq!(
+        ids(fly.get("/machines?region=ams").await.1),
+        vec![b.clone()]
+    );
     assert_eq!(ids(fly.get("/machines").await.1), [a.clone(), b.clone()]);
     let (_, summary) = fly.get("/machines?summary=true").await;
     assert!(summary[0].get("config").is_none() && summary[0].get("events").is_none());
