@@ -43,6 +43,7 @@ pub(crate) enum Target {
     Simulated {
         provider: String,
         factory: SimFactory,
+        load: usize,
     },
 }
 
@@ -440,10 +441,22 @@ impl Suite {
             target: Target::Simulated {
                 provider: provider.to_owned(),
                 factory: Arc::new(factory),
+                load: crate::sim::live::LOAD_SANDBOXES,
             },
             covered_elsewhere: BTreeMap::new(),
             label: Some(format!("{provider}-sim")),
         }
+    }
+
+    /// How many sandboxes the simulator-only load scenario holds at once (default
+    /// [`LOAD_SANDBOXES`](crate::sim::live::LOAD_SANDBOXES)), for a simulator whose sandboxes
+    /// are too heavy for that many on the test machine. No effect on other suites.
+    #[cfg(feature = "sim")]
+    pub fn load_sandboxes(mut self, n: usize) -> Suite {
+        if let Target::Simulated { load, .. } = &mut self.target {
+            *load = n;
+        }
+        self
     }
 
     /// A suite recording cassettes from a live service; see [`crate::record`].
@@ -524,8 +537,13 @@ impl Suite {
     /// Runs one scenario by name.
     pub async fn run(&self, scenario: &str) -> ScenarioReport {
         #[cfg(feature = "sim")]
-        if let Target::Simulated { provider, factory } = &self.target {
-            let run = run_simulated(scenario, provider, factory);
+        if let Target::Simulated {
+            provider,
+            factory,
+            load,
+        } = &self.target
+        {
+            let run = run_simulated(scenario, provider, factory, *load);
             return self.bounded(scenario, run).await;
         }
         let Some(info) = scenarios::scenario(scenario) else {
@@ -746,7 +764,12 @@ fn load_cassette(
 
 /// One scenario (regular or simulator-only) against a fresh simulator of `provider`.
 #[cfg(feature = "sim")]
-async fn run_simulated(scenario: &str, provider: &str, factory: &SimFactory) -> ScenarioReport {
+async fn run_simulated(
+    scenario: &str,
+    provider: &str,
+    factory: &SimFactory,
+    load: usize,
+) -> ScenarioReport {
     let mut report = ScenarioReport {
         provider: provider.to_owned(),
         scenario: scenario.to_owned(),
@@ -781,7 +804,7 @@ async fn run_simulated(scenario: &str, provider: &str, factory: &SimFactory) -> 
     }
     let (url, key) = (sim.url().to_owned(), sim.api_key().to_owned());
     let rebuild = move || factory(&url, &key);
-    report.outcome = match crate::sim::live::run(scenario, &*sim, raw, &rebuild).await {
+    report.outcome = match crate::sim::live::run(scenario, load, &*sim, raw, &rebuild).await {
         Ok(()) => Outcome::Passed,
         Err(e) => Outcome::Failed(e),
     };

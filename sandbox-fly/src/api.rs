@@ -3,6 +3,7 @@
 
 use crate::builder::FlyBuilder;
 use crate::error::{FailedResponse, PROVIDER, REQUEST_ID_HEADER, map_error};
+use crate::pace::ExecPace;
 use crate::wire::{
     CreateMachineRequest, ExecRequest, ExecResponse, Lease, LeaseEnvelope, LeaseRequest, Machine,
     StopRequest, UpdateMachineRequest, WaitResponse,
@@ -21,12 +22,23 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// Extra time the HTTP client gives a call beyond the server-side timeout it asked for.
 const SLACK: Duration = Duration::from_secs(15);
 
+/// How many times one `/exec` call is sent when Fly answers 429 (rate limited: nothing ran).
+/// Each retry waits the answer's `Retry-After`, or Fly's documented exec rate (1 s) when it has
+/// none, at most [`MAX_RATE_LIMIT_WAIT`]. Other calls are sent once: their 429 goes back as
+/// `QuotaExceeded` with the delay, for the client layer's retry policy.
+pub const RATE_LIMIT_ATTEMPTS: u32 = 6;
+
+/// The longest wait before sending an `/exec` answered 429 again.
+pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(10);
+
 /// The API client of one app.
 #[derive(Debug, Clone)]
 pub(crate) struct Api {
     pub http: HttpClient,
     pub app: String,
     pub settings: FlyBuilder,
+    /// The exec rate of each machine, shared by every handle of the provider.
+    pub pace: ExecPace,
 }
 
 impl Api {
@@ -52,6 +64,7 @@ impl Api {
         Ok(Api {
             http,
             app,
+            pace: ExecPace::new(settings.poll_interval),
             settings,
         })
     }
@@ -132,7 +145,9 @@ impl Api {
         if force {
             req = req.query("force", "true");
         }
-        Self::with_nonce(req, nonce).send_empty().await
+        Self::with_nonce(req, nonce).send_empty().await?;
+        self.pace.forget(id);
+        Ok(())
     }
 
     /// One `/wait` call of at most [`MAX_WAIT`].
@@ -233,7 +248,40 @@ impl Api {
     /// is bounded by that deadline plus the request timeout (the answer comes only once the
     /// command ended, so a silent server is a `Timeout` after that long, never a hang). An answer
     /// over `max_answer` bytes is an error before it is read whole.
+    ///
+    /// Every call first waits its turn in the machine's exec bucket ([`ExecPace`]: one per
+    /// machine, shared by every operation), and one answered 429 anyway (another client of the
+    /// machine) is sent again, up to [`RATE_LIMIT_ATTEMPTS`] times, after the wait it asks for.
     pub async fn exec(
+        &self,
+        id: &str,
+        body: &ExecRequest,
+        max_answer: usize,
+    ) -> Result<ExecResponse> {
+        let mut attempt = 1;
+        loop {
+            self.pace.ready(id).await;
+            match self.exec_once(id, body, max_answer).await {
+                Err(e) if e.status() == Some(429) && attempt < RATE_LIMIT_ATTEMPTS => {
+                    let wait = e
+                        .retry_after()
+                        .unwrap_or_else(|| crate::documented_retry_after(Some("exec")))
+                        .min(MAX_RATE_LIMIT_WAIT);
+                    tracing::debug!(
+                        machine = id,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        "fly: exec rate limited (429), sending it again"
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn exec_once(
         &self,
         id: &str,
         body: &ExecRequest,

@@ -15,7 +15,6 @@
 
 use crate::api::Api;
 use crate::error::PROVIDER;
-use crate::pace::Pacer;
 use crate::scripts;
 use crate::wire::{ExecRequest, ExecResponse};
 use async_trait::async_trait;
@@ -474,8 +473,6 @@ struct Poller {
     clean: bool,
     /// The process id is the caller's tag (it may be asked for again).
     tagged: bool,
-    /// Fly's exec rate, shared with the launch call.
-    pacer: Pacer,
     /// Pauses after polls that came back early without news; reset by news.
     backoff: Backoff,
     /// The last poll came back early without news (its wait in the machine was cut short).
@@ -606,8 +603,8 @@ impl Poller {
         }
     }
 
-    /// The next event: queued ones first, then one poll. Polls go at once, as Fly's exec rate
-    /// allows ([`Pacer`]): each waits in the machine for news, so a silent process costs one
+    /// The next event: queued ones first, then one poll. Polls go at once, as the machine's exec
+    /// rate allows ([`crate::pace::ExecPace`]): each waits in the machine for news, so a silent process costs one
     /// call per wait, not a client-side sleep. A poll that comes back early without news (the
     /// wait was cut short by the deadline, or `sleep` fails in the image) is followed by a
     /// [`Backoff`] pause, so nothing spins.
@@ -622,7 +619,8 @@ impl Poller {
             if self.quiet {
                 self.backoff.pause().await;
             }
-            let mut wake = self.pacer.next_at();
+            let c = &self.control;
+            let mut wake = c.api.pace.next_at(&c.machine);
             if let Some((at, _)) = self.deadline {
                 wake = wake.min(at);
             }
@@ -649,7 +647,6 @@ impl Poller {
                 }
                 return Some(Err(error));
             }
-            self.pacer.take();
             let (answer, waited) = {
                 let started = Instant::now();
                 let (answer, asked) = self.poll().await;
@@ -843,30 +840,24 @@ pub(crate) async fn start_polled(
     let deadline = (!cmd.timeout.is_zero()).then(|| (Instant::now() + cmd.timeout, cmd.timeout));
     let wait = launch_wait(api, cmd);
     let interval = api.settings.poll_interval;
-    let poller = |pid: &str| {
-        let mut pacer = Pacer::new(interval);
-        // The launch is the first call of the process's exec budget.
-        pacer.take();
-        Poller {
-            control: Arc::new(PolledControl {
-                api: api.clone(),
-                machine: machine.to_owned(),
-                pid: pid.to_owned(),
-            }),
-            out: 0,
-            err: 0,
-            clean,
-            tagged: reuse,
-            pacer,
-            backoff: Poller::fresh_backoff(interval, deadline),
-            quiet: false,
-            interval,
-            deadline,
-            vanished: 0,
-            done: false,
-            launched: false,
-            queue: VecDeque::new(),
-        }
+    let poller = |pid: &str| Poller {
+        control: Arc::new(PolledControl {
+            api: api.clone(),
+            machine: machine.to_owned(),
+            pid: pid.to_owned(),
+        }),
+        out: 0,
+        err: 0,
+        clean,
+        tagged: reuse,
+        backoff: Poller::fresh_backoff(interval, deadline),
+        quiet: false,
+        interval,
+        deadline,
+        vanished: 0,
+        done: false,
+        launched: false,
+        queue: VecDeque::new(),
     };
     if !cmd.stdin {
         let (pid, first) = launch(api, machine, &ids, cmd, clean, false, reuse, wait).await?;
@@ -941,15 +932,12 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
     .await?;
     let first = poll_result(resp, machine, pid)?;
     let interval = api.settings.poll_interval;
-    let mut pacer = Pacer::new(interval);
-    pacer.take();
     let mut poller = Poller {
         control: control.clone(),
         out: first.out_size,
         err: first.err_size,
         clean: false,
         tagged: true,
-        pacer,
         backoff: Poller::fresh_backoff(interval, None),
         quiet: false,
         interval,
@@ -1224,7 +1212,6 @@ mod tests {
             // Not a foreground process: dropping it must not spawn a kill.
             clean: false,
             tagged: false,
-            pacer: Pacer::new(Duration::ZERO),
             backoff: Backoff::new(Duration::ZERO),
             quiet: false,
             interval: Duration::ZERO,

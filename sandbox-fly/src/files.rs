@@ -17,7 +17,6 @@
 use crate::api::Api;
 use crate::error::PROVIDER;
 use crate::exec::{run_script, script_error};
-use crate::pace::Pacer;
 use crate::scripts;
 use crate::wire::ExecResponse;
 use base64::Engine;
@@ -103,7 +102,6 @@ pub(crate) async fn upload(
     let mut current = read_chunk(&mut body, chunk).await?;
     let mut first = true;
     let mut total = 0u64;
-    let mut pacer = Pacer::new(api.settings.poll_interval);
     loop {
         let next = if current.len() < chunk {
             Bytes::new()
@@ -120,7 +118,6 @@ pub(crate) async fn upload(
             }
         };
         let last = next.is_empty();
-        pacer.ready().await;
         let sent = run_script(
             api,
             machine,
@@ -304,64 +301,59 @@ pub(crate) async fn download(api: &Api, machine: &str, path: &str) -> Result<Dow
     let api = api.clone();
     let machine = machine.to_owned();
     let path = path.to_owned();
-    let mut pacer = Pacer::new(api.settings.poll_interval);
-    // The stat above was one call of the burst.
-    pacer.ready().await;
-    let stream =
-        futures::stream::try_unfold((0u64, false, pacer), move |(index, done, mut pacer)| {
-            let (api, machine, p, path) = (api.clone(), machine.clone(), p.clone(), path.clone());
-            async move {
-                if done || index * block >= size.max(1) && index > 0 {
-                    return Ok(None);
-                }
-                pacer.ready().await;
-                let resp = run_script(
-                    &api,
-                    &machine,
-                    scripts::DOWNLOAD,
-                    &[&p, &block.to_string(), &index.to_string()],
-                    None,
-                    0,
-                )
-                .await?;
-                let resp = check(resp, "download", &machine, &path)?;
-                let text: String = resp
-                    .stdout
-                    .as_deref()
-                    .unwrap_or("")
-                    .split_whitespace()
-                    .collect();
-                let chunk = b64().decode(text).map_err(|_| {
-                    Error::new(
-                        ErrorKind::Provider,
-                        format!("unreadable base64 while reading {path}"),
-                    )
-                    .with_provider(PROVIDER)
-                    .with_operation("download")
-                    .with_sandbox_id(&machine)
-                })?;
-                let short = (chunk.len() as u64) < block;
-                let got = index * block + chunk.len() as u64;
-                if short && got < size {
-                    // `dd` failing (unreadable file) or the file shrinking both look like an
-                    // early end: report it instead of handing out a truncated file as complete.
-                    return Err(Error::new(
-                        ErrorKind::Provider,
-                        format!(
-                            "read {got} of {size} bytes of {path}: the file shrank or could not be read"
-                        ),
-                    )
-                    .with_provider(PROVIDER)
-                    .with_operation("download")
-                    .with_sandbox_id(&machine));
-                }
-                if chunk.is_empty() {
-                    return Ok(None);
-                }
-                Ok(Some((Bytes::from(chunk), (index + 1, short, pacer))))
+    let stream = futures::stream::try_unfold((0u64, false), move |(index, done)| {
+        let (api, machine, p, path) = (api.clone(), machine.clone(), p.clone(), path.clone());
+        async move {
+            if done || index * block >= size.max(1) && index > 0 {
+                return Ok(None);
             }
-        })
-        .boxed();
+            let resp = run_script(
+                &api,
+                &machine,
+                scripts::DOWNLOAD,
+                &[&p, &block.to_string(), &index.to_string()],
+                None,
+                0,
+            )
+            .await?;
+            let resp = check(resp, "download", &machine, &path)?;
+            let text: String = resp
+                .stdout
+                .as_deref()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            let chunk = b64().decode(text).map_err(|_| {
+                Error::new(
+                    ErrorKind::Provider,
+                    format!("unreadable base64 while reading {path}"),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("download")
+                .with_sandbox_id(&machine)
+            })?;
+            let short = (chunk.len() as u64) < block;
+            let got = index * block + chunk.len() as u64;
+            if short && got < size {
+                // `dd` failing (unreadable file) or the file shrinking both look like an
+                // early end: report it instead of handing out a truncated file as complete.
+                return Err(Error::new(
+                    ErrorKind::Provider,
+                    format!(
+                        "read {got} of {size} bytes of {path}: the file shrank or could not be read"
+                    ),
+                )
+                .with_provider(PROVIDER)
+                .with_operation("download")
+                .with_sandbox_id(&machine));
+            }
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some((Bytes::from(chunk), (index + 1, short))))
+        }
+    })
+    .boxed();
     Ok(Download::emulated(stream))
 }
 

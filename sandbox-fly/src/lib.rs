@@ -42,8 +42,13 @@
 //!   for [`FlyBuilder::create_lookup`]'s window before anything is sent again.
 //!
 //! Rate limits: Fly allows about 1 request per second per action and machine (bursts of 3; Get
-//! Machine 5/s). A 429 is `QuotaExceeded` carrying `Retry-After` or that documented rate; the
-//! adapter itself never retries (the client layer does).
+//! Machine 5/s). Every `/exec` on a machine (commands, file chunks, output polls) waits its turn
+//! in one token bucket per machine, shared by every operation and every handle of a provider, so
+//! back-to-back transfers and commands stay within Fly's exec rate. A call answered 429 anyway
+//! (another client on the same machine) is sent again after its `Retry-After`, or the
+//! documented rate when there is none, up to [`RATE_LIMIT_ATTEMPTS`] times. Any other call
+//! answered 429 is `QuotaExceeded` carrying `Retry-After` or the documented rate, and the
+//! adapter does not send it again (the client layer's retry policy does).
 
 mod api;
 mod builder;
@@ -58,7 +63,7 @@ pub mod scripts;
 mod state;
 pub mod wire;
 
-pub use api::{LEASE_NONCE_HEADER, MAX_WAIT};
+pub use api::{LEASE_NONCE_HEADER, MAX_RATE_LIMIT_WAIT, MAX_WAIT, RATE_LIMIT_ATTEMPTS};
 pub use builder::{
     DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
     EXEC_DEADLINE, FlyBuilder,

@@ -1,14 +1,70 @@
-//! Spacing of the many `/exec` calls one emulated operation makes (file chunks, output polls),
-//! so it stays within Fly's per-action rate (1 request/s sustained, bursts of 3: PROTOCOL.md §3)
-//! instead of failing half-way with a 429. A token bucket like Fly's own: [`BURST`] calls may go
-//! back to back, then one per interval, and the burst refills while the operation is idle.
-//! This is pacing, not retrying: every call is sent once.
+//! Spacing of the `/exec` calls made on one machine (commands, file chunks, output polls, stats,
+//! listings), so they stay within Fly's exec rate (1 request/s per machine sustained, bursts of
+//! 3: PROTOCOL.md §3) instead of failing half-way with a 429. Fly counts the rate per action and
+//! machine, not per operation, so one token bucket per machine ([`ExecPace`]) is shared by every
+//! operation on it through any handle of one provider: [`BURST`] calls may go back to back, then
+//! one per interval, and the burst refills while the machine is idle.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Calls allowed back to back (Fly's burst is 3; one is left for the caller's other calls).
-pub(crate) const BURST: u32 = 2;
+/// Calls allowed back to back: Fly's exec burst.
+pub(crate) const BURST: u32 = 3;
+
+/// One [`Pacer`] per machine, shared by every clone (every handle of one provider).
+#[derive(Debug, Clone)]
+pub(crate) struct ExecPace {
+    interval: Duration,
+    machines: Arc<Mutex<HashMap<String, Pacer>>>,
+}
+
+impl ExecPace {
+    /// Buckets refilled at one call per `interval` (zero: no pacing).
+    pub fn new(interval: Duration) -> ExecPace {
+        ExecPace {
+            interval,
+            machines: Arc::default(),
+        }
+    }
+
+    fn with<T>(&self, machine: &str, f: impl FnOnce(&mut Pacer) -> T) -> T {
+        let mut machines = self.machines.lock().unwrap_or_else(|e| e.into_inner());
+        let pacer = machines
+            .entry(machine.to_owned())
+            .or_insert_with(|| Pacer::new(self.interval));
+        f(pacer)
+    }
+
+    /// When the next exec on `machine` may go.
+    pub fn next_at(&self, machine: &str) -> Instant {
+        self.with(machine, Pacer::next_at)
+    }
+
+    /// Waits until an exec on `machine` may go, then counts it.
+    pub async fn ready(&self, machine: &str) {
+        loop {
+            let at = self.with(machine, |p| {
+                let at = p.next_at();
+                if at <= Instant::now() {
+                    p.take();
+                }
+                at
+            });
+            if at <= Instant::now() {
+                return;
+            }
+            tokio::time::sleep_until(at).await;
+        }
+    }
+
+    /// Forgets `machine` (destroyed).
+    pub fn forget(&self, machine: &str) {
+        let mut machines = self.machines.lock().unwrap_or_else(|e| e.into_inner());
+        machines.remove(machine);
+    }
+}
 
 /// A token bucket of [`BURST`] calls refilled at one call per interval.
 #[derive(Debug, Clone)]
@@ -58,6 +114,7 @@ impl Pacer {
     }
 
     /// Waits until the next call may go, then records it.
+    #[cfg(test)]
     pub async fn ready(&mut self) {
         tokio::time::sleep_until(self.next_at()).await;
         self.take();
@@ -74,6 +131,7 @@ mod tests {
         let start = Instant::now();
         pacer.ready().await;
         pacer.ready().await;
+        pacer.ready().await;
         assert_eq!(start.elapsed(), Duration::ZERO);
         pacer.ready().await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
@@ -84,13 +142,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_spell_refills_the_burst_but_never_beyond_it() {
         let mut pacer = Pacer::new(Duration::from_secs(1));
-        for _ in 0..3 {
+        for _ in 0..4 {
             pacer.ready().await;
         }
         tokio::time::sleep(Duration::from_secs(10)).await;
         let start = Instant::now();
-        pacer.ready().await;
-        pacer.ready().await;
+        for _ in 0..3 {
+            pacer.ready().await;
+        }
         assert_eq!(start.elapsed(), Duration::ZERO);
         pacer.ready().await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
@@ -104,5 +163,26 @@ mod tests {
             pacer.ready().await;
         }
         assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_operation_on_one_machine_shares_its_bucket() {
+        let pace = ExecPace::new(Duration::from_secs(1));
+        let other_handle = pace.clone();
+        let start = Instant::now();
+        // An upload's two chunks, then a download's stat and first block on another handle.
+        pace.ready("m1").await;
+        pace.ready("m1").await;
+        other_handle.ready("m1").await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        other_handle.ready("m1").await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        // Another machine has its own bucket.
+        pace.ready("m2").await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        // Concurrent callers on one machine take turns.
+        let (a, b) = tokio::join!(pace.ready("m1"), other_handle.ready("m1"));
+        let _ = (a, b);
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
     }
 }

@@ -11,6 +11,7 @@
 
 use crate::args::Args;
 use crate::{Result, shell};
+use sandbox_conformance::sim::live::{LOAD_SCENARIO, SIM_SCENARIOS};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,7 +62,8 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "fly",
         package: "sandbox-fly",
         filter: None,
-        more: &[],
+        // Live against the in-process Fly simulator.
+        more: &[("fly-sim", "conformance_sim")],
     },
 ];
 
@@ -139,6 +141,35 @@ fn conformance(provider: Option<&str>) -> Result {
         .status()
         .map_err(|e| format!("could not start cargo: {e}"))?;
 
+    // The simulators' load scenario, alone: beside other tests it would starve their short
+    // timeouts (it is generated `#[ignore]`d for that reason).
+    let mut load_ok = true;
+    for t in &present {
+        for (label, bin) in t.more.iter().filter(|(label, _)| label.ends_with("-sim")) {
+            let args = [
+                "test",
+                "-p",
+                t.package,
+                "--all-features",
+                "--test",
+                bin,
+                "--",
+                "--ignored",
+                "--exact",
+                LOAD_SCENARIO,
+            ];
+            println!("==> {label}: cargo {}", args.join(" "));
+            let ok = Command::new(shell::cargo())
+                .args(args)
+                .current_dir(&root)
+                .env(REPORT_DIR_ENV, &reports)
+                .status()
+                .map_err(|e| format!("could not start cargo: {e}"))?
+                .success();
+            load_ok &= ok;
+        }
+    }
+
     let names: Vec<&str> = present
         .iter()
         .flat_map(|t| std::iter::once(t.provider).chain(t.more.iter().map(|(label, _)| *label)))
@@ -151,7 +182,7 @@ fn conformance(provider: Option<&str>) -> Result {
         println!("  {problem}");
     }
     let mut failed = summary.failed;
-    if !status.success() && failed == 0 {
+    if !(status.success() && load_ok) && failed == 0 {
         failed += 1;
         println!("  cargo test failed without a failed scenario report (see its output above)");
     }
@@ -194,12 +225,15 @@ fn summarize(dir: &Path, providers: &[&str]) -> Summary {
             continue;
         };
         let mut outcomes: BTreeMap<String, String> = BTreeMap::new();
-        let scenarios: Vec<String> = coverage["scenarios"]
+        let mut scenarios: Vec<String> = coverage["scenarios"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|s| s.as_str().map(str::to_owned))
             .collect();
+        if provider.ends_with("-sim") {
+            scenarios.extend(SIM_SCENARIOS.iter().map(|s| s.name.to_owned()));
+        }
         for scenario in &scenarios {
             let path: PathBuf = dir.join(format!("{provider}.{scenario}.json"));
             let outcome = match read_json(&path) {

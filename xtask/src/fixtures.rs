@@ -108,19 +108,19 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// them were validated against a schema (the rest sit on paths, methods or statuses the spec
 /// does not describe), with the unvalidated `METHOD path` pairs.
 #[derive(Debug, Default)]
-struct Coverage {
-    providers: std::collections::BTreeMap<String, ProviderCoverage>,
+pub(crate) struct Coverage {
+    pub(crate) providers: std::collections::BTreeMap<String, ProviderCoverage>,
 }
 
 #[derive(Debug, Default)]
-struct ProviderCoverage {
-    bodies: usize,
-    validated: usize,
-    unvalidated: std::collections::BTreeSet<String>,
+pub(crate) struct ProviderCoverage {
+    pub(crate) bodies: usize,
+    pub(crate) validated: usize,
+    pub(crate) unvalidated: std::collections::BTreeSet<String>,
 }
 
 impl Coverage {
-    fn body(&mut self, provider: &str, what: String, validated: bool) {
+    pub(crate) fn body(&mut self, provider: &str, what: String, validated: bool) {
         let p = self.providers.entry(provider.to_owned()).or_default();
         p.bodies += 1;
         if validated {
@@ -131,7 +131,7 @@ impl Coverage {
     }
 
     /// One summary line per provider.
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.providers
             .iter()
             .map(|(name, p)| {
@@ -230,7 +230,7 @@ fn check_provenance(cassette: &Value) -> std::result::Result<(), String> {
 }
 
 /// Every OpenAPI document (`.json`, `.yml`, `.yaml` with a `paths` object) in `dir`.
-fn load_specs(dir: &Path) -> Vec<Value> {
+pub(crate) fn load_specs(dir: &Path) -> Vec<Value> {
     let mut files = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
         files = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -278,7 +278,7 @@ const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[
 
 const DAYTONA_NULLS: &str = "DB-nullable fields come back as JSON null although the schema types them as plain strings (PROTOCOL.md §1.2)";
 
-fn is_known_deviation(provider: &str, problem: &str) -> bool {
+pub(crate) fn is_known_deviation(provider: &str, problem: &str) -> bool {
     let pointer = problem.split(':').next().unwrap_or_default();
     let normalised: String = pointer
         .split('/')
@@ -304,7 +304,11 @@ fn is_known_deviation(provider: &str, problem: &str) -> bool {
 }
 
 /// Schema problems of every JSON body of a cassette against the provider's OpenAPI documents.
-fn validate_cassette(cassette: &Value, docs: &[Value], coverage: &mut Coverage) -> Vec<String> {
+pub(crate) fn validate_cassette(
+    cassette: &Value,
+    docs: &[Value],
+    coverage: &mut Coverage,
+) -> Vec<String> {
     let provider = cassette["provider"].as_str().unwrap_or_default();
     let mut problems = Vec::new();
     let Some(interactions) = cassette["interactions"].as_array() else {
@@ -370,7 +374,7 @@ fn validate_cassette(cassette: &Value, docs: &[Value], coverage: &mut Coverage) 
 
 /// The operation for `method` on the path template matching `path` (segments in braces match
 /// any one segment; the servers' base path may be left out).
-fn find_operation<'a>(
+pub(crate) fn find_operation<'a>(
     docs: &'a [Value],
     provider: &str,
     method: &str,
@@ -438,7 +442,7 @@ fn template_matches(template: &str, path: &str) -> bool {
 
 /// The JSON schema of a request body or response object (resolving a `$ref` to either). A
 /// Swagger 2.0 response carries its `schema` directly.
-fn json_schema<'a>(doc: &'a Value, holder: &'a Value) -> Option<&'a Value> {
+pub(crate) fn json_schema<'a>(doc: &'a Value, holder: &'a Value) -> Option<&'a Value> {
     let holder = resolve(doc, holder)?;
     if !holder["schema"].is_null() && holder["content"].is_null() {
         return Some(&holder["schema"]);
@@ -497,7 +501,7 @@ fn type_ok(want: &str, v: &Value) -> bool {
 }
 
 /// Validates `value` against `schema`, pushing `"<pointer>: <problem>"` messages.
-fn validate(
+pub(crate) fn validate(
     doc: &Value,
     schema: &Value,
     value: &Value,

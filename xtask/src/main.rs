@@ -13,6 +13,7 @@ mod ci;
 mod conformance;
 mod deps;
 mod fixtures;
+mod fly_check;
 mod mcp;
 mod readme;
 mod record;

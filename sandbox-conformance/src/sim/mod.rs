@@ -29,6 +29,7 @@
 
 pub mod e2b;
 pub mod faults;
+pub mod fly;
 pub mod live;
 mod server;
 
@@ -54,8 +55,14 @@ pub struct Backing {
 impl Backing {
     /// A backing under a fresh directory in the system's temporary directory.
     pub fn new() -> std::io::Result<Backing> {
+        Backing::new_in(&std::env::temp_dir())
+    }
+
+    /// A backing under a fresh directory in `parent` (for a simulator that mounts its own
+    /// `/tmp` over the system's and needs its sandboxes elsewhere).
+    pub fn new_in(parent: &Path) -> std::io::Result<Backing> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let root = std::env::temp_dir().join(format!(
+        let root = parent.join(format!(
             "sandbox-sim-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
@@ -120,7 +127,7 @@ pub trait Simulator: Send + Sync {
 }
 
 /// The providers [`start`] can simulate.
-pub const PROVIDERS: &[&str] = &["e2b"];
+pub const PROVIDERS: &[&str] = &["e2b", "fly"];
 
 /// Starts the simulator of `provider` on `127.0.0.1:port` (0 for a free port) with `faults`.
 pub async fn start(
@@ -136,6 +143,13 @@ pub async fn start(
             .await
             .map(|sim| Box::new(sim) as Box<dyn Simulator>)
             .map_err(|e| format!("cannot start the e2b simulator: {e}")),
+        "fly" => fly::FlySim::builder()
+            .port(port)
+            .faults(faults)
+            .start()
+            .await
+            .map(|sim| Box::new(sim) as Box<dyn Simulator>)
+            .map_err(|e| format!("cannot start the fly simulator: {e}")),
         other => Err(format!(
             "no simulator for {other:?}; simulators exist for: {}",
             PROVIDERS.join(", ")

@@ -215,15 +215,34 @@ pub struct LogEntry {
     pub status: Option<u16>,
     /// The fault applied, as its SPEC text.
     pub fault: Option<String>,
+    /// The request body as text (invalid UTF-8 replaced), when the log captures bodies
+    /// ([`RequestLog::capture_bodies`]) and there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_body: Option<String>,
+    /// The response body as text, when the log captures bodies and the answer was whole (not
+    /// streamed) and not empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_body: Option<String>,
 }
 
 /// The requests a simulator saw, in arrival order.
 #[derive(Clone, Debug, Default)]
 pub struct RequestLog {
     entries: Arc<Mutex<Vec<LogEntry>>>,
+    capture: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RequestLog {
+    /// Whether request and response bodies are kept in the entries from now on (default off:
+    /// bodies can be large). For checking bodies against a schema.
+    pub fn capture_bodies(&self, on: bool) {
+        self.capture.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn capturing(&self) -> bool {
+        self.capture.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// A copy of every entry so far.
     pub fn entries(&self) -> Vec<LogEntry> {
         self.lock().clone()
@@ -259,6 +278,12 @@ impl RequestLog {
     fn set_status(&self, index: usize, status: Option<u16>) {
         if let Some(e) = self.lock().get_mut(index) {
             e.status = status;
+        }
+    }
+
+    fn set_response_body(&self, index: usize, body: &Bytes) {
+        if let Some(e) = self.lock().get_mut(index) {
+            e.response_body = Some(String::from_utf8_lossy(body).into_owned());
         }
     }
 
@@ -388,6 +413,9 @@ impl Shared {
             query: request.query.as_deref().map(redact_query),
             status: None,
             fault: fault.as_ref().map(Fault::to_string),
+            request_body: (self.log.capturing() && !request.body.is_empty())
+                .then(|| String::from_utf8_lossy(&request.body).into_owned()),
+            response_body: None,
         });
         let response = match fault {
             Some(Fault::Status { code, retry_after }) => {
@@ -424,6 +452,12 @@ impl Shared {
             _ => None,
         };
         self.log.set_status(index, Some(response.status.as_u16()));
+        if let SimBody::Full(body) = &response.body
+            && self.log.capturing()
+            && !body.is_empty()
+        {
+            self.log.set_response_body(index, body);
+        }
         Ok(reply(response, cut))
     }
 }
@@ -607,6 +641,44 @@ mod tests {
         let body = answer.bytes().await.unwrap();
         assert!(serde_json::from_slice::<serde_json::Value>(&body).is_err());
         assert_eq!(acted(&handler), 1);
+    }
+
+    #[tokio::test]
+    async fn bodies_are_logged_only_when_asked() {
+        let (server, _) = start("").await;
+        let client = reqwest::Client::new();
+        client
+            .post(format!("{}/x", server.url()))
+            .body("first")
+            .send()
+            .await
+            .unwrap();
+        server.log().capture_bodies(true);
+        client
+            .post(format!("{}/x", server.url()))
+            .body("second")
+            .send()
+            .await
+            .unwrap();
+        let log = server.log().entries();
+        assert_eq!(
+            (
+                log[0].request_body.as_deref(),
+                log[0].response_body.as_deref()
+            ),
+            (None, None)
+        );
+        assert_eq!(log[1].request_body.as_deref(), Some("second"));
+        assert_eq!(log[1].response_body.as_deref(), Some(r#"{"n":2}"#));
+        assert!(
+            !server
+                .log()
+                .to_json_lines()
+                .lines()
+                .next()
+                .unwrap()
+                .contains("body")
+        );
     }
 
     #[test]

@@ -1,0 +1,301 @@
+//! The Fly part of `cargo xtask sim-check`. Fly has no official SDK in a reachable registry, so
+//! instead of one, this workspace's adapter runs every conformance scenario (each in an app of
+//! its own) and its own lease, wait, update, stop, suspend and destroy calls against
+//! [`FlySim`] with bodies captured, and every JSON request and response body of the run is
+//! validated against the Machines OpenAPI in `../shared/specs/fly` with the fixture check's
+//! validator ([`crate::fixtures`]). Error answers on statuses the spec does not describe are
+//! checked against its `ErrorResponse`; the lease family's own error envelope and bodies the
+//! spec lists without a schema (`{"ok": true}`) are counted as not described (PROTOCOL.md
+//! documents them). Skipped, saying so, when `../shared/specs` is absent.
+
+use crate::fixtures::{self, Coverage};
+use crate::{Result, shell};
+use sandbox_conformance::sim::Simulator;
+use sandbox_conformance::sim::fly::FlySim;
+use sandbox_conformance::{SCENARIOS, Suite};
+use sandbox_fly::FlyBuilder;
+use sandbox_sdk_core::CreateSpec;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a run found.
+pub(crate) struct Report {
+    /// How many JSON bodies were seen and validated, and what the spec does not describe.
+    pub coverage: Coverage,
+    /// Schema problems, and a failure of the adapter's own Fly calls.
+    pub problems: Vec<String>,
+    /// Scenarios that failed (the `fly-sim` conformance suite judges behaviour; here they
+    /// only mean part of the wire was not exercised).
+    pub failed_scenarios: Vec<String>,
+    /// How many requests the simulator saw.
+    pub requests: usize,
+}
+
+/// The check as `sim-check` runs it.
+pub fn check() -> Result {
+    let specs = shell::workspace_root().join("../shared/specs/fly");
+    if !specs.is_dir() {
+        println!(
+            "sim-check fly: ../shared/specs/fly is absent: the Machines OpenAPI check is skipped"
+        );
+        return Ok(());
+    }
+    println!("== sim-check fly: the adapter against the simulator, bodies against the OpenAPI");
+    let report = run(&specs)?;
+    for line in report.coverage.lines() {
+        let line = line.trim_start_matches("fixtures: ");
+        println!("sim-check fly: {line} ({} requests)", report.requests);
+    }
+    for p in report.coverage.providers.values() {
+        for what in &p.unvalidated {
+            println!("  not described by the spec: {what}");
+        }
+    }
+    for failed in &report.failed_scenarios {
+        println!("  note: a scenario failed in this run (see the fly-sim suite): {failed}");
+    }
+    if report.problems.is_empty() {
+        Ok(())
+    } else {
+        for p in &report.problems {
+            eprintln!("  {p}");
+        }
+        Err(format!(
+            "sim-check fly: {} problem(s) in the adapter run against the simulator",
+            report.problems.len()
+        ))
+    }
+}
+
+/// Runs the adapter against a fresh simulator and validates what went over the wire.
+pub(crate) fn run(specs: &Path) -> Result<Report> {
+    let docs = fixtures::load_specs(specs);
+    if docs.is_empty() {
+        return Err(format!("no OpenAPI document in {}", specs.display()));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting a tokio runtime: {e}"))?;
+    let (entries, failed_scenarios, mut problems) = runtime.block_on(adapter_run())?;
+    let mut coverage = Coverage::default();
+    let (cassette, errors) = cassette_of(&entries, &docs);
+    problems.extend(fixtures::validate_cassette(&cassette, &docs, &mut coverage));
+    let error_schema = json!({ "$ref": "#/components/schemas/ErrorResponse" });
+    for (at, body) in errors {
+        let what = format!("response {at}");
+        if body.get("error").is_some() {
+            coverage.body("fly", what, true);
+            let mut errs = Vec::new();
+            fixtures::validate(&docs[0], &error_schema, &body, "", false, &mut errs, 0);
+            problems.extend(errs.into_iter().map(|e| format!("{at}: error body {e}")));
+        } else {
+            coverage.body("fly", what, false);
+        }
+    }
+    Ok(Report {
+        coverage,
+        problems,
+        failed_scenarios,
+        requests: entries.len(),
+    })
+}
+
+/// The log of every scenario, then the adapter's Fly-only calls, on one simulator capturing
+/// bodies; the scenarios that failed; a failure of the Fly-only calls.
+async fn adapter_run() -> Result<(
+    Vec<sandbox_conformance::sim::LogEntry>,
+    Vec<String>,
+    Vec<String>,
+)> {
+    let sim = FlySim::start()
+        .await
+        .map_err(|e| format!("starting the fly simulator: {e}"))?;
+    sim.server().log().capture_bodies(true);
+    let adapter = |app: &str| {
+        sim.add_app(app);
+        FlyBuilder::new()
+            .token(sim.token())
+            .app(app)
+            .base_url(sim.url())
+            .expose_port(8080)
+            .build()
+            .map_err(|e| format!("building the adapter: {e}"))
+    };
+    let mut failures = Vec::new();
+    for (i, scenario) in SCENARIOS.iter().enumerate() {
+        let provider = adapter(&format!("check-{i}"))?;
+        let report = Suite::live(Arc::new(provider))
+            .label("fly-sim")
+            .run(scenario.name)
+            .await;
+        if matches!(report.outcome, sandbox_conformance::Outcome::Failed(_)) {
+            failures.push(report.message());
+        }
+    }
+    let fly = adapter("check-fly-calls")?;
+    let mut problems = Vec::new();
+    if let Err(e) = fly_calls(&fly).await {
+        problems.push(format!("the adapter's Fly calls failed: {e}"));
+    }
+    Ok((sim.server().log().entries(), failures, problems))
+}
+
+/// Leases, update, wait, stop with a signal, suspend, start and forced destroy. These follow
+/// each other faster than Fly's 1/s per action and machine allows for `/wait`, and the adapter
+/// leaves retrying such a 429 to the client layer, so each step does that here: sent again after
+/// the `Retry-After` the error carries, a few times.
+async fn fly_calls(fly: &sandbox_fly::FlyProvider) -> sandbox_sdk_core::Result<()> {
+    async fn patient<T, F: std::future::Future<Output = sandbox_sdk_core::Result<T>>>(
+        mut call: impl FnMut() -> F,
+    ) -> sandbox_sdk_core::Result<T> {
+        let mut tries = 0;
+        loop {
+            match call().await {
+                Err(e) if e.kind() == sandbox_sdk_core::ErrorKind::QuotaExceeded && tries < 5 => {
+                    tries += 1;
+                    tokio::time::sleep(e.retry_after().unwrap_or(Duration::from_secs(1))).await;
+                }
+                other => return other,
+            }
+        }
+    }
+    let spec = CreateSpec::new().metadata("check", "fly").env("A", "1");
+    let machine = patient(|| fly.create_machine(&spec)).await?;
+    patient(|| machine.acquire_lease(Duration::from_secs(30), Some("sim-check"))).await?;
+    patient(|| machine.lease()).await?;
+    patient(|| machine.refresh_lease(Duration::from_secs(30))).await?;
+    if let Some(config) = machine.machine().config {
+        patient(|| machine.update(config.clone())).await?;
+    }
+    patient(|| machine.wait_for_state("started", Duration::from_secs(30))).await?;
+    patient(|| machine.release_lease()).await?;
+    patient(|| machine.stop_with(Some("SIGTERM"), Some(Duration::from_secs(5)))).await?;
+    patient(|| machine.start()).await?;
+    patient(|| machine.suspend()).await?;
+    patient(|| machine.start()).await?;
+    patient(|| machine.destroy_with(true)).await
+}
+
+/// The run as a cassette the fixture validator reads, and apart from it the error answers on
+/// statuses the spec does not describe (`"METHOD path STATUS"`, body).
+fn cassette_of(
+    entries: &[sandbox_conformance::sim::LogEntry],
+    docs: &[Value],
+) -> (Value, Vec<(String, Value)>) {
+    let json_of = |text: &Option<String>| {
+        text.as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    };
+    let mut interactions = Vec::new();
+    let mut errors = Vec::new();
+    for e in entries {
+        let Some(status) = e.status else { continue };
+        let method = e.method.to_ascii_lowercase();
+        // Ids and app names as templates, so what the spec does not describe is listed once.
+        let path: String = e
+            .path
+            .split('/')
+            .enumerate()
+            .map(|(i, seg)| match i {
+                3 => "{app_name}",
+                5 => "{machine_id}",
+                _ => seg,
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let mut request = json!({ "method": e.method, "path": path });
+        if let Some(body) = json_of(&e.request_body) {
+            request["body"] = json!({ "json": body });
+        }
+        let mut response = json!({ "status": status });
+        if let Some(body) = json_of(&e.response_body) {
+            let described = fixtures::find_operation(docs, "fly", &method, &path)
+                .and_then(|(doc, op)| {
+                    fixtures::json_schema(doc, &op["responses"][status.to_string()])
+                })
+                .is_some();
+            if status >= 400 && !described {
+                errors.push((format!("{} {path} {status}", e.method), body));
+            } else {
+                response["body"] = json!({ "json": body });
+            }
+        }
+        interactions.push(json!({ "request": request, "response": response }));
+    }
+    let cassette = json!({ "provider": "fly", "interactions": interactions });
+    (cassette, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The adapter's whole run against the simulator validates against the Machines OpenAPI.
+    #[test]
+    fn every_body_of_an_adapter_run_fits_the_machines_openapi() {
+        let specs = shell::workspace_root().join("../shared/specs/fly");
+        if !specs.is_dir() {
+            println!("../shared/specs/fly is absent: the Machines OpenAPI check is skipped");
+            return;
+        }
+        let report = run(&specs).unwrap();
+        assert!(report.problems.is_empty(), "{:#?}", report.problems);
+        assert!(
+            report.failed_scenarios.len() <= 1,
+            "{:#?}",
+            report.failed_scenarios
+        );
+        let fly = &report.coverage.providers["fly"];
+        assert!(report.requests > 150, "{} requests", report.requests);
+        assert!(
+            fly.validated > 150,
+            "{} of {} bodies",
+            fly.validated,
+            fly.bodies
+        );
+    }
+
+    #[test]
+    fn a_body_off_the_schema_is_a_problem() {
+        let specs = shell::workspace_root().join("../shared/specs/fly");
+        if !specs.is_dir() {
+            println!("../shared/specs/fly is absent: the Machines OpenAPI check is skipped");
+            return;
+        }
+        let docs = fixtures::load_specs(&specs);
+        let entry = |path: &str, status: u16, body: &str| sandbox_conformance::sim::LogEntry {
+            at_ms: 0,
+            operation: "exec",
+            method: "POST".into(),
+            path: path.into(),
+            query: None,
+            status: Some(status),
+            fault: None,
+            request_body: Some(r#"{"command": "echo hi"}"#.into()),
+            response_body: Some(body.into()),
+        };
+        let path = "/v1/apps/a/machines/m/exec";
+        let (cassette, errors) = cassette_of(
+            &[
+                entry(path, 200, r#"{"exit_code": "0"}"#),
+                entry(path, 412, r#"{"error": 1}"#),
+            ],
+            &docs,
+        );
+        let problems =
+            fixtures::validate_cassette(&cassette, &docs, &mut Coverage::default()).join("\n");
+        assert!(
+            problems.contains("request body /command: expected array"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("response 200 body /exit_code: expected integer"),
+            "{problems}"
+        );
+        assert_eq!(errors.len(), 1, "412 is not described by the spec");
+    }
+}
