@@ -74,6 +74,30 @@ fn steps(nextest: bool) -> Vec<Step> {
             &["test", "--workspace", "--all-features", "--doc"],
         ),
         Step::cargo(
+            "no default features",
+            &[
+                "check",
+                "-p",
+                "sandbox-sdk-core",
+                "-p",
+                "sandbox-sdk",
+                "--no-default-features",
+            ],
+        ),
+        Step::cargo(
+            "package",
+            &[
+                "package",
+                "--workspace",
+                "--exclude",
+                "xtask",
+                "--exclude",
+                "sandbox-bench",
+                "--no-verify",
+                "--allow-dirty",
+            ],
+        ),
+        Step::cargo(
             "docs",
             &["doc", "--workspace", "--all-features", "--no-deps"],
         ),

@@ -39,7 +39,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures, dependencies, MCP client",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, no-default-features build, cargo package, docs, examples, README table, conformance (replayed and simulated), fixtures, dependencies, MCP client, official SDKs vs simulators",
         run: ci::run,
     },
     Task {
