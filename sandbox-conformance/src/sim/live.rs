@@ -96,7 +96,7 @@ pub(crate) async fn run(
 }
 
 fn spec(key: Option<&str>) -> CreateSpec {
-    let spec = crate::suite::conformance_spec();
+    let spec = crate::scenarios::conformance_spec();
     match key {
         Some(k) => spec.idempotency_key(k),
         None => spec,
