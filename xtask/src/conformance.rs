@@ -14,7 +14,6 @@ use crate::{Result, shell};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A provider whose conformance tests live in a crate.
 pub(crate) struct Target {
@@ -131,7 +130,7 @@ fn conformance(provider: Option<&str>) -> Result {
         cargo_args.extend(["--".into(), filter.into()]);
     }
     println!("==> cargo {}", cargo_args.join(" "));
-    let status = Command::new(shell::cargo())
+    let status = shell::cargo_command()
         .args(&cargo_args)
         .current_dir(&root)
         .env(REPORT_DIR_ENV, &reports)
