@@ -14,6 +14,7 @@ mod conformance;
 mod deps;
 mod fixtures;
 mod mcp;
+mod outside;
 mod readme;
 mod record;
 mod shell;
@@ -38,7 +39,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures, dependencies, MCP client",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, docs, examples, README table, conformance, fixtures, dependencies, MCP client, outside adapter",
         run: ci::run,
     },
     Task {
@@ -70,6 +71,12 @@ const TASKS: &[Task] = &[
         usage: "mcp-check",
         about: "the official MCP TypeScript SDK client (tools/mcp-client) drives `sbox mcp --provider local` end to end",
         run: mcp::run,
+    },
+    Task {
+        name: "outside-check",
+        usage: "outside-check",
+        about: "the out-of-workspace example adapter (examples/outside-adapter): record from its live service, derive, replay, tamper checks",
+        run: outside::run,
     },
     Task {
         name: "sim",
