@@ -715,8 +715,11 @@ fn load_cassette(
     let path = Cassette::path_in(dir, stem);
     if !path.exists() {
         return Err(format!(
-            "no cassette at {}: write it from sandbox-conformance/SCENARIOS.md ({stem})",
-            path.display()
+            "no cassette at {}: record it from the live service ({}=1 cargo test --test \
+             conformance -- {stem}; the injected failures are derived), or write it by hand \
+             from sandbox-conformance/SCENARIOS.md (### {stem})",
+            path.display(),
+            crate::RECORD_ENV
         ));
     }
     let cassette = Cassette::load(&path).map_err(|e| e.to_string())?;

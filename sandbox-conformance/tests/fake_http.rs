@@ -384,3 +384,16 @@ fn a_cassette_the_recorder_cannot_derive_fails_the_recording_saying_why() {
     assert!(message.contains("### create_slow_answer"), "{message}");
     assert!(!dir.path().join("create_slow_answer.json").exists());
 }
+
+#[test]
+fn a_missing_cassette_says_how_to_record_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report =
+        runtime().block_on(Suite::replay(factory(Bugs::default()), dir.path()).run("connect"));
+    let message = failure(&report.outcome);
+    assert!(
+        message.contains("SANDBOX_CONFORMANCE_RECORD=1 cargo test --test conformance -- connect"),
+        "{message}"
+    );
+    assert!(message.contains("### connect"), "{message}");
+}
