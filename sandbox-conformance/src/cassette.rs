@@ -89,10 +89,11 @@
 //! # Provenance
 //!
 //! `kind` is `spec` (written by hand from the provider's published API description and
-//! `specs/<provider>/PROTOCOL.md`; `source` names the document and section) or `recorded`
-//! (captured from the live service by `cargo xtask record`; `source` names the endpoint).
-//! `date` is the ISO date it was written or recorded. A `spec` cassette must never be presented as
-//! recorded.
+//! `specs/<provider>/PROTOCOL.md`, `source` naming the document and section; or derived by the
+//! recorder from live answers with a failure put in, `source` starting `derived by
+//! sandbox-conformance from` and naming them) or `recorded` (captured verbatim from the live
+//! service by the recorder; `source` names the service). `date` is the ISO date it was written,
+//! derived or recorded. A `spec` cassette must never be presented as recorded.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -151,9 +152,10 @@ pub struct Provenance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProvenanceKind {
-    /// Written by hand from the provider's published spec and PROTOCOL.md.
+    /// Written by hand from the provider's published spec and PROTOCOL.md, or derived by the
+    /// recorder from live answers with a failure put in.
     Spec,
-    /// Captured from the live service by `cargo xtask record`.
+    /// Captured verbatim from the live service by the recorder.
     Recorded,
 }
 

@@ -15,18 +15,21 @@
 //! - [`conformance_tests!`]: one named `#[test]` per scenario in an adapter's
 //!   `tests/conformance.rs`, plus `capability_coverage`, with an insta snapshot of the normalised
 //!   requests each scenario sends;
-//! - [`record`]: the recording proxy behind `cargo xtask record`;
-//! - `cargo xtask fixtures` checks every cassette in the workspace for secrets, provenance and
-//!   (when `../shared/specs` is present) bodies that break the provider's OpenAPI schema.
+//! - [`record`]: the recorder (a scrubbing proxy in front of the live service, which also
+//!   derives the injected-failure cassettes from live calls), [`record::SecretCheck`] (the
+//!   secret check it and [`cassette::Cassette::load`] run), and [`SharedService`] (one live
+//!   service per test binary).
 //!
 //! ## Proving an adapter
 //!
 //! 1. Give the adapter a way to point every base URL it uses at one URL, and build it with the
 //!    API key [`cassette::TOKEN`].
-//! 2. Write `tests/cassettes/<scenario>.json` for every scenario from `SCENARIOS.md` (or record
-//!    them with `cargo xtask record`). A scenario whose capability the adapter declares
-//!    unsupported needs no cassette of its own: it checks the call fails fast with
-//!    `NotSupported` and sends nothing, using `connect.json` to get a sandbox.
+//! 2. Record `tests/cassettes/<scenario>.json` for every scenario from the live service (the
+//!    README shows the `tests/conformance.rs` that records when [`RECORD_ENV`] is set; the
+//!    injected failures are derived in the same run), or write them by hand from
+//!    `SCENARIOS.md`. A scenario whose capability the adapter declares unsupported needs no
+//!    cassette of its own: it checks the call fails fast with `NotSupported` and sends nothing,
+//!    using `connect.json` to get a sandbox.
 //! 3. Add `tests/conformance.rs`:
 //!
 //! ```no_run
@@ -76,6 +79,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cassette;
+mod derive;
 mod proxy;
 pub mod record;
 
@@ -91,7 +95,7 @@ pub mod sim;
 mod suite;
 
 pub use proxy::LoggedRequest;
-pub use record::{RECORD_ENV, RecordTarget, Router};
+pub use record::{RECORD_ENV, RecordTarget, Router, SharedService};
 pub use scenarios::{SCENARIOS, ScenarioInfo};
 #[cfg(feature = "sim")]
 pub use suite::SimFactory;

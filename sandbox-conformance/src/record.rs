@@ -2,15 +2,25 @@
 //! cassettes with credentials, sandbox ids, signed URL parameters and service addresses
 //! scrubbed to placeholders.
 //!
-//! An adapter crate turns recording on for its `tests/conformance.rs` by building its suite with
-//! [`Suite::record`](crate::Suite::record) when [`RECORD_ENV`] is set (the generated tests do this
-//! through [`crate::conformance_tests!`]'s `record:` argument); `cargo xtask record --provider NAME
-//! [--scenario S]` sets it and runs the adapter's conformance tests.
+//! An adapter crate records by building its suite with [`Suite::record`](crate::Suite::record)
+//! when [`crate::recording()`] is true (the [`RECORD_ENV`] variable is set), as the README's
+//! `tests/conformance.rs` shows: `SANDBOX_CONFORMANCE_RECORD=1 cargo test --test conformance`
+//! then records every scenario. [`RecordTarget::one_host`] builds the target for a service at one
+//! base URL; [`SharedService`] starts an author's own service once per test binary, so every
+//! scenario records from the same one.
 //!
 //! Each scenario that can run live gets a sandbox created directly against the service (not
 //! recorded), connects to it through the proxy like replay does, and has that sandbox destroyed
 //! afterwards (not recorded either). Only a scenario that passes is written. Interactions are
 //! written in order with `"times": 1`, JSON request bodies compared exactly.
+//!
+//! The scenarios whose failure a live service will not produce on demand (`error_*` but
+//! `error_not_found`, `no_duplicate_create`, `create_*`) are derived instead: the recorder makes
+//! the live calls their cassettes are built from (`connect`, `create`, a download, two creates
+//! under one idempotency key) and puts the failure in, writing provenance `spec` with a `source`
+//! saying what it was derived from. An existing cassette of such a scenario is never overwritten.
+//! A scenario whose cassette is still missing and cannot be derived fails the recording, saying
+//! why, so a recording run ends by listing exactly the cassettes left to write by hand.
 //!
 //! Secrets are scrubbed in every form ([`SecretCheck`]): the credentials given with
 //! [`RecordTarget::secret`], credentials the service hands out (fields named like `token`,
@@ -31,12 +41,13 @@ pub use secrets::{Form, SECRET_PATTERNS, SecretCheck, SecretFinding};
 
 mod secrets;
 use crate::suite::{Factory, Outcome, ScenarioReport};
+use sandbox_sdk_core::Provider;
 use sandbox_sdk_core::client::{Client, RetryPolicy};
-use sandbox_sdk_core::{CreateSpec, Provider};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Set (to anything) to make generated conformance tests record instead of replay.
@@ -88,7 +99,7 @@ impl RecordTarget {
             secrets: Vec::new(),
             replacements: Vec::new(),
             out_dir: out_dir.into(),
-            source: "recorded from the live service by cargo xtask record".into(),
+            source: "recorded from the live service".into(),
         }
     }
 
@@ -143,16 +154,152 @@ impl RecordTarget {
     pub(crate) fn describe(&self) -> Result<Arc<dyn Provider>, String> {
         Ok(self.direct.clone())
     }
+
+    /// The provider's name.
+    pub(crate) fn provider(&self) -> &str {
+        self.direct.name()
+    }
+
+    /// Where cassettes are written.
+    pub(crate) fn out_dir(&self) -> &Path {
+        &self.out_dir
+    }
+
+    /// What recorded cassettes name as their source.
+    pub(crate) fn source_text(&self) -> &str {
+        &self.source
+    }
+
+    /// Creates a sandbox directly against the service (not recorded) and returns its id.
+    pub(crate) async fn create_direct(&self) -> Result<String, String> {
+        match self
+            .direct
+            .create(&crate::scenarios::conformance_spec())
+            .await
+        {
+            Ok(sb) => Ok(sb.id().to_owned()),
+            Err(e) => Err(format!("setup: create failed: {e}")),
+        }
+    }
+
+    /// Destroys a sandbox directly against the service (not recorded); a failure is ignored,
+    /// as the sandbox may be gone already.
+    pub(crate) async fn destroy_direct(&self, id: &str) {
+        if let Ok(sb) = self.direct.connect(id).await {
+            let _ = sb.destroy().await;
+        }
+    }
+
+    /// Direct access to the service (not recorded), for setting a sandbox up.
+    pub(crate) fn direct(&self) -> &Arc<dyn Provider> {
+        &self.direct
+    }
+}
+
+/// A live service started once per test binary and shared by every scenario recorded from it.
+///
+/// Each generated conformance test runs on a tokio runtime of its own, so a service started
+/// inside one test would stop with it. `SharedService` starts the service on a thread of its own
+/// with a runtime that lives as long as the test binary, once, and hands every caller the same
+/// base URL:
+///
+/// ```no_run
+/// use sandbox_conformance::record::SharedService;
+///
+/// static SERVICE: SharedService = SharedService::new();
+///
+/// /// The author's own service: binds a loopback port, serves in the background, returns its URL.
+/// async fn start_service() -> std::io::Result<String> {
+///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+///     let url = format!("http://{}", listener.local_addr()?);
+///     tokio::spawn(async move {
+///         while let Ok((_stream, _)) = listener.accept().await { /* serve it */ }
+///     });
+///     Ok(url)
+/// }
+///
+/// # fn demo() -> std::io::Result<()> {
+/// let url = SERVICE.url(start_service)?; // started on the first call only
+/// assert_eq!(SERVICE.url(start_service)?, url);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct SharedService {
+    url: OnceLock<Result<String, String>>,
+}
+
+impl Default for SharedService {
+    fn default() -> Self {
+        SharedService::new()
+    }
+}
+
+impl SharedService {
+    /// A service not started yet (for a `static`).
+    pub const fn new() -> SharedService {
+        SharedService {
+            url: OnceLock::new(),
+        }
+    }
+
+    /// The service's base URL, starting it on the first call: `start` runs on the service's own
+    /// thread and runtime, and returns once the service listens (tasks it spawns keep serving
+    /// for the rest of the test binary). A start that failed fails every call, with its reason.
+    pub fn url<F, Fut>(&self, start: F) -> std::io::Result<String>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = std::io::Result<String>> + 'static,
+    {
+        let url = self.url.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("sandbox-conformance-service".into())
+                .spawn(move || {
+                    let runtime = match tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            let _ = tx.send(Err(format!("cannot build its runtime: {e}")));
+                            return;
+                        }
+                    };
+                    runtime.block_on(async move {
+                        let started = start().await.map_err(|e| e.to_string());
+                        let serving = started.is_ok();
+                        let _ = tx.send(started);
+                        if serving {
+                            std::future::pending::<()>().await;
+                        }
+                    });
+                });
+            match spawned {
+                Ok(_) => rx
+                    .recv()
+                    .unwrap_or_else(|_| Err("its thread ended before it listened".into())),
+                Err(e) => Err(format!("cannot spawn its thread: {e}")),
+            }
+        });
+        url.clone().map_err(|why| {
+            std::io::Error::other(format!("the shared live service did not start: {why}"))
+        })
+    }
 }
 
 struct Recording {
     router: Router,
+    /// Requests that arrived (an exchange is logged once its answer has been passed on).
+    requests: AtomicUsize,
     exchanges: Mutex<Vec<Exchange>>,
     upstreams: Mutex<Vec<String>>,
 }
 
 impl Handler for Recording {
-    fn on_request(&self, _request: &LoggedRequest) {}
+    fn on_request(&self, _request: &LoggedRequest) {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+    }
     fn upstream(&self, request: &LoggedRequest) -> Result<String, String> {
         // The path only: a query may hold signed parameters, and this text reaches the
         // adapter (in the 502 body) and the report.
@@ -180,56 +327,37 @@ pub(crate) async fn run_record(
     info: &'static ScenarioInfo,
     target: &RecordTarget,
 ) -> ScenarioReport {
+    if !info.live {
+        return crate::derive::run(info, target).await;
+    }
     let mut report = ScenarioReport {
         provider: target.direct.name().to_owned(),
         scenario: info.name.to_owned(),
         outcome: Outcome::Passed,
         requests: None,
     };
-    if !info.live {
-        report.outcome =
-            Outcome::Skipped("replay only: write this cassette from SCENARIOS.md".into());
-        return report;
-    }
-    let handler = Arc::new(Recording {
-        router: target.router.clone(),
-        exchanges: Mutex::new(Vec::new()),
-        upstreams: Mutex::new(Vec::new()),
-    });
-    let proxy = match Proxy::start(handler.clone()).await {
-        Ok(p) => p,
+    let session = match Session::start(target).await {
+        Ok(s) => s,
         Err(e) => {
-            report.outcome = Outcome::Failed(format!("cannot start the recording proxy: {e}"));
+            report.outcome = Outcome::Failed(e);
             return report;
         }
     };
-    let raw = match (target.factory)(proxy.url()) {
-        Ok(p) => p,
-        Err(e) => {
-            report.outcome = Outcome::Failed(format!("the adapter factory failed: {e}"));
-            return report;
-        }
-    };
-    let client: Arc<dyn Provider> = Arc::new(
-        Client::builder(raw.clone())
-            .retry(RetryPolicy::never())
-            .build(),
-    );
-    if let Some(cap) = info
-        .requires
-        .filter(|c| !client.capabilities().level(*c).is_available())
-    {
+    if let Some(cap) = info.requires.filter(|c| {
+        !session
+            .client(false)
+            .capabilities()
+            .level(*c)
+            .is_available()
+    }) {
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported: nothing to record"));
         return report;
     }
     let sandbox_id = if info.needs_sandbox {
-        let spec = CreateSpec::new()
-            .metadata("suite", "conformance")
-            .timeout(Duration::from_secs(300));
-        match target.direct.create(&spec).await {
-            Ok(sb) => Some(sb.id().to_owned()),
+        match target.create_direct().await {
+            Ok(id) => Some(id),
             Err(e) => {
-                report.outcome = Outcome::Failed(format!("setup: create failed: {e}"));
+                report.outcome = Outcome::Failed(e);
                 return report;
             }
         }
@@ -237,13 +365,9 @@ pub(crate) async fn run_record(
         None
     };
     let ctx = Ctx {
-        retrying: Arc::new(
-            Client::builder(raw.clone())
-                .retry(RetryPolicy::default().no_delay(true))
-                .build(),
-        ),
-        client,
-        raw,
+        retrying: session.client(true),
+        client: session.client(false),
+        raw: session.raw.clone(),
         sandbox_id: sandbox_id
             .clone()
             .unwrap_or_else(|| crate::cassette::SANDBOX_ID.to_owned()),
@@ -255,12 +379,9 @@ pub(crate) async fn run_record(
         None => Err(format!("scenario {} has no body", info.name)),
     };
     drop(ctx);
-    if let Some(id) = &sandbox_id
-        && let Ok(sb) = target.direct.connect(id).await
-    {
-        let _ = sb.destroy().await;
+    if let Some(id) = &sandbox_id {
+        target.destroy_direct(id).await;
     }
-    drop(proxy);
     if let Err(e) = result {
         // The adapter's error may quote a URL (with its signed query) or an answer's text.
         report.outcome = Outcome::Failed(format!(
@@ -269,38 +390,10 @@ pub(crate) async fn run_record(
         ));
         return report;
     }
-    let exchanges = handler
-        .exchanges
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    if let Some(bad) = exchanges.iter().find(|ex| ex.error.is_some()) {
-        report.outcome = Outcome::Failed(format!(
-            "not recorded: {} failed in the proxy: {}",
-            bad.request.line().split('?').next().unwrap_or_default(),
-            bad.error.as_deref().unwrap_or_default()
-        ));
-        return report;
-    }
-    let upstreams = handler
-        .upstreams
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    let scrub = Scrubber::new(
-        &target.secrets,
-        &target.replacements,
-        sandbox_id.as_deref(),
-        &upstreams,
-        &exchanges,
-    );
-    let cassette = match build_cassette(
-        &report.provider,
-        info.name,
-        &target.source,
-        &exchanges,
-        &scrub,
-    ) {
+    let cassette = match session
+        .cassette(target, info.name, sandbox_id.as_deref(), &[])
+        .await
+    {
         Ok(c) => c,
         Err(e) => {
             report.outcome = Outcome::Failed(format!("not recorded: {e}"));
@@ -320,6 +413,112 @@ pub(crate) async fn run_record(
         );
     }
     report
+}
+
+/// One recording: a loopback proxy in front of the live service, the adapter built for the
+/// proxy's URL, and the exchanges it has seen so far.
+pub(crate) struct Session {
+    handler: Arc<Recording>,
+    _proxy: Proxy,
+    /// The adapter under test, pointed at the proxy.
+    pub(crate) raw: Arc<dyn Provider>,
+}
+
+impl Session {
+    /// Starts the proxy and builds the adapter for it.
+    pub(crate) async fn start(target: &RecordTarget) -> Result<Session, String> {
+        let handler = Arc::new(Recording {
+            router: target.router.clone(),
+            requests: AtomicUsize::new(0),
+            exchanges: Mutex::new(Vec::new()),
+            upstreams: Mutex::new(Vec::new()),
+        });
+        let proxy = Proxy::start(handler.clone())
+            .await
+            .map_err(|e| format!("cannot start the recording proxy: {e}"))?;
+        let raw = (target.factory)(proxy.url())
+            .map_err(|e| format!("the adapter factory failed: {e}"))?;
+        Ok(Session {
+            handler,
+            _proxy: proxy,
+            raw,
+        })
+    }
+
+    /// The adapter behind the client layer, with retries (no delay) or without.
+    pub(crate) fn client(&self, retries: bool) -> Arc<dyn Provider> {
+        let policy = if retries {
+            RetryPolicy::default().no_delay(true)
+        } else {
+            RetryPolicy::never()
+        };
+        Arc::new(Client::builder(self.raw.clone()).retry(policy).build())
+    }
+
+    /// The number of exchanges so far, once every request that arrived has finished (an
+    /// exchange is logged when its answer has been passed on, a moment after the adapter may
+    /// have read it).
+    pub(crate) async fn mark(&self) -> usize {
+        for _ in 0..400 {
+            let done = self.exchanges().len();
+            if done >= self.handler.requests.load(Ordering::SeqCst) {
+                return done;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.exchanges().len()
+    }
+
+    fn exchanges(&self) -> Vec<Exchange> {
+        self.handler
+            .exchanges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Every exchange so far as a cassette for `scenario`, with credentials, `sandbox_id` (as
+    /// `{{sandbox_id}}`), service addresses, the target's replacements and `extra` ones
+    /// scrubbed; refused when an exchange failed in the proxy or a secret is left.
+    pub(crate) async fn cassette(
+        &self,
+        target: &RecordTarget,
+        scenario: &str,
+        sandbox_id: Option<&str>,
+        extra: &[(String, String)],
+    ) -> Result<Cassette, String> {
+        self.mark().await;
+        let exchanges = self.exchanges();
+        if let Some(bad) = exchanges.iter().find(|ex| ex.error.is_some()) {
+            return Err(format!(
+                "{} failed in the proxy: {}",
+                bad.request.line().split('?').next().unwrap_or_default(),
+                bad.error.as_deref().unwrap_or_default()
+            ));
+        }
+        let upstreams = self
+            .handler
+            .upstreams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let replacements: Vec<(String, String)> =
+            target.replacements.iter().chain(extra).cloned().collect();
+        let scrub = Scrubber::new(
+            &target.secrets,
+            &replacements,
+            sandbox_id,
+            &upstreams,
+            &exchanges,
+        );
+        build_cassette(
+            target.direct.name(),
+            scenario,
+            &target.source,
+            &exchanges,
+            &scrub,
+        )
+    }
 }
 
 /// Replaces secrets, ids, service addresses and signed URL parameters by placeholders.
@@ -1153,6 +1352,7 @@ mod tests {
     fn a_request_without_a_route_is_refused_without_its_query() {
         let recording = Recording {
             router: Arc::new(|_| None),
+            requests: AtomicUsize::new(0),
             exchanges: Mutex::new(Vec::new()),
             upstreams: Mutex::new(Vec::new()),
         };
@@ -1166,6 +1366,56 @@ mod tests {
         let err = recording.upstream(&request).unwrap_err();
         assert!(!err.contains("q-secret"), "{err}");
         assert!(err.contains("GET /files"), "{err}");
+    }
+
+    #[test]
+    fn a_shared_service_starts_once_and_outlives_its_callers() {
+        static STARTS: AtomicUsize = AtomicUsize::new(0);
+        static SERVICE: SharedService = SharedService::new();
+        async fn start() -> std::io::Result<String> {
+            STARTS.fetch_add(1, Ordering::SeqCst);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let url = format!("http://{}", listener.local_addr()?);
+            tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    use tokio::io::AsyncWriteExt as _;
+                    let _ = stream.write_all(b"up").await;
+                }
+            });
+            Ok(url)
+        }
+        let urls: Vec<String> = (0..4)
+            .map(|_| std::thread::spawn(|| SERVICE.url(start).expect("started")))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect();
+        assert!(urls.iter().all(|u| *u == urls[0]), "{urls:?}");
+        assert_eq!(STARTS.load(Ordering::SeqCst), 1);
+        // Every caller's thread is gone; the service still answers.
+        let addr = urls[0].trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer).expect("read");
+        assert_eq!(answer, "up");
+    }
+
+    #[test]
+    fn a_shared_service_that_failed_to_start_fails_every_call_with_its_reason() {
+        static SERVICE: SharedService = SharedService::new();
+        let error = SERVICE
+            .url(|| async { Err(std::io::Error::other("port 8080 is taken")) })
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the shared live service did not start: port 8080 is taken"),
+            "{error}"
+        );
+        let again = SERVICE
+            .url(|| async { Ok("http://127.0.0.1:1".to_owned()) })
+            .unwrap_err();
+        assert_eq!(again.to_string(), error.to_string());
     }
 
     #[test]

@@ -406,9 +406,11 @@ fn explain_miss(state: &State, request: &Request) -> String {
         out.push_str("  the cassette has no interactions");
         return out;
     }
+    let mut next = None;
     if state.order == Order::Strict && !state.lenient {
-        match (0..state.interactions.len()).find(|i| state.used[*i] < state.interactions[*i].times)
-        {
+        next =
+            (0..state.interactions.len()).find(|i| state.used[*i] < state.interactions[*i].times);
+        match next {
             Some(next) => out.push_str(&format!(
                 "  next expected (strict order): #{next} {}\n",
                 describe(&state.interactions[next].request)
@@ -416,9 +418,10 @@ fn explain_miss(state: &State, request: &Request) -> String {
             None => out.push_str("  every interaction of the cassette has been used up\n"),
         }
     }
+    // Of equally near interactions, the one strict order expects next is the one to compare.
     let mut best: Option<(usize, u32)> = None;
     for (i, interaction) in state.interactions.iter().enumerate() {
-        let score = similarity(&interaction.request, request);
+        let score = similarity(&interaction.request, request) * 2 + u32::from(next == Some(i));
         if best.is_none_or(|(_, s)| score > s) {
             best = Some((i, score));
         }
@@ -889,6 +892,44 @@ mod tests {
         let misses = server.misses().join("\n");
         assert!(!misses.contains(secret), "{misses}");
         assert!(misses.contains("header x-api-key"), "{misses}");
+        server.reset().await;
+    }
+
+    #[tokio::test]
+    async fn of_equally_near_interactions_the_next_expected_is_explained() {
+        let text = r#"{
+          "provider": "demo", "scenario": "exec_exit_codes",
+          "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test"},
+          "interactions": [
+            {"request": {"method": "POST", "path": "/run", "body": {"json": {"cmd": "exit 0"}}},
+             "response": {"status": 200}},
+            {"request": {"method": "POST", "path": "/run", "body": {"json": {"cmd": "exit 4"}}},
+             "response": {"status": 200}}
+          ]
+        }"#;
+        let server = ReplayServer::start().await.expect("server");
+        let c = Cassette::from_json(text)
+            .expect("valid cassette")
+            .substituted(&Placeholders::standard(server.url()))
+            .expect("substituted");
+        server.mount(&c, false).await.expect("mounted");
+        let run = |cmd: &'static str| {
+            reqwest::Client::new()
+                .post(format!("{}/run", server.url()))
+                .bearer_auth(TOKEN)
+                .json(&serde_json::json!({ "cmd": cmd }))
+                .send()
+        };
+        assert_eq!(run("exit 0").await.expect("sent").status().as_u16(), 200);
+        assert_eq!(
+            run("exit 3").await.expect("sent").status().as_u16(),
+            MISS_STATUS
+        );
+        let miss = server.misses().join("\n");
+        assert!(
+            miss.contains(r#"nearest: #1 POST /run: body: /cmd: expected "exit 4", got "exit 3""#),
+            "{miss}"
+        );
         server.reset().await;
     }
 

@@ -170,7 +170,8 @@ fn expect_kind<T>(
     }
 }
 
-fn conformance_spec() -> CreateSpec {
+/// The spec every scenario creates with (and live runs create their sandbox with).
+pub(crate) fn conformance_spec() -> CreateSpec {
     CreateSpec::new()
         .metadata("suite", "conformance")
         .timeout(Duration::from_secs(300))

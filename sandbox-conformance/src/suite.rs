@@ -5,7 +5,7 @@ use crate::cassette::{Cassette, Order, Placeholders, Provenance, ProvenanceKind,
 use crate::replay::{ReplayServer, normalise_requests};
 use crate::scenarios::{self, Ctx, SCENARIOS, ScenarioInfo};
 use sandbox_sdk_core::client::{Client, RetryPolicy};
-use sandbox_sdk_core::{Capabilities, Capability, CreateSpec, Level, Provider};
+use sandbox_sdk_core::{Capabilities, Capability, Level, Provider};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -384,12 +384,6 @@ impl Coverage {
     }
 }
 
-pub(crate) fn conformance_spec() -> CreateSpec {
-    CreateSpec::new()
-        .metadata("suite", "conformance")
-        .timeout(Duration::from_secs(300))
-}
-
 fn client_of(raw: &Arc<dyn Provider>, retries: bool) -> Arc<dyn Provider> {
     let policy = if retries {
         RetryPolicy::default().no_delay(true)
@@ -712,17 +706,28 @@ async fn run_replay(
 fn if_intended(cassette: &Cassette, dir: &Path, scenario: &str) -> String {
     let path = Cassette::path_in(dir, cassette.scenario.as_str());
     let accept = format!("INSTA_UPDATE=always cargo test --test conformance -- {scenario}");
+    let record = format!(
+        "{}=1 cargo test --test conformance -- {scenario}",
+        crate::RECORD_ENV
+    );
     match cassette.provenance.kind {
         ProvenanceKind::Recorded => format!(
             "\nif the adapter's new requests are intended, re-record the cassette and accept the \
              new request snapshot in one command (the live service's credentials set):\n  \
-             {}=1 cargo test --test conformance -- {scenario} && {accept}\n",
-            crate::RECORD_ENV
+             {record} && {accept}\n"
+        ),
+        ProvenanceKind::Spec if crate::derive::is_derived(cassette) => format!(
+            "\nif the adapter's new requests are intended: {} was derived by the recorder, which \
+             never overwrites a cassette, so delete it, derive it again and accept the new \
+             request snapshot in one command (the live service's credentials set):\n  \
+             rm {} && {record} && {accept}\n",
+            path.display(),
+            path.display()
         ),
         ProvenanceKind::Spec => format!(
             "\nif the adapter's new requests are intended: {} is hand-written (provenance \
-             `spec`), so edit it as SCENARIOS.md describes, then accept the new request \
-             snapshot:\n  {accept}\n",
+             `spec`), so edit it as SCENARIOS.md describes (or delete it and let the recorder \
+             derive it: {record}), then accept the new request snapshot:\n  {accept}\n",
             path.display()
         ),
     }
@@ -737,8 +742,11 @@ fn load_cassette(
     let path = Cassette::path_in(dir, stem);
     if !path.exists() {
         return Err(format!(
-            "no cassette at {}: write it from sandbox-conformance/SCENARIOS.md ({stem})",
-            path.display()
+            "no cassette at {}: record it from the live service ({}=1 cargo test --test \
+             conformance -- {stem}; the injected failures are derived), or write it by hand \
+             from sandbox-conformance/SCENARIOS.md (### {stem})",
+            path.display(),
+            crate::RECORD_ENV
         ));
     }
     let cassette = Cassette::load(&path).map_err(|e| e.to_string())?;
@@ -834,7 +842,7 @@ async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> Scenar
     }
     let setup = info.needs_sandbox && !(missing_cap.is_some() && info.name.starts_with("list"));
     let sandbox_id = if setup {
-        match raw.create(&conformance_spec()).await {
+        match raw.create(&scenarios::conformance_spec()).await {
             Ok(sb) => sb.id().to_owned(),
             Err(e) => {
                 report.outcome = Outcome::Failed(format!("setup: create failed: {e}"));
@@ -989,6 +997,51 @@ pub(crate) fn test_exists(crate_dir: &Path, test: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_intended_change_names_the_one_command_for_each_kind_of_cassette() {
+        let cassette = |kind, source: &str| Cassette {
+            provider: "demo".into(),
+            scenario: "error_server".into(),
+            provenance: Provenance {
+                kind,
+                date: "2026-12-01".into(),
+                source: Some(source.into()),
+            },
+            order: Order::Strict,
+            interactions: Vec::new(),
+        };
+        let dir = Path::new("tests/cassettes");
+        let accept = "INSTA_UPDATE=always cargo test --test conformance -- error_server";
+        let record = "SANDBOX_CONFORMANCE_RECORD=1 cargo test --test conformance -- error_server";
+        let recorded = if_intended(
+            &cassette(ProvenanceKind::Recorded, "live"),
+            dir,
+            "error_server",
+        );
+        assert!(
+            recorded.contains(&format!("{record} && {accept}")),
+            "{recorded}"
+        );
+        let derived = cassette(
+            ProvenanceKind::Spec,
+            "derived by sandbox-conformance from the live answers to connect(id)",
+        );
+        let derived = if_intended(&derived, dir, "error_server");
+        assert!(
+            derived.contains(&format!(
+                "rm tests/cassettes/error_server.json && {record} && {accept}"
+            )),
+            "{derived}"
+        );
+        let by_hand = if_intended(
+            &cassette(ProvenanceKind::Spec, "SCENARIOS.md"),
+            dir,
+            "error_server",
+        );
+        assert!(by_hand.contains("is hand-written"), "{by_hand}");
+        assert!(by_hand.contains(accept), "{by_hand}");
+    }
 
     #[test]
     fn covered_elsewhere_names_must_exist() {

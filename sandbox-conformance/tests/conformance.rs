@@ -6,7 +6,9 @@
 //!   skipped.
 //! - `fake`: the small fake HTTP adapter of `tests/fake`, written as a third-party author would,
 //!   replayed from `tests/cassettes/fake` (recorded from its loopback service with
-//!   `cargo xtask record --provider fake`, the injected failures written by hand).
+//!   `cargo xtask record --provider fake`; the injected failures are kept hand-written, and
+//!   `fake_http::a_clean_recording_derives_every_injected_failure_and_replays_green` shows the
+//!   recorder deriving equivalent ones from a clean recording).
 
 mod fake;
 

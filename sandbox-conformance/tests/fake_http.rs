@@ -9,7 +9,7 @@ use fake::Bugs;
 use sandbox_conformance::cassette::{Cassette, ProvenanceKind};
 use sandbox_conformance::{Outcome, Suite};
 
-use fake::{LIVE_TOKEN, cassettes, factory, record_target};
+use fake::{LIVE_TOKEN, cassettes, factory, record_target, record_target_with};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -261,4 +261,139 @@ fn a_declared_capability_that_no_scenario_exercises_fails_coverage() {
             .check()
             .is_ok()
     );
+}
+
+/// The scenarios whose cassettes the recorder derives: the fake's hand-written ones.
+const DERIVED: &[&str] = &[
+    "error_unauthorized",
+    "error_conflict",
+    "error_rate_limited",
+    "error_server",
+    "error_connection_reset",
+    "error_truncated_stream",
+    "no_duplicate_create",
+    "create_slow_answer",
+    "create_reset",
+    "create_unavailable",
+];
+
+/// The committed request snapshot of a scenario of the fake (made from the hand-written cassette).
+fn committed_snapshot(scenario: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "tests/snapshots/conformance__fake_http__{scenario}.snap"
+    ));
+    let text = std::fs::read_to_string(&path).expect("snapshot");
+    let body = text.splitn(3, "---\n").nth(2).expect("an insta header");
+    body.trim_end().to_owned()
+}
+
+#[test]
+fn a_clean_recording_derives_every_injected_failure_and_replays_green() {
+    // A copy of the fake's cassettes without the hand-written ones.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut dropped = Vec::new();
+    for entry in std::fs::read_dir(cassettes()).expect("cassettes") {
+        let path = entry.expect("entry").path();
+        let cassette = Cassette::load(&path).expect("valid cassette");
+        if cassette.provenance.kind == ProvenanceKind::Spec {
+            dropped.push(cassette.scenario);
+        } else {
+            std::fs::copy(&path, dir.path().join(path.file_name().expect("name"))).expect("copy");
+        }
+    }
+    dropped.sort();
+    let mut derived: Vec<String> = DERIVED.iter().map(|s| (*s).to_owned()).collect();
+    derived.sort();
+    assert_eq!(dropped, derived, "the fake's hand-written cassettes");
+
+    let rt = runtime();
+    let recording = rt.block_on(Suite::record(record_target(dir.path())).run_all());
+    let failures: Vec<String> = recording
+        .scenarios
+        .iter()
+        .filter(|r| r.is_failure())
+        .map(|r| r.message())
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    for scenario in DERIVED {
+        let report = recording
+            .scenarios
+            .iter()
+            .find(|r| r.scenario == *scenario)
+            .expect("reported");
+        assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+        let cassette =
+            Cassette::load(&dir.path().join(format!("{scenario}.json"))).expect("derived");
+        assert_eq!(cassette.provenance.kind, ProvenanceKind::Spec, "{scenario}");
+        let source = cassette.provenance.source.unwrap_or_default();
+        assert!(
+            source.starts_with("derived by sandbox-conformance from the live answers to"),
+            "{scenario}: {source}"
+        );
+    }
+
+    let replay = rt.block_on(Suite::replay(factory(Bugs::default()), dir.path()).run_all());
+    let failures: Vec<String> = replay
+        .scenarios
+        .iter()
+        .filter(|r| r.is_failure())
+        .map(|r| r.message())
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    // The derived cassettes make the adapter send exactly what the hand-written ones did.
+    for scenario in DERIVED {
+        let report = replay
+            .scenarios
+            .iter()
+            .find(|r| r.scenario == *scenario)
+            .expect("replayed");
+        assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+        assert_eq!(
+            report.requests.as_deref().map(str::trim_end),
+            Some(committed_snapshot(scenario).as_str()),
+            "{scenario}"
+        );
+    }
+
+    // Recording again keeps a derived cassette as it is.
+    let path = dir.path().join("error_server.json");
+    let before = std::fs::read(&path).expect("derived");
+    let again = rt.block_on(Suite::record(record_target(dir.path())).run("error_server"));
+    match &again.outcome {
+        Outcome::Skipped(why) => assert!(why.contains("never overwrites"), "{why}"),
+        other => panic!("expected the cassette to be kept, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).expect("kept"), before);
+}
+
+#[test]
+fn a_cassette_the_recorder_cannot_derive_fails_the_recording_saying_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bugs = Bugs {
+        no_create_lookup: true,
+        ..Bugs::default()
+    };
+    let report = runtime()
+        .block_on(Suite::record(record_target_with(dir.path(), bugs)).run("create_slow_answer"));
+    let message = failure(&report.outcome);
+    assert!(
+        message.contains("create_slow_answer.json is missing and the recorder could not derive it"),
+        "{message}"
+    );
+    assert!(message.contains("does not look the key up"), "{message}");
+    assert!(message.contains("### create_slow_answer"), "{message}");
+    assert!(!dir.path().join("create_slow_answer.json").exists());
+}
+
+#[test]
+fn a_missing_cassette_says_how_to_record_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report =
+        runtime().block_on(Suite::replay(factory(Bugs::default()), dir.path()).run("connect"));
+    let message = failure(&report.outcome);
+    assert!(
+        message.contains("SANDBOX_CONFORMANCE_RECORD=1 cargo test --test conformance -- connect"),
+        "{message}"
+    );
+    assert!(message.contains("### connect"), "{message}");
 }

@@ -1,15 +1,17 @@
 //! The two traits every adapter implements: [`Provider`] makes and finds sandboxes, [`Sandbox`]
-//! drives one. Both are dyn-compatible; every method is a primitive with no default, so a wrapper
-//! that forwards them cannot silently lose an override. Conveniences live in
-//! [`crate::SandboxExt`] and [`crate::ProviderExt`].
+//! drives one. Both are dyn-compatible. Conveniences live in [`crate::SandboxExt`] and
+//! [`crate::ProviderExt`].
 //!
 //! Each method's docs name the [`Capability`](crate::Capability) it needs. When that capability
 //! is `Unsupported` the adapter returns [`ErrorKind::NotSupported`](crate::ErrorKind) without
 //! sending anything, and the client's gating layer refuses the call before the adapter sees it.
+//!
+//! The optional operations default to `NotSupported`; [`Sandbox`] says why that hides no
+//! mistake.
 
 use crate::access::{PreviewLink, SshAccess};
-use crate::capability::Capabilities;
-use crate::error::Result;
+use crate::capability::{Capabilities, Capability};
+use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileEvent, FileInfo, ListOptions, Transfer, UploadBody};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
@@ -44,10 +46,85 @@ pub trait Provider: Send + Sync + Debug {
     async fn connect(&self, id: &str) -> Result<Box<dyn Sandbox>>;
 
     /// Lists sandboxes, page by page as the stream is polled. Needs `list`.
-    fn list(&self, filter: &ListFilter) -> SandboxStream<'_>;
+    ///
+    /// The default yields one `NotSupported` error, or when the provider declares `list`, one
+    /// saying it does not implement `Provider::list` (see [`Sandbox`] on the defaults).
+    fn list(&self, _filter: &ListFilter) -> SandboxStream<'_> {
+        let error = not_implemented(
+            self.name(),
+            &self.capabilities(),
+            "Provider::list",
+            operation::LIST.0,
+            &[Capability::List],
+        );
+        Box::pin(futures::stream::once(async move { Err(error) }))
+    }
+}
+
+/// The error of an optional operation left at its default body: `NotSupported` naming the
+/// operation, and when the adapter declares a capability it needs (`needs`, any one of them)
+/// available, saying that the adapter declares it but does not implement `method`.
+fn not_implemented(
+    provider: &str,
+    caps: &Capabilities,
+    method: &str,
+    operation: &str,
+    needs: &[Capability],
+) -> Error {
+    match needs.iter().find(|c| caps.level(**c).is_available()) {
+        Some(declared) => Error::new(
+            ErrorKind::NotSupported,
+            format!(
+                "{provider} declares {declared} ({}) but does not implement {method}: implement \
+                 it, or declare {declared} unsupported",
+                caps.level(*declared).as_str()
+            ),
+        )
+        .with_provider(provider)
+        .with_operation(operation),
+        None => Error::not_supported(provider, operation),
+    }
+}
+
+/// The default body of an optional [`Sandbox`] operation.
+macro_rules! optional {
+    ($self:ident, $method:literal, $requirement:expr) => {{
+        let (operation, capability) = $requirement;
+        Err(not_implemented(
+            $self.provider(),
+            &$self.capabilities(),
+            concat!("Sandbox::", $method),
+            operation,
+            &[capability],
+        ))
+    }};
 }
 
 /// One sandbox: exec, files, lifecycle and the optional operations.
+///
+/// # Required and optional methods
+///
+/// What every adapter has is required: `name`, `capabilities`, `create` and `connect` of a
+/// provider; `id`, `provider`, `capabilities`, `info`, `exec` and `destroy` of a sandbox. The
+/// optional operations — each needs a capability an adapter may declare `Unsupported`:
+/// [`Provider::list`], the background and kill operations, the file operations, `watch`,
+/// `stop`/`pause`/`resume`, `set_timeout`, `preview_link`, `ssh_access`, `fork`, `snapshot`,
+/// `metrics` — have a default body that sends nothing and returns `NotSupported`.
+///
+/// The defaults spare an adapter one stub per operation it does not offer (the conformance kit's fake
+/// adapter dropped 13), and they hide no mistake:
+///
+/// - an adapter that declares a capability `Native` or `Emulated` but leaves its operation at the
+///   default gets an error saying exactly that (`… declares fork (native) but does not implement
+///   Sandbox::fork …`), never a silent `NotSupported`;
+/// - the conformance kit (`sandbox-conformance`) proves every capability an adapter declares: a
+///   declared operation left at the default fails its scenario, a capability no scenario
+///   exercises fails `capability_coverage`, and an operation implemented for a capability
+///   declared unsupported fails its probe;
+/// - a wrapper that forwards every method (the client's layers in [`crate::client`]) must not
+///   fall back to a default: each such `impl` carries `#[deny(clippy::missing_trait_methods)]`,
+///   so a forward it lacks fails clippy instead of silently turning a provider's operation into
+///   `NotSupported`. Wrappers outside this crate should do the same.
 #[async_trait]
 pub trait Sandbox: Send + Sync + Debug {
     /// The provider's id for the sandbox.
@@ -68,79 +145,127 @@ pub trait Sandbox: Send + Sync + Debug {
     async fn exec(&self, command: &Command) -> Result<Process>;
 
     /// Lists processes started in the background. Needs `background`.
-    async fn processes(&self) -> Result<Vec<ProcessInfo>>;
+    async fn processes(&self) -> Result<Vec<ProcessInfo>> {
+        optional!(self, "processes", operation::BACKGROUND)
+    }
 
     /// Reattaches to a running process by pid (or tag, where the provider has tags): output from
     /// now on, then its exit. Needs `background`.
-    async fn attach(&self, pid: &str) -> Result<Process>;
+    async fn attach(&self, _pid: &str) -> Result<Process> {
+        optional!(self, "attach", operation::BACKGROUND)
+    }
 
     /// Kills a process by pid. Needs `kill_process`.
-    async fn kill_process(&self, pid: &str) -> Result<()>;
+    async fn kill_process(&self, _pid: &str) -> Result<()> {
+        optional!(self, "kill_process", operation::KILL_PROCESS)
+    }
 
-    // ---- files (need `files_upload`) ----
+    // ---- files (need `files_upload`; each defaults to `NotSupported`) ----
 
     /// Writes `body` to `path`, reading it in chunks as it goes (constant memory), creating
     /// parent directories and replacing any existing file.
-    async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer>;
+    async fn upload(&self, _path: &str, _body: UploadBody) -> Result<Transfer> {
+        optional!(self, "upload", operation::FILES)
+    }
 
     /// Writes a whole buffer to `path`, creating parents and replacing any existing file.
-    async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer>;
+    async fn write_file(&self, _path: &str, _data: Bytes) -> Result<Transfer> {
+        optional!(self, "write_file", operation::FILES)
+    }
 
     /// Streams the file at `path` in chunks (constant memory). A missing file is `NotFound`.
-    async fn download(&self, path: &str) -> Result<Download>;
+    async fn download(&self, _path: &str) -> Result<Download> {
+        optional!(self, "download", operation::FILES)
+    }
 
     /// Lists a directory.
-    async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>>;
+    async fn list_files(&self, _path: &str, _options: ListOptions) -> Result<Vec<FileInfo>> {
+        optional!(self, "list_files", operation::FILES)
+    }
 
     /// Metadata of one path. A missing path is `NotFound`.
-    async fn stat(&self, path: &str) -> Result<FileInfo>;
+    async fn stat(&self, _path: &str) -> Result<FileInfo> {
+        optional!(self, "stat", operation::FILES)
+    }
 
     /// Creates a directory and its parents; an existing directory is not an error.
-    async fn mkdir(&self, path: &str) -> Result<()>;
+    async fn mkdir(&self, _path: &str) -> Result<()> {
+        optional!(self, "mkdir", operation::FILES)
+    }
 
     /// Removes a file or a directory tree. A missing path is `NotFound`.
-    async fn remove(&self, path: &str) -> Result<()>;
+    async fn remove(&self, _path: &str) -> Result<()> {
+        optional!(self, "remove", operation::FILES)
+    }
 
     /// Renames or moves a path.
-    async fn rename(&self, from: &str, to: &str) -> Result<()>;
+    async fn rename(&self, _from: &str, _to: &str) -> Result<()> {
+        optional!(self, "rename", operation::FILES)
+    }
 
     /// Watches a directory for changes. Needs `files_watch`.
-    async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream>;
+    async fn watch(&self, _path: &str, _recursive: bool) -> Result<FileEventStream> {
+        optional!(self, "watch", operation::WATCH)
+    }
 
     // ---- lifecycle ----
 
     /// Stops the sandbox (compute released; disk kept if `preserves_disk_on_stop`). Needs `stop`.
-    async fn stop(&self) -> Result<()>;
+    async fn stop(&self) -> Result<()> {
+        optional!(self, "stop", operation::STOP)
+    }
 
     /// Pauses the sandbox (memory kept if `preserves_memory_on_pause`). Needs `pause`.
-    async fn pause(&self) -> Result<()>;
+    async fn pause(&self) -> Result<()> {
+        optional!(self, "pause", operation::PAUSE)
+    }
 
     /// Resumes a paused or stopped sandbox, reapplying the time to live the caller asked for.
     /// Needs `pause` or `stop`.
-    async fn resume(&self) -> Result<()>;
+    async fn resume(&self) -> Result<()> {
+        Err(not_implemented(
+            self.provider(),
+            &self.capabilities(),
+            "Sandbox::resume",
+            "resume",
+            &[Capability::Pause, Capability::Stop],
+        ))
+    }
 
     /// Destroys the sandbox and everything in it. Destroying one already gone is `NotFound`.
     async fn destroy(&self) -> Result<()>;
 
     /// Sets the time to live from now. Needs `set_timeout`.
-    async fn set_timeout(&self, timeout: Duration) -> Result<()>;
+    async fn set_timeout(&self, _timeout: Duration) -> Result<()> {
+        optional!(self, "set_timeout", operation::SET_TIMEOUT)
+    }
 
-    // ---- optional operations ----
+    // ---- optional operations (each defaults to `NotSupported`) ----
 
     /// A link that reaches `port` inside the sandbox. Needs `expose_port`.
-    async fn preview_link(&self, port: u16) -> Result<PreviewLink>;
+    async fn preview_link(&self, _port: u16) -> Result<PreviewLink> {
+        optional!(self, "preview_link", operation::PREVIEW_LINK)
+    }
 
     /// SSH access valid for about `ttl`. Needs `ssh`.
-    async fn ssh_access(&self, ttl: Duration) -> Result<SshAccess>;
+    async fn ssh_access(&self, _ttl: Duration) -> Result<SshAccess> {
+        optional!(self, "ssh_access", operation::SSH_ACCESS)
+    }
 
     /// Forks the running sandbox into a new one. Needs `fork`.
-    async fn fork(&self) -> Result<Box<dyn Sandbox>>;
+    async fn fork(&self) -> Result<Box<dyn Sandbox>> {
+        optional!(self, "fork", operation::FORK)
+    }
 
     /// Takes a snapshot. Needs `snapshot`.
-    async fn snapshot(&self, name: Option<&str>) -> Result<SnapshotInfo>;
+    async fn snapshot(&self, _name: Option<&str>) -> Result<SnapshotInfo> {
+        optional!(self, "snapshot", operation::SNAPSHOT)
+    }
 
     /// Current resource use. Needs `metrics`.
-    async fn metrics(&self) -> Result<Metrics>;
+    async fn metrics(&self) -> Result<Metrics> {
+        optional!(self, "metrics", operation::METRICS)
+    }
 }
 
 /// Which capability each gated operation needs; used by the gating layer and the conformance kit.
@@ -180,4 +305,114 @@ pub mod operation {
     pub const SNAPSHOT: Requirement = ("snapshot", Capability::Snapshot);
     /// `Sandbox::metrics`.
     pub const METRICS: Requirement = ("metrics", Capability::Metrics);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capability::Level;
+    use crate::lifecycle::SandboxState;
+    use futures::StreamExt;
+
+    /// An adapter with only the required methods.
+    #[derive(Debug)]
+    struct Minimal {
+        caps: Capabilities,
+    }
+
+    #[async_trait]
+    impl Sandbox for Minimal {
+        fn id(&self) -> &str {
+            "sb-1"
+        }
+        fn provider(&self) -> &str {
+            "minimal"
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.caps
+        }
+        async fn info(&self) -> Result<SandboxInfo> {
+            Ok(SandboxInfo::new("sb-1", "minimal", SandboxState::Running))
+        }
+        async fn exec(&self, _command: &Command) -> Result<Process> {
+            Err(Error::validation("not in this test"))
+        }
+        async fn destroy(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl Provider for Minimal {
+        fn name(&self) -> &str {
+            "minimal"
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.caps
+        }
+        async fn create(&self, _spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
+            Ok(Box::new(Minimal { caps: self.caps }))
+        }
+        async fn connect(&self, _id: &str) -> Result<Box<dyn Sandbox>> {
+            Ok(Box::new(Minimal { caps: self.caps }))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_operation_left_at_its_default_is_not_supported() {
+        let sb = Minimal {
+            caps: Capabilities::NONE,
+        };
+        let error = sb.fork().await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotSupported);
+        assert_eq!(
+            error.to_string(),
+            Error::not_supported("minimal", "fork").to_string()
+        );
+        assert_eq!(
+            sb.stat("a").await.unwrap_err().kind(),
+            ErrorKind::NotSupported
+        );
+        assert_eq!(
+            sb.resume().await.unwrap_err().kind(),
+            ErrorKind::NotSupported
+        );
+        let listed = Provider::list(&sb, &ListFilter::new())
+            .collect::<Vec<_>>()
+            .await;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            listed[0].as_ref().unwrap_err().kind(),
+            ErrorKind::NotSupported
+        );
+    }
+
+    #[tokio::test]
+    async fn a_declared_capability_left_at_the_default_says_so() {
+        let mut caps = Capabilities::NONE;
+        caps.set(Capability::Fork, Level::Native);
+        caps.set(Capability::Stop, Level::Emulated);
+        caps.set(Capability::List, Level::Native);
+        let sb = Minimal { caps };
+        let error = sb.fork().await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotSupported);
+        let text = error.to_string();
+        assert!(
+            text.contains("minimal declares fork (native) but does not implement Sandbox::fork"),
+            "{text}"
+        );
+        let text = sb.resume().await.unwrap_err().to_string();
+        assert!(
+            text.contains("declares stop (emulated) but does not implement Sandbox::resume"),
+            "{text}"
+        );
+        let listed = Provider::list(&sb, &ListFilter::new())
+            .collect::<Vec<_>>()
+            .await;
+        let text = listed[0].as_ref().unwrap_err().to_string();
+        assert!(text.contains("does not implement Provider::list"), "{text}");
+        // An operation whose capability is not declared stays a plain NotSupported.
+        let text = sb.metrics().await.unwrap_err().to_string();
+        assert!(!text.contains("declares"), "{text}");
+    }
 }

@@ -30,7 +30,7 @@ pub fn run(mut args: Args) -> Result {
         cargo_args.extend(["--", "--quick"]);
     }
     eprintln!("running: cargo {}", cargo_args.join(" "));
-    let output = Command::new(shell::cargo())
+    let output = shell::cargo_command()
         .args(&cargo_args)
         .current_dir(shell::workspace_root())
         .stdin(Stdio::null())

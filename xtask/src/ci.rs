@@ -5,7 +5,7 @@
 //! crate in `target/`. To add a step, add one line to [`steps`].
 
 use crate::args::Args;
-use crate::{Result, conformance, deps, fixtures, mcp, readme, shell, sim};
+use crate::{Result, conformance, deps, fixtures, mcp, outside, readme, shell, sim};
 use std::time::{Duration, Instant};
 
 /// What a step does.
@@ -110,6 +110,11 @@ fn steps(nextest: bool) -> Vec<Step> {
         Step::task("fixtures", "cargo xtask fixtures", fixtures::check),
         Step::task("dependencies", "cargo xtask deps", deps::check),
         Step::task("mcp client", "cargo xtask mcp-check", mcp::check),
+        Step::task(
+            "outside adapter",
+            "cargo xtask outside-check",
+            outside::check,
+        ),
         Step::task(
             "official SDKs vs simulators",
             "cargo xtask sim-check",

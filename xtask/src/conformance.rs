@@ -15,7 +15,6 @@ use sandbox_conformance::sim::live::{LOAD_SCENARIO, SIM_SCENARIOS};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A provider whose conformance tests live in a crate.
 pub(crate) struct Target {
@@ -134,7 +133,7 @@ fn conformance(provider: Option<&str>) -> Result {
         cargo_args.extend(["--".into(), filter.into()]);
     }
     println!("==> cargo {}", cargo_args.join(" "));
-    let status = Command::new(shell::cargo())
+    let status = shell::cargo_command()
         .args(&cargo_args)
         .current_dir(&root)
         .env(REPORT_DIR_ENV, &reports)
@@ -159,7 +158,7 @@ fn conformance(provider: Option<&str>) -> Result {
                 LOAD_SCENARIO,
             ];
             println!("==> {label}: cargo {}", args.join(" "));
-            let ok = Command::new(shell::cargo())
+            let ok = shell::cargo_command()
                 .args(args)
                 .current_dir(&root)
                 .env(REPORT_DIR_ENV, &reports)

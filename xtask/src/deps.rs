@@ -12,7 +12,7 @@
 use crate::args::Args;
 use crate::{Result, shell};
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// An advisory this project was hit by: the crate, the first fixed version, the advisory id.
 pub const KNOWN_ADVISORIES: &[(&str, &str, &str)] = &[("russh", "0.60.3", "RUSTSEC-2026-0154")];
@@ -68,7 +68,7 @@ fn locked_packages(lock: &str) -> Vec<(String, String)> {
 /// Every `(name, version)` built for this machine (`cargo tree`; the lockfile also holds other
 /// platforms' crates).
 fn built_packages() -> Result<Vec<(String, String)>> {
-    let output = Command::new(shell::cargo())
+    let output = shell::cargo_command()
         .args([
             "tree",
             "--workspace",
@@ -172,7 +172,7 @@ fn rustsec_audit() -> String {
                 (known advisories were checked offline)"
             .to_owned();
     }
-    let output = Command::new(shell::cargo())
+    let output = shell::cargo_command()
         .args(["audit", "--quiet"])
         .current_dir(shell::workspace_root())
         .stdin(Stdio::null())

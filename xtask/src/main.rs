@@ -15,6 +15,7 @@ mod deps;
 mod fixtures;
 mod fly_check;
 mod mcp;
+mod outside;
 mod readme;
 mod record;
 mod shell;
@@ -39,7 +40,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, no-default-features build, cargo package, docs, examples, README table, conformance (replayed and simulated), fixtures, dependencies, MCP client, official SDKs vs simulators",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, no-default-features build, cargo package, docs, examples, README table, conformance (replayed and simulated), fixtures, dependencies, MCP client, official SDKs vs simulators, outside adapter",
         run: ci::run,
     },
     Task {
@@ -71,6 +72,12 @@ const TASKS: &[Task] = &[
         usage: "mcp-check",
         about: "the official MCP TypeScript SDK client (tools/mcp-client) drives `sbox mcp --provider local` end to end",
         run: mcp::run,
+    },
+    Task {
+        name: "outside-check",
+        usage: "outside-check",
+        about: "the out-of-workspace example adapter (examples/outside-adapter): record from its live service, derive, replay, tamper checks",
+        run: outside::run,
     },
     Task {
         name: "sim",

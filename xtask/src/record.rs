@@ -11,7 +11,6 @@
 use crate::args::Args;
 use crate::conformance::TARGETS;
 use crate::{Result, fixtures, shell};
-use std::process::Command;
 
 /// Records one provider's cassettes (or one scenario's).
 pub fn run(mut args: Args) -> Result {
@@ -26,7 +25,7 @@ pub fn run(mut args: Args) -> Result {
         "==> SANDBOX_CONFORMANCE_RECORD=1 cargo {}",
         cargo_args.join(" ")
     );
-    let status = Command::new(shell::cargo())
+    let status = shell::cargo_command()
         .args(&cargo_args)
         .current_dir(shell::workspace_root())
         .env("SANDBOX_CONFORMANCE_RECORD", "1")
@@ -34,7 +33,9 @@ pub fn run(mut args: Args) -> Result {
         .map_err(|e| format!("could not start cargo: {e}"))?;
     if !status.success() {
         return Err(format!(
-            "recording {provider} failed (a scenario that fails live is not written)"
+            "recording {provider} failed: a scenario that fails live is not written, and one whose \
+             cassette is missing and cannot be derived fails saying why (the failures above list \
+             them)"
         ));
     }
     let package = TARGETS

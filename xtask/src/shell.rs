@@ -15,9 +15,41 @@ pub fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
+/// The variables `cargo run` sets for the xtask binary itself. A nested cargo that inherits
+/// them hands them to build scripts that watch them (`ring` reruns when `CARGO_MANIFEST_DIR` or
+/// `CARGO_PKG_NAME` change), so every build from inside xtask would rebuild those crates and all
+/// that depend on them, and the next build from a shell would rebuild them back.
+const CARGO_RUN_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_RUSTC_CURRENT_DIR",
+    "CARGO_TARGET_TMPDIR",
+];
+
+/// Whether `name` is set by `cargo run` for the binary it runs (see [`CARGO_RUN_VARS`]).
+fn set_by_cargo_run(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_") || CARGO_RUN_VARS.contains(&name)
+}
+
+/// A `cargo` command with the environment a shell would give it: without the variables
+/// `cargo run` set for xtask, so builds from xtask and from a shell share `target/`.
+pub fn cargo_command() -> Command {
+    let mut command = Command::new(cargo());
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_run) {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
 /// Runs `cargo ARGS` in the workspace root with inherited output; an error names the exit status.
 pub fn run_cargo(args: &[&str]) -> Result {
-    let status = Command::new(cargo())
+    let status = cargo_command()
         .args(args)
         .current_dir(workspace_root())
         .status()
@@ -34,7 +66,7 @@ pub fn run_cargo(args: &[&str]) -> Result {
 
 /// Whether `cargo ARGS` runs and exits 0, with all output discarded.
 pub fn cargo_succeeds(args: &[&str]) -> bool {
-    Command::new(cargo())
+    cargo_command()
         .args(args)
         .current_dir(workspace_root())
         .stdin(Stdio::null())
@@ -42,4 +74,30 @@ pub fn cargo_succeeds(args: &[&str]) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_cargo_run_sets_is_left_out() {
+        for name in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_BIN_NAME",
+        ] {
+            assert!(set_by_cargo_run(name), "{name}");
+        }
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "RUSTFLAGS",
+            "PATH",
+        ] {
+            assert!(!set_by_cargo_run(name), "{name}");
+        }
+    }
 }

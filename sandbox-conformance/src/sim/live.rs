@@ -1,5 +1,5 @@
 //! Scenarios only a live, stateful server can show, run by [`Suite::simulated`] against a
-//! provider simulator: they inject faults through the simulator's [`FaultPlan`] and count the
+//! provider simulator: they inject faults through the simulator's [`FaultPlan`](crate::sim::FaultPlan) and count the
 //! sandboxes it holds, which neither a cassette nor a real service allows.
 //!
 //! The adapter under test is built by the suite's factory for the simulator's URL, with the
@@ -106,7 +106,7 @@ pub(crate) async fn run(
 }
 
 fn spec(key: Option<&str>) -> CreateSpec {
-    let spec = crate::suite::conformance_spec();
+    let spec = crate::scenarios::conformance_spec();
     match key {
         Some(k) => spec.idempotency_key(k),
         None => spec,

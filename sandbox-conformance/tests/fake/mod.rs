@@ -12,14 +12,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use sandbox_conformance::cassette::TOKEN;
-use sandbox_conformance::{RecordTarget, Suite};
+use sandbox_conformance::{RecordTarget, SharedService, Suite};
 use sandbox_sdk_core::idempotency::create_once;
 use sandbox_sdk_core::local::LocalProvider;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{
-    Capabilities, Command, CreateSpec, Download, Error, ErrorKind, FileEventStream, FileInfo,
-    FileKind, Level, ListFilter, ListOptions, Metrics, PreviewLink, Process, ProcessInfo,
-    SandboxInfo, SandboxState, SandboxStream, SnapshotInfo, SshAccess, Transfer, UploadBody,
+    Capabilities, Command, CreateSpec, Download, Error, ErrorKind, FileInfo, FileKind, Level,
+    ListFilter, ListOptions, Process, SandboxInfo, SandboxState, SandboxStream, Transfer,
+    UploadBody,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -42,11 +42,23 @@ pub fn factory(
     move |base| Ok(Arc::new(FakeProvider::new(base, TOKEN).with_bugs(bugs)) as Arc<dyn Provider>)
 }
 
-/// Records from a freshly started fake service into `out`.
+/// The one fake service every recording in this test binary talks to.
+static SERVICE: SharedService = SharedService::new();
+
+/// Records from the shared fake service into `out`.
 pub fn record_target(out: &Path) -> RecordTarget {
-    let base = spawn_service(LIVE_TOKEN);
+    record_target_with(out, Bugs::default())
+}
+
+/// Records an adapter built with `bugs` from the shared fake service into `out`.
+pub fn record_target_with(out: &Path, bugs: Bugs) -> RecordTarget {
+    let base = SERVICE
+        .url(|| serve(LIVE_TOKEN))
+        .unwrap_or_else(|e| panic!("{e}"));
     RecordTarget::one_host(
-        |url| Ok(Arc::new(FakeProvider::new(url, LIVE_TOKEN)) as Arc<dyn Provider>),
+        move |url| {
+            Ok(Arc::new(FakeProvider::new(url, LIVE_TOKEN).with_bugs(bugs)) as Arc<dyn Provider>)
+        },
         &base,
         out,
     )
@@ -505,15 +517,9 @@ impl Sandbox for FakeSandbox {
         .with_emulated_streaming())
     }
 
-    async fn processes(&self) -> sandbox_sdk_core::Result<Vec<ProcessInfo>> {
-        Err(unsupported("background"))
-    }
-    async fn attach(&self, _pid: &str) -> sandbox_sdk_core::Result<Process> {
-        Err(unsupported("background"))
-    }
-    async fn kill_process(&self, _pid: &str) -> sandbox_sdk_core::Result<()> {
-        Err(unsupported("kill_process"))
-    }
+    // processes, attach, kill_process, watch, stop, pause, resume, set_timeout, preview_link,
+    // ssh_access, fork, snapshot and metrics: the trait's NotSupported defaults (the capability
+    // map declares them unsupported, and the suite's probes prove they send nothing).
 
     async fn upload(&self, path: &str, body: UploadBody) -> sandbox_sdk_core::Result<Transfer> {
         let stream = tokio_util::io::ReaderStream::new(body);
@@ -648,22 +654,6 @@ impl Sandbox for FakeSandbox {
             .map(drop)
     }
 
-    async fn watch(
-        &self,
-        _path: &str,
-        _recursive: bool,
-    ) -> sandbox_sdk_core::Result<FileEventStream> {
-        Err(unsupported("watch"))
-    }
-    async fn stop(&self) -> sandbox_sdk_core::Result<()> {
-        Err(unsupported("stop"))
-    }
-    async fn pause(&self) -> sandbox_sdk_core::Result<()> {
-        Err(unsupported("pause"))
-    }
-    async fn resume(&self) -> sandbox_sdk_core::Result<()> {
-        Err(unsupported("resume"))
-    }
     async fn destroy(&self) -> sandbox_sdk_core::Result<()> {
         self.provider
             .json(
@@ -676,77 +666,44 @@ impl Sandbox for FakeSandbox {
             .await
             .map(drop)
     }
-    async fn set_timeout(&self, _timeout: Duration) -> sandbox_sdk_core::Result<()> {
-        Err(unsupported("set_timeout"))
-    }
-    async fn preview_link(&self, _port: u16) -> sandbox_sdk_core::Result<PreviewLink> {
-        Err(unsupported("preview_link"))
-    }
-    async fn ssh_access(&self, _ttl: Duration) -> sandbox_sdk_core::Result<SshAccess> {
-        Err(unsupported("ssh_access"))
-    }
-    async fn fork(&self) -> sandbox_sdk_core::Result<Box<dyn Sandbox>> {
-        Err(unsupported("fork"))
-    }
-    async fn snapshot(&self, _name: Option<&str>) -> sandbox_sdk_core::Result<SnapshotInfo> {
-        Err(unsupported("snapshot"))
-    }
-    async fn metrics(&self) -> sandbox_sdk_core::Result<Metrics> {
-        Err(unsupported("metrics"))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The service: the fake provider's API on loopback, backed by the `local` provider.
 // ---------------------------------------------------------------------------------------------
 
-/// Starts the fake service on its own thread (so it outlives every test's runtime) and returns
-/// its base URL. Requests must carry `Authorization: Bearer {token}`.
-pub fn spawn_service(token: &str) -> String {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-    let url = format!(
-        "http://{}",
-        listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("addr: {e}"))
-    );
-    listener
-        .set_nonblocking(true)
-        .unwrap_or_else(|e| panic!("nonblocking: {e}"));
-    let token = token.to_owned();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("runtime: {e}"));
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener)
-                .unwrap_or_else(|e| panic!("listener: {e}"));
-            let local = Arc::new(LocalProvider::new());
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let local = local.clone();
-                let token = token.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let local = local.clone();
-                        let token = token.clone();
-                        async move {
-                            Ok::<_, std::convert::Infallible>(serve(req, &local, &token).await)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+/// The fake service's state: the sandboxes (the `local` provider's) and the idempotency key
+/// each was created under.
+#[derive(Default)]
+struct Service {
+    local: LocalProvider,
+    keys: std::sync::Mutex<BTreeMap<String, String>>,
+}
+
+/// Serves the fake service on a loopback port (in tasks of the current runtime) and returns its
+/// base URL. Requests must carry `Authorization: Bearer {token}`.
+pub async fn serve(token: &'static str) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let state = Arc::new(Service::default());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let state = state.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handle(req, &state, token).await) }
                 });
-            }
-        });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
     });
-    url
+    Ok(url)
 }
 
 type Resp = hyper::Response<Full<Bytes>>;
@@ -788,11 +745,8 @@ fn file_json(f: &FileInfo) -> Value {
     json!({ "path": f.path, "name": f.name, "kind": kind, "size": f.size })
 }
 
-async fn serve(
-    req: hyper::Request<hyper::body::Incoming>,
-    local: &LocalProvider,
-    token: &str,
-) -> Resp {
+async fn handle(req: hyper::Request<hyper::body::Incoming>, state: &Service, token: &str) -> Resp {
+    let local = &state.local;
     let authorized = req
         .headers()
         .get("authorization")
@@ -821,25 +775,41 @@ async fn serve(
             }
             match local.create(&spec).await {
                 Ok(sb) => match sb.info().await {
-                    Ok(info) => reply(201, sandbox_json(&info)),
+                    Ok(info) => {
+                        if let Some(key) = v["idempotency_key"].as_str() {
+                            lock(&state.keys).insert(key.to_owned(), info.id.clone());
+                        }
+                        reply(201, sandbox_json(&info))
+                    }
                     Err(e) => error_reply(&e),
                 },
                 Err(e) => error_reply(&e),
             }
         }
-        ("GET", ["v1", "sandboxes"]) => match local
-            .list(&ListFilter::new())
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(all) => reply(
-                200,
-                json!({ "sandboxes": all.iter().map(sandbox_json).collect::<Vec<_>>() }),
-            ),
-            Err(e) => error_reply(&e),
-        },
+        ("GET", ["v1", "sandboxes"]) => {
+            let made_under = query
+                .get("idempotency_key")
+                .map(|key| lock(&state.keys).get(key).cloned());
+            match local
+                .list(&ListFilter::new())
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(all) => {
+                    let listed = all.iter().filter(|info| match &made_under {
+                        Some(id) => id.as_deref() == Some(info.id.as_str()),
+                        None => true,
+                    });
+                    reply(
+                        200,
+                        json!({ "sandboxes": listed.map(sandbox_json).collect::<Vec<_>>() }),
+                    )
+                }
+                Err(e) => error_reply(&e),
+            }
+        }
         (m, ["v1", "sandboxes", id, rest @ ..]) => {
             let sb = match local.connect(id).await {
                 Ok(sb) => sb,
@@ -918,6 +888,10 @@ async fn serve(
             json!({ "message": format!("no route {method} {path}") }),
         ),
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn url_pairs(query: &str) -> BTreeMap<String, String> {
