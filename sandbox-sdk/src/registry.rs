@@ -17,13 +17,13 @@ pub fn providers() -> Vec<&'static str> {
 }
 
 fn compiled_in(name: &str) -> bool {
-    match name {
-        "local" => cfg!(feature = "local"),
-        "e2b" => cfg!(feature = "e2b"),
-        "daytona" => cfg!(feature = "daytona"),
-        "fly" => cfg!(feature = "fly"),
-        _ => false,
-    }
+    const FEATURES: [(&str, bool); 4] = [
+        ("local", cfg!(feature = "local")),
+        ("e2b", cfg!(feature = "e2b")),
+        ("daytona", cfg!(feature = "daytona")),
+        ("fly", cfg!(feature = "fly")),
+    ];
+    FEATURES.iter().any(|(n, on)| *n == name && *on)
 }
 
 /// Builds the provider named `name` from the process environment: `local` needs nothing; `e2b`
