@@ -5,9 +5,6 @@ use sandbox_sdk_core::local::LocalProvider;
 use sandbox_sdk_core::{Provider, Sandbox};
 use std::sync::Arc;
 
-/// The provider names `--provider` accepts.
-pub const PROVIDERS: &[&str] = sandbox_sdk::ALL_PROVIDERS;
-
 /// The variable that moves the `local` provider's root (default: the system temp directory's
 /// `sandbox-sdk-local-{uid}`).
 pub const LOCAL_ROOT_VAR: &str = "SBOX_LOCAL_ROOT";
@@ -79,7 +76,7 @@ mod tests {
 
     #[test]
     fn capabilities_need_no_credentials() {
-        for name in PROVIDERS {
+        for name in sandbox_sdk::ALL_PROVIDERS {
             let caps = capabilities(name).unwrap();
             assert!(caps.to_json().is_object(), "{name}");
         }
