@@ -27,6 +27,7 @@
 //! The simulators are written from each provider's protocol notes and the official SDKs'
 //! behaviour, never from this workspace's adapters, so they can disagree with an adapter.
 
+pub mod daytona;
 pub mod faults;
 mod server;
 
@@ -112,7 +113,7 @@ pub trait Simulator: Send + Sync {
 }
 
 /// The providers [`start`] can simulate.
-pub const PROVIDERS: &[&str] = &[];
+pub const PROVIDERS: &[&str] = &["daytona"];
 
 /// Starts the simulator of `provider` on `127.0.0.1:port` (0 for a free port) with `faults`.
 pub async fn start(
@@ -120,9 +121,14 @@ pub async fn start(
     port: u16,
     faults: FaultPlan,
 ) -> std::result::Result<Box<dyn Simulator>, String> {
-    let _ = (port, &faults);
-    #[allow(clippy::match_single_binding)] // until the first simulator is registered
     match provider {
+        "daytona" => daytona::DaytonaSim::builder()
+            .port(port)
+            .faults(faults)
+            .start()
+            .await
+            .map(|sim| Box::new(sim) as Box<dyn Simulator>)
+            .map_err(|e| format!("cannot start the daytona simulator: {e}")),
         other => Err(format!(
             "no simulator for {other:?}; simulators exist for: {}",
             PROVIDERS.join(", ")

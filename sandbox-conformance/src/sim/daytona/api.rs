@@ -1,0 +1,1219 @@
+//! The control plane (`/api`): sandboxes, their states and transitions, and the API's errors
+//! and throttlers.
+
+use super::session::Session;
+use super::{Config, ORGANIZATION_ID, random_hex, random_token, random_uuid};
+use crate::sim::{Backing, SimRequest, SimResponse};
+use http::Method;
+use sandbox_sdk_core::local::LocalSandbox;
+use sandbox_sdk_core::time::format_rfc3339_millis;
+use sandbox_sdk_core::{CreateSpec, Sandbox};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long the API keeps a create (and a start) open waiting for `started`.
+const SERVER_WAIT: Duration = Duration::from_secs(30);
+
+/// The snapshot a sandbox without one is created from.
+const DEFAULT_SNAPSHOT: &str = "daytonaio/sandbox:0.5.0";
+
+/// States a sandbox passes through on its way somewhere else (lifecycle calls get 409).
+const TRANSITIONAL: &[&str] = &[
+    "creating",
+    "starting",
+    "stopping",
+    "pausing",
+    "resuming",
+    "archiving",
+    "restoring",
+    "destroying",
+    "snapshotting",
+    "forking",
+];
+
+/// The operation name of an `/api` request (`segments` after `api`).
+pub(crate) fn operation(method: &Method, s: &[&str]) -> &'static str {
+    let post = method == Method::POST;
+    match (s, method.as_str()) {
+        (["config"], _) => "config",
+        (["sandbox"], "POST") => "create",
+        (["sandbox"], "GET") => "list",
+        (["sandbox", "ssh-access", "validate"], _) => "ssh",
+        (["sandbox", _], "GET") => "get",
+        (["sandbox", _], "DELETE") => "destroy",
+        (["sandbox", _, "start"], _) if post => "start",
+        (["sandbox", _, "stop"], _) if post => "stop",
+        (["sandbox", _, "pause"], _) if post => "pause",
+        (["sandbox", _, "archive"], _) if post => "archive",
+        (["sandbox", _, "labels"], _) => "labels",
+        (["sandbox", _, "fork"], _) => "fork",
+        (["sandbox", _, "snapshot"], _) => "snapshot",
+        (["sandbox", _, "ssh-access"], _) => "ssh",
+        (["sandbox", _, "ports", ..], _) => "preview",
+        (
+            [
+                "sandbox",
+                _,
+                "autostop" | "autopause" | "autoarchive" | "autodelete" | "ttl",
+                _,
+            ],
+            _,
+        ) => "set_timeout",
+        _ => "other",
+    }
+}
+
+/// The API's error answer (NestJS `AllExceptionsFilter`): `path` is the request's path and
+/// query as sent.
+pub(crate) fn error(status: u16, path: &str, message: &str) -> SimResponse {
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Error");
+    json_answer(
+        status,
+        &json!({
+            "path": path,
+            "timestamp": format_rfc3339_millis(SystemTime::now()),
+            "statusCode": status,
+            "error": reason,
+            "message": message,
+        }),
+    )
+}
+
+/// A JSON answer with the API's content type.
+pub(crate) fn json_answer(status: u16, value: &Value) -> SimResponse {
+    SimResponse::bytes(
+        status,
+        Some("application/json; charset=utf-8"),
+        serde_json::to_vec(value).unwrap_or_default().into(),
+    )
+}
+
+/// The request's path and query as sent.
+pub(crate) fn full_path(request: &SimRequest) -> String {
+    match &request.query {
+        Some(q) => format!("{}?{q}", request.path),
+        None => request.path.clone(),
+    }
+}
+
+/// One sandbox as the API keeps it.
+pub(crate) struct Record {
+    seq: u64,
+    pub id: String,
+    name: String,
+    spec: Map<String, Value>,
+    labels: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
+    pub state: &'static str,
+    desired: &'static str,
+    /// The state the current transition lands in, and when.
+    pending: Option<(&'static str, Instant)>,
+    auto_stop: i64,
+    auto_pause: i64,
+    auto_archive: i64,
+    auto_delete: i64,
+    auto_destroy_at: Option<SystemTime>,
+    created_at: SystemTime,
+    updated_at: SystemTime,
+    last_activity: SystemTime,
+    last_activity_instant: Instant,
+    pub backing: LocalSandbox,
+    pub preview_token: String,
+    signed: Vec<(String, u16, SystemTime)>,
+    ssh: Option<(String, SystemTime)>,
+    pub sessions: HashMap<String, Arc<Session>>,
+    /// Host pids of running `process/execute` commands (killed on stop).
+    pub executing: Vec<String>,
+}
+
+impl Record {
+    fn set_state(
+        &mut self,
+        state: &'static str,
+        desired: &'static str,
+        lands: Option<(&'static str, Duration)>,
+    ) {
+        self.state = state;
+        self.desired = desired;
+        self.pending = lands.map(|(to, after)| (to, Instant::now() + after));
+        self.updated_at = SystemTime::now();
+    }
+
+    fn in_transition(&self) -> bool {
+        self.pending.is_some() || TRANSITIONAL.contains(&self.state)
+    }
+
+    /// The disk size in GB.
+    pub fn disk_gb(&self) -> u64 {
+        self.spec.get("disk").and_then(Value::as_u64).unwrap_or(3)
+    }
+
+    /// Marks toolbox (or keep-alive) traffic: resets the auto-stop idle timer.
+    pub fn touch(&mut self) {
+        self.last_activity = SystemTime::now();
+        self.last_activity_instant = Instant::now();
+    }
+}
+
+/// What settling a sandbox's time-driven changes asks for.
+enum Landing {
+    Nothing,
+    /// The sandbox is gone: forget it (its backing is already being destroyed).
+    Gone,
+    /// Auto-stop fired: its processes must die.
+    Stopped,
+    /// The TTL passed or an ephemeral sandbox stopped: destroy it and forget it.
+    Expired,
+}
+
+/// The control plane's state.
+pub(crate) struct Api {
+    pub config: Config,
+    backing: Backing,
+    url: OnceLock<String>,
+    sandboxes: Mutex<BTreeMap<String, Record>>,
+    next_seq: Mutex<u64>,
+    snapshots: Mutex<Vec<String>>,
+    throttles: Mutex<HashMap<&'static str, (Instant, u32)>>,
+    /// The runtime the simulator serves on, for work that outlives a request.
+    pub rt: tokio::runtime::Handle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Api {
+    pub fn new(config: Config, backing: Backing) -> Api {
+        Api {
+            config,
+            backing,
+            url: OnceLock::new(),
+            sandboxes: Mutex::new(BTreeMap::new()),
+            next_seq: Mutex::new(0),
+            snapshots: Mutex::new(Vec::new()),
+            throttles: Mutex::new(HashMap::new()),
+            rt: tokio::runtime::Handle::current(),
+        }
+    }
+
+    pub fn set_url(&self, url: &str) {
+        let _ = self.url.set(url.to_owned());
+    }
+
+    fn url(&self) -> &str {
+        self.url
+            .get()
+            .map(String::as_str)
+            .unwrap_or("http://127.0.0.1")
+    }
+
+    fn port(&self) -> &str {
+        self.url().rsplit(':').next().unwrap_or("80")
+    }
+
+    pub fn count(&self) -> usize {
+        self.settled().len()
+    }
+
+    pub fn state_of(&self, id_or_name: &str) -> Option<String> {
+        let mut all = self.settled();
+        find(&mut all, id_or_name).map(|r| r.state.to_owned())
+    }
+
+    /// The sandboxes with every transition whose time has come applied.
+    pub fn settled(&self) -> MutexGuard<'_, BTreeMap<String, Record>> {
+        let mut all = lock(&self.sandboxes);
+        let now = Instant::now();
+        let mut gone = Vec::new();
+        for (id, record) in all.iter_mut() {
+            match settle(record, now) {
+                Landing::Nothing => {}
+                Landing::Gone => gone.push(id.clone()),
+                Landing::Stopped => kill_processes(&self.rt, record),
+                Landing::Expired => {
+                    kill_processes(&self.rt, record);
+                    destroy_backing(&self.rt, record.backing.clone());
+                    gone.push(id.clone());
+                }
+            }
+        }
+        for id in gone {
+            all.remove(&id);
+        }
+        all
+    }
+
+    /// Runs `f` on the sandbox with this id or name, settled.
+    pub fn with<R>(&self, id_or_name: &str, f: impl FnOnce(&mut Record) -> R) -> Option<R> {
+        let mut all = self.settled();
+        find(&mut all, id_or_name).map(f)
+    }
+
+    /// Answers an `/api` request.
+    pub async fn handle(self: Arc<Self>, request: SimRequest) -> SimResponse {
+        let path = full_path(&request);
+        let segments = request.segments();
+        let s: Vec<&str> = segments.iter().skip(1).map(String::as_str).collect();
+        let op = operation(&request.method, &s);
+        if op == "config" && request.method == Method::GET {
+            return json_answer(200, &self.config_body());
+        }
+        if !self.authorized(&request) {
+            return error(401, &path, "Unauthorized");
+        }
+        let throttlers = throttlers_of(op);
+        let mut limits = Vec::new();
+        for name in throttlers {
+            match self.throttle(name) {
+                Ok(headers) => limits.push(headers),
+                Err(retry_after) => {
+                    return error(429, &path, "Rate limit exceeded")
+                        .header(&format!("retry-after-{name}"), &retry_after.to_string());
+                }
+            }
+        }
+        let mut response = self.route(&request, &s, &path).await;
+        for (name, limit, remaining, reset) in limits {
+            response = response
+                .header(&format!("x-ratelimit-limit-{name}"), &limit.to_string())
+                .header(
+                    &format!("x-ratelimit-remaining-{name}"),
+                    &remaining.to_string(),
+                )
+                .header(&format!("x-ratelimit-reset-{name}"), &reset.to_string());
+        }
+        response
+    }
+
+    fn authorized(&self, request: &SimRequest) -> bool {
+        request
+            .header("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|key| key.trim() == self.config.api_key)
+    }
+
+    /// Counts a request against throttler `name`: `(name, limit, remaining, reset seconds)`,
+    /// or the seconds to wait when the limit is spent.
+    fn throttle(&self, name: &'static str) -> Result<(&'static str, u32, u32, u64), u64> {
+        const WINDOW: Duration = Duration::from_secs(60);
+        let limit = match name {
+            "sandbox-create" => self.config.rate_limits.1,
+            "sandbox-lifecycle" => self.config.rate_limits.2,
+            _ => self.config.rate_limits.0,
+        };
+        let mut all = lock(&self.throttles);
+        let now = Instant::now();
+        let entry = all.entry(name).or_insert((now, 0));
+        if now.duration_since(entry.0) >= WINDOW {
+            *entry = (now, 0);
+        }
+        let reset = (WINDOW.saturating_sub(now.duration_since(entry.0)))
+            .as_secs()
+            .max(1);
+        if entry.1 >= limit {
+            return Err(reset);
+        }
+        entry.1 += 1;
+        Ok((name, limit, limit - entry.1, reset))
+    }
+
+    fn config_body(&self) -> Value {
+        let (auth, create, lifecycle) = self.config.rate_limits;
+        let limit = |n: u32| json!({ "ttl": 60, "limit": n });
+        json!({
+            "version": "0.205.1",
+            "proxyTemplateUrl": format!("http://{{{{PORT}}}}-{{{{sandboxId}}}}.preview.localhost:{}", self.port()),
+            "proxyToolboxUrl": format!("{}/toolbox", self.url()),
+            "defaultSnapshot": DEFAULT_SNAPSHOT,
+            "maxAutoArchiveInterval": 43200,
+            "sshGatewayCommand": format!("ssh -p {} {{{{TOKEN}}}}@127.0.0.1", self.port()),
+            "rateLimit": {
+                "failedAuth": limit(auth),
+                "authenticated": limit(auth),
+                "sandboxCreate": limit(create),
+                "sandboxLifecycle": limit(lifecycle),
+                "sandboxList": limit(auth),
+            },
+        })
+    }
+
+    async fn route(self: &Arc<Self>, request: &SimRequest, s: &[&str], path: &str) -> SimResponse {
+        let not_found = || {
+            error(
+                404,
+                path,
+                &format!("Cannot {} {}", request.method, request.path),
+            )
+        };
+        let method = request.method.as_str();
+        match s {
+            ["sandbox"] if method == "POST" => self.create(request, path).await,
+            ["sandbox"] if method == "GET" => self.list(request, path),
+            ["sandbox", "ssh-access", "validate"] if method == "GET" => self.validate_ssh(request),
+            ["sandbox", id] if method == "GET" => self.get(id, path),
+            ["sandbox", id] if method == "DELETE" => self.delete(id, path),
+            ["sandbox", id, "start"] if method == "POST" => self.start(id, path).await,
+            ["sandbox", id, "stop"] if method == "POST" => self.stop(id, path),
+            ["sandbox", id, "pause"] if method == "POST" => self.pause(id, path),
+            ["sandbox", id, "archive"] if method == "POST" => self.archive(id, path),
+            ["sandbox", id, "labels"] if method == "PUT" => self.labels(id, request, path),
+            ["sandbox", id, "fork"] if method == "POST" => self.fork(id, request, path).await,
+            ["sandbox", id, "snapshot"] if method == "POST" => self.snapshot(id, request, path),
+            [
+                "sandbox",
+                id,
+                which @ ("autostop" | "autopause" | "autoarchive" | "autodelete" | "ttl"),
+                minutes,
+            ] if method == "POST" => self.interval(id, which, minutes, path),
+            ["sandbox", id, "ports", port, "preview-url"] if method == "GET" => {
+                self.preview(id, port, path)
+            }
+            ["sandbox", id, "ports", port, "signed-preview-url"] if method == "GET" => {
+                self.signed_preview(id, port, request, path)
+            }
+            [
+                "sandbox",
+                id,
+                "ports",
+                port,
+                "signed-preview-url",
+                token,
+                "expire",
+            ] if method == "POST" => self.expire_preview(id, port, token, path),
+            ["sandbox", id, "ssh-access"] if method == "POST" => self.ssh_access(id, request, path),
+            ["sandbox", id, "ssh-access"] if method == "DELETE" => {
+                self.revoke_ssh(id, request, path)
+            }
+            ["sandbox", id, "toolbox-proxy-url"] if method == "GET" => self
+                .with(id, |_| {
+                    json_answer(200, &json!({ "url": format!("{}/toolbox", self.url()) }))
+                })
+                .unwrap_or_else(|| missing(id, path)),
+            ["sandbox", id, "last-activity"] if method == "POST" => self
+                .with(id, |r| {
+                    r.touch();
+                    SimResponse::empty(201)
+                })
+                .unwrap_or_else(|| missing(id, path)),
+            _ => not_found(),
+        }
+    }
+
+    async fn create(self: &Arc<Self>, request: &SimRequest, path: &str) -> SimResponse {
+        let body: Map<String, Value> = match request.json::<Value>() {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return error(400, path, "request body must be a JSON object"),
+            Err(e) => return error(400, path, &e),
+        };
+        let strings = |key: &str| -> Result<BTreeMap<String, String>, String> {
+            match body.get(key) {
+                None | Some(Value::Null) => Ok(BTreeMap::new()),
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => Ok((k.clone(), s.clone())),
+                        _ => Err(format!("{key}.{k} must be a string")),
+                    })
+                    .collect(),
+                Some(_) => Err(format!("{key} must be an object")),
+            }
+        };
+        let (labels, env) = match (strings("labels"), strings("env")) {
+            (Ok(l), Ok(e)) => (l, e),
+            (Err(e), _) | (_, Err(e)) => return error(400, path, &e),
+        };
+        let has_resources = ["cpu", "gpu", "memory", "disk", "gpuType"]
+            .iter()
+            .any(|k| body.get(*k).is_some_and(|v| !v.is_null()));
+        let snapshot = body.get("snapshot").and_then(Value::as_str);
+        if snapshot.is_some() && has_resources {
+            return error(
+                400,
+                path,
+                "Cannot specify Sandbox resources when using a snapshot",
+            );
+        }
+        if snapshot.is_some() && body.get("buildInfo").is_some_and(|v| !v.is_null()) {
+            return error(400, path, "Cannot specify both snapshot and buildInfo");
+        }
+        for key in [
+            "autoStopInterval",
+            "autoPauseInterval",
+            "autoArchiveInterval",
+            "ttlMinutes",
+        ] {
+            if body.get(key).and_then(Value::as_i64).is_some_and(|n| n < 0) {
+                return error(400, path, &format!("{key} must not be less than 0"));
+            }
+        }
+        let int =
+            |key: &str, default: i64| body.get(key).and_then(Value::as_i64).unwrap_or(default);
+        let backing = match self
+            .backing
+            .create(&CreateSpec {
+                env: env.clone(),
+                ..CreateSpec::new()
+            })
+            .await
+        {
+            Ok(b) => b,
+            Err(e) => return error(500, path, &format!("An unexpected error occurred: {e}")),
+        };
+        let id = random_uuid();
+        let name = body
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .unwrap_or_else(|| id.clone());
+        let now = SystemTime::now();
+        let mut spec = Map::new();
+        spec.insert(
+            "snapshot".into(),
+            json!(if has_resources {
+                None
+            } else {
+                Some(snapshot.unwrap_or(DEFAULT_SNAPSHOT))
+            }),
+        );
+        for (key, default) in [("cpu", 1), ("gpu", 0), ("memory", 1), ("disk", 3)] {
+            spec.insert(key.into(), json!(int(key, default)));
+        }
+        spec.insert(
+            "user".into(),
+            json!(
+                body.get("user")
+                    .and_then(Value::as_str)
+                    .unwrap_or("daytona")
+            ),
+        );
+        spec.insert(
+            "target".into(),
+            json!(body.get("target").and_then(Value::as_str).unwrap_or("us")),
+        );
+        spec.insert(
+            "public".into(),
+            json!(body.get("public").and_then(Value::as_bool).unwrap_or(false)),
+        );
+        spec.insert(
+            "networkBlockAll".into(),
+            json!(
+                body.get("networkBlockAll")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            ),
+        );
+        for key in ["networkAllowList", "domainAllowList", "gpuType"] {
+            spec.insert(key.into(), body.get(key).cloned().unwrap_or(Value::Null));
+        }
+        spec.insert(
+            "volumes".into(),
+            body.get("volumes").cloned().unwrap_or(json!([])),
+        );
+        let ttl = int("ttlMinutes", 0);
+        let mut record = Record {
+            seq: 0,
+            id: id.clone(),
+            name,
+            spec,
+            labels,
+            env,
+            state: "creating",
+            desired: "started",
+            pending: None,
+            auto_stop: int("autoStopInterval", 15),
+            auto_pause: int("autoPauseInterval", 0),
+            auto_archive: int("autoArchiveInterval", 10080),
+            auto_delete: int("autoDeleteInterval", -1),
+            auto_destroy_at: (ttl > 0).then(|| now + Duration::from_secs(ttl as u64 * 60)),
+            created_at: now,
+            updated_at: now,
+            last_activity: now,
+            last_activity_instant: Instant::now(),
+            backing,
+            preview_token: random_token(32),
+            signed: Vec::new(),
+            ssh: None,
+            sessions: HashMap::new(),
+            executing: Vec::new(),
+        };
+        let transition = self.config.transition;
+        record.set_state("creating", "started", Some(("started", transition)));
+        let answer = {
+            let mut all = self.settled();
+            if all.values().any(|r| r.name == record.name) {
+                drop(all);
+                destroy_backing(&self.rt, record.backing);
+                return error(
+                    409,
+                    path,
+                    &format!("Sandbox with name {} already exists", record.name),
+                );
+            }
+            let mut seq = lock(&self.next_seq);
+            *seq += 1;
+            record.seq = *seq;
+            let answer = self.dto(&record, false);
+            all.insert(id, record);
+            answer
+        };
+        // The API waits (up to 30 s) for the sandbox to start and answers with what it had
+        // before the wait.
+        tokio::time::sleep(transition.min(SERVER_WAIT)).await;
+        json_answer(200, &answer)
+    }
+
+    fn list(&self, request: &SimRequest, path: &str) -> SimResponse {
+        let limit = match request.query_param("limit").map(|l| l.parse::<f64>()) {
+            None => 100,
+            Some(Ok(n)) if (1.0..=200.0).contains(&n) => n as usize,
+            Some(_) => {
+                return error(
+                    400,
+                    path,
+                    "limit must not be less than 1, limit must not be greater than 200",
+                );
+            }
+        };
+        let labels: Option<BTreeMap<String, String>> = match request.query_param("labels") {
+            None => None,
+            Some(text) => match serde_json::from_str(&text) {
+                Ok(map) => Some(map),
+                Err(_) => return error(400, path, "labels must be a JSON object of strings"),
+            },
+        };
+        let after: u64 = match request.query_param("cursor") {
+            None => 0,
+            Some(c) => match u64::from_str_radix(&c, 16) {
+                Ok(n) => n,
+                Err(_) => return error(400, path, "Invalid cursor"),
+            },
+        };
+        let states = request.query_all("states");
+        let snapshots = request.query_all("snapshots");
+        let regions = request.query_all("regionIds");
+        let prefix = |key: &str| request.query_param(key).map(|p| p.to_lowercase());
+        let (id_prefix, name_prefix) = (prefix("id"), prefix("name"));
+        let public = request.query_param("isPublic").map(|v| v == "true");
+        let all = self.settled();
+        let mut matching: Vec<&Record> = all
+            .values()
+            .filter(|r| r.seq > after)
+            .filter(|r| r.desired != "destroyed")
+            .filter(|r| {
+                labels
+                    .as_ref()
+                    .is_none_or(|want| want.iter().all(|(k, v)| r.labels.get(k) == Some(v)))
+            })
+            .filter(|r| states.is_empty() || states.iter().any(|s| s == r.state))
+            .filter(|r| {
+                snapshots.is_empty()
+                    || snapshots
+                        .iter()
+                        .any(|s| Some(s.as_str()) == r.spec["snapshot"].as_str())
+            })
+            .filter(|r| {
+                regions.is_empty()
+                    || regions
+                        .iter()
+                        .any(|s| Some(s.as_str()) == r.spec["target"].as_str())
+            })
+            .filter(|r| {
+                id_prefix
+                    .as_ref()
+                    .is_none_or(|p| r.id.to_lowercase().starts_with(p))
+            })
+            .filter(|r| {
+                name_prefix
+                    .as_ref()
+                    .is_none_or(|p| r.name.to_lowercase().starts_with(p))
+            })
+            .filter(|r| public.is_none_or(|p| r.spec["public"] == p))
+            .collect();
+        matching.sort_by_key(|r| r.seq);
+        let more = matching.len() > limit;
+        matching.truncate(limit);
+        let next = more.then(|| format!("{:x}", matching.last().map(|r| r.seq).unwrap_or(0)));
+        let items: Vec<Value> = matching.iter().map(|r| self.dto(r, true)).collect();
+        json_answer(200, &json!({ "items": items, "nextCursor": next }))
+    }
+
+    fn get(&self, id: &str, path: &str) -> SimResponse {
+        self.with(id, |r| json_answer(200, &self.dto(r, false)))
+            .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn delete(&self, id: &str, path: &str) -> SimResponse {
+        let transition = self.config.transition;
+        self.with(id, |r| {
+            if r.in_transition() {
+                return conflict(path);
+            }
+            kill_processes(&self.rt, r);
+            destroy_backing(&self.rt, r.backing.clone());
+            let millis = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            r.name = format!("DESTROYED_{}_{millis}", r.name);
+            r.set_state("destroying", "destroyed", Some(("destroyed", transition)));
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    async fn start(&self, id: &str, path: &str) -> SimResponse {
+        let transition = self.config.transition;
+        let answer = self.with(id, |r| {
+            if r.in_transition() {
+                return Err(Box::new(conflict(path)));
+            }
+            let (via, wait) = match r.state {
+                "started" => return Ok((self.dto(r, false), false)),
+                "stopped" => ("starting", true),
+                "archived" => ("restoring", false),
+                "paused" => {
+                    let backing = r.backing.clone();
+                    tokio::spawn(async move { backing.resume().await });
+                    ("resuming", true)
+                }
+                _ => return Err(Box::new(error(400, path, "Sandbox is not in valid state"))),
+            };
+            r.preview_token = random_token(32);
+            r.touch();
+            r.set_state(via, "started", Some(("started", transition)));
+            Ok((self.dto(r, false), wait))
+        });
+        match answer {
+            None => missing(id, path),
+            Some(Err(e)) => *e,
+            Some(Ok((dto, wait))) => {
+                if wait {
+                    tokio::time::sleep(transition.min(SERVER_WAIT)).await;
+                }
+                json_answer(200, &dto)
+            }
+        }
+    }
+
+    fn stop(&self, id: &str, path: &str) -> SimResponse {
+        let transition = self.config.transition;
+        self.with(id, |r| {
+            if r.in_transition() {
+                return conflict(path);
+            }
+            if !matches!(r.state, "started" | "paused") {
+                return error(400, path, "Sandbox is not in a stoppable state");
+            }
+            if r.state == "paused" {
+                let backing = r.backing.clone();
+                tokio::spawn(async move { backing.resume().await });
+            }
+            kill_processes(&self.rt, r);
+            r.set_state("stopping", "stopped", Some(("stopped", transition)));
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn pause(&self, id: &str, path: &str) -> SimResponse {
+        let transition = self.config.transition;
+        self.with(id, |r| {
+            if r.in_transition() {
+                return conflict(path);
+            }
+            if r.state != "started" {
+                return error(400, path, "Sandbox must be in started state to pause");
+            }
+            let backing = r.backing.clone();
+            tokio::spawn(async move { backing.pause().await });
+            r.set_state("pausing", "paused", Some(("paused", transition)));
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn archive(&self, id: &str, path: &str) -> SimResponse {
+        let transition = self.config.transition;
+        self.with(id, |r| {
+            if r.in_transition() {
+                return conflict(path);
+            }
+            if r.state != "stopped" {
+                return error(400, path, "Sandbox is not stopped");
+            }
+            if r.auto_delete == 0 {
+                return error(400, path, "Ephemeral sandboxes cannot be archived");
+            }
+            r.set_state("archiving", "archived", Some(("archived", transition)));
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn labels(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
+        let labels = match request.json::<Value>() {
+            Ok(body) => match serde_json::from_value::<BTreeMap<String, String>>(
+                body.get("labels").cloned().unwrap_or(Value::Null),
+            ) {
+                Ok(l) => l,
+                Err(_) => return error(400, path, "labels must be an object of strings"),
+            },
+            Err(e) => return error(400, path, &e),
+        };
+        self.with(id, |r| {
+            r.labels = labels;
+            r.updated_at = SystemTime::now();
+            json_answer(200, &json!({ "labels": r.labels }))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    async fn fork(self: &Arc<Self>, id: &str, request: &SimRequest, path: &str) -> SimResponse {
+        let name = request
+            .json::<Value>()
+            .ok()
+            .and_then(|b| b.get("name").and_then(Value::as_str).map(str::to_owned));
+        let source = self.with(id, |r| {
+            if r.in_transition() {
+                return Err(Box::new(conflict(path)));
+            }
+            if r.state != "started" {
+                return Err(Box::new(error(
+                    400,
+                    path,
+                    "Sandbox must be started to be forked",
+                )));
+            }
+            Ok((
+                r.backing.dir().to_owned(),
+                r.env.clone(),
+                r.labels.clone(),
+                r.spec.clone(),
+                r.name.clone(),
+            ))
+        });
+        let (dir, env, labels, spec, source_name) = match source {
+            None => return missing(id, path),
+            Some(Err(e)) => return *e,
+            Some(Ok(s)) => s,
+        };
+        let backing = match self
+            .backing
+            .create(&CreateSpec {
+                env: env.clone(),
+                ..CreateSpec::new()
+            })
+            .await
+        {
+            Ok(b) => b,
+            Err(e) => return error(500, path, &format!("An unexpected error occurred: {e}")),
+        };
+        let target = backing.dir().to_owned();
+        let copied = tokio::task::spawn_blocking(move || copy_tree(&dir, &target)).await;
+        if !matches!(copied, Ok(Ok(()))) {
+            destroy_backing(&self.rt, backing);
+            return error(500, path, "An unexpected error occurred.");
+        }
+        let now = SystemTime::now();
+        let new_id = random_uuid();
+        let mut record = Record {
+            seq: 0,
+            id: new_id.clone(),
+            name: name.unwrap_or_else(|| format!("{source_name}-fork-{}", random_hex(6))),
+            spec,
+            labels,
+            env,
+            state: "creating",
+            desired: "started",
+            pending: None,
+            auto_stop: 15,
+            auto_pause: 0,
+            auto_archive: 10080,
+            auto_delete: -1,
+            auto_destroy_at: None,
+            created_at: now,
+            updated_at: now,
+            last_activity: now,
+            last_activity_instant: Instant::now(),
+            backing,
+            preview_token: random_token(32),
+            signed: Vec::new(),
+            ssh: None,
+            sessions: HashMap::new(),
+            executing: Vec::new(),
+        };
+        record.set_state(
+            "creating",
+            "started",
+            Some(("started", self.config.transition)),
+        );
+        let mut all = self.settled();
+        if all.values().any(|r| r.name == record.name) {
+            destroy_backing(&self.rt, record.backing);
+            return error(
+                409,
+                path,
+                &format!("Sandbox with name {} already exists", record.name),
+            );
+        }
+        let mut seq = lock(&self.next_seq);
+        *seq += 1;
+        record.seq = *seq;
+        let answer = self.dto(&record, false);
+        all.insert(new_id, record);
+        json_answer(200, &answer)
+    }
+
+    fn snapshot(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
+        let name = match request.json::<Value>() {
+            Ok(b) => match b.get("name").and_then(Value::as_str) {
+                Some(n) if !n.trim().is_empty() => n.to_owned(),
+                _ => return error(400, path, "name should not be empty"),
+            },
+            Err(e) => return error(400, path, &e),
+        };
+        let transition = self.config.transition;
+        self.with(id, |r| {
+            if r.in_transition() {
+                return conflict(path);
+            }
+            if r.state != "started" {
+                return error(400, path, "Sandbox must be started to create a snapshot");
+            }
+            let mut snapshots = lock(&self.snapshots);
+            if snapshots.contains(&name) {
+                return error(
+                    409,
+                    path,
+                    &format!("Snapshot with name \"{name}\" already exists"),
+                );
+            }
+            snapshots.push(name);
+            r.set_state("snapshotting", "started", Some(("started", transition)));
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn interval(&self, id: &str, which: &str, minutes: &str, path: &str) -> SimResponse {
+        let Ok(n) = minutes.parse::<f64>().map(|n| n as i64) else {
+            return error(400, path, "Validation failed (numeric string is expected)");
+        };
+        if n < 0 && which != "autodelete" {
+            return error(400, path, &format!("{which} interval must not be negative"));
+        }
+        self.with(id, |r| {
+            match which {
+                "autostop" => {
+                    r.auto_stop = n;
+                    if n > 0 {
+                        r.auto_pause = 0;
+                    }
+                }
+                "autopause" => {
+                    r.auto_pause = n;
+                    if n > 0 {
+                        r.auto_stop = 0;
+                    }
+                }
+                "autoarchive" => r.auto_archive = if n == 0 { 43200 } else { n },
+                "autodelete" => r.auto_delete = n,
+                _ => {
+                    r.auto_destroy_at =
+                        (n > 0).then(|| SystemTime::now() + Duration::from_secs(n as u64 * 60))
+                }
+            }
+            r.updated_at = SystemTime::now();
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn preview(&self, id: &str, port: &str, path: &str) -> SimResponse {
+        let Some(port) = parse_port(port) else {
+            return error(400, path, "Invalid port");
+        };
+        let host_port = self.port().to_owned();
+        self.with(id, |r| {
+            json_answer(
+                200,
+                &json!({
+                    "sandboxId": r.id,
+                    "url": format!("http://{port}-{}.preview.localhost:{host_port}", r.id),
+                    "token": r.preview_token,
+                }),
+            )
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn signed_preview(
+        &self,
+        id: &str,
+        port: &str,
+        request: &SimRequest,
+        path: &str,
+    ) -> SimResponse {
+        let Some(port) = parse_port(port) else {
+            return error(400, path, "Invalid port");
+        };
+        let seconds = match request
+            .query_param("expiresInSeconds")
+            .map(|s| s.parse::<u64>())
+        {
+            None => 60,
+            Some(Ok(n)) if (1..=86_400).contains(&n) => n,
+            Some(_) => return error(400, path, "expiresInSeconds must be between 1 and 86400"),
+        };
+        let host_port = self.port().to_owned();
+        self.with(id, |r| {
+            let token = random_token(32).to_lowercase();
+            let expires = SystemTime::now() + Duration::from_secs(seconds);
+            r.signed.retain(|(_, _, at)| *at > SystemTime::now());
+            r.signed.push((token.clone(), port, expires));
+            json_answer(
+                200,
+                &json!({
+                    "sandboxId": r.id,
+                    "port": port,
+                    "token": token,
+                    "url": format!("http://{port}-{token}.preview.localhost:{host_port}"),
+                }),
+            )
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn expire_preview(&self, id: &str, port: &str, token: &str, path: &str) -> SimResponse {
+        let Some(port) = parse_port(port) else {
+            return error(400, path, "Invalid port");
+        };
+        self.with(id, |r| {
+            r.signed.retain(|(t, p, _)| !(t == token && *p == port));
+            SimResponse::empty(200)
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn ssh_access(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
+        let minutes = match request
+            .query_param("expiresInMinutes")
+            .map(|m| m.parse::<f64>())
+        {
+            None => 60.0,
+            Some(Ok(n)) if n > 0.0 => n,
+            Some(_) => return error(400, path, "expiresInMinutes must be a positive number"),
+        };
+        let port = self.port().to_owned();
+        self.with(id, |r| {
+            let token = random_token(32);
+            let now = SystemTime::now();
+            let expires = now + Duration::from_secs_f64(minutes * 60.0);
+            // One live token per sandbox: a new one revokes the earlier ones.
+            r.ssh = Some((token.clone(), expires));
+            json_answer(
+                200,
+                &json!({
+                    "id": random_uuid(),
+                    "sandboxId": r.id,
+                    "token": token,
+                    "expiresAt": format_rfc3339_millis(expires),
+                    "createdAt": format_rfc3339_millis(now),
+                    "updatedAt": format_rfc3339_millis(now),
+                    "sshCommand": format!("ssh -p {port} {token}@127.0.0.1"),
+                }),
+            )
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn revoke_ssh(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
+        let token = request.query_param("token");
+        self.with(id, |r| {
+            if token.is_none() || r.ssh.as_ref().map(|(t, _)| t) == token.as_ref() {
+                r.ssh = None;
+            }
+            json_answer(200, &self.dto(r, false))
+        })
+        .unwrap_or_else(|| missing(id, path))
+    }
+
+    fn validate_ssh(&self, request: &SimRequest) -> SimResponse {
+        let token = request.query_param("token").unwrap_or_default();
+        let all = self.settled();
+        let owner = all.values().find(|r| {
+            r.ssh
+                .as_ref()
+                .is_some_and(|(t, at)| *t == token && *at > SystemTime::now())
+        });
+        json_answer(
+            200,
+            &json!({ "valid": owner.is_some(), "sandboxId": owner.map(|r| r.id.clone()) }),
+        )
+    }
+
+    /// The `Sandbox` DTO (or, for lists, `SandboxListItem`).
+    fn dto(&self, r: &Record, list_item: bool) -> Value {
+        let time = |t: SystemTime| json!(format_rfc3339_millis(t));
+        let mut out = Map::new();
+        out.insert("id".into(), json!(r.id));
+        out.insert("organizationId".into(), json!(ORGANIZATION_ID));
+        out.insert("name".into(), json!(r.name));
+        for (k, v) in &r.spec {
+            if !(list_item && k == "volumes") {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        if !list_item {
+            out.insert("env".into(), json!(r.env));
+        }
+        out.insert("labels".into(), json!(r.labels));
+        out.insert("state".into(), json!(r.state));
+        out.insert("desiredState".into(), json!(r.desired));
+        out.insert("errorReason".into(), Value::Null);
+        out.insert("recoverable".into(), json!(false));
+        out.insert("backupState".into(), json!("None"));
+        out.insert("autoStopInterval".into(), json!(r.auto_stop));
+        out.insert("autoPauseInterval".into(), json!(r.auto_pause));
+        out.insert("autoArchiveInterval".into(), json!(r.auto_archive));
+        out.insert("autoDeleteInterval".into(), json!(r.auto_delete));
+        out.insert(
+            "autoDestroyAt".into(),
+            r.auto_destroy_at.map(time).unwrap_or(Value::Null),
+        );
+        out.insert("sandboxClass".into(), json!("container"));
+        out.insert("createdAt".into(), time(r.created_at));
+        out.insert("updatedAt".into(), time(r.updated_at));
+        out.insert("lastActivityAt".into(), time(r.last_activity));
+        let daemon = if r.state == "creating" {
+            Value::Null
+        } else {
+            json!("0.205.1")
+        };
+        out.insert("daemonVersion".into(), daemon);
+        out.insert("runnerId".into(), json!("runner-sim-1"));
+        out.insert(
+            "toolboxProxyUrl".into(),
+            json!(format!("{}/toolbox", self.url())),
+        );
+        out.insert("kvm".into(), json!(false));
+        Value::Object(out)
+    }
+}
+
+/// The throttlers a request of `operation` counts against.
+fn throttlers_of(operation: &str) -> Vec<&'static str> {
+    match operation {
+        "create" | "fork" => vec!["authenticated", "sandbox-create"],
+        "start" | "stop" | "pause" | "archive" | "destroy" => {
+            vec!["authenticated", "sandbox-lifecycle"]
+        }
+        _ => vec!["authenticated"],
+    }
+}
+
+fn find<'a>(all: &'a mut BTreeMap<String, Record>, id_or_name: &str) -> Option<&'a mut Record> {
+    if all.contains_key(id_or_name) {
+        return all.get_mut(id_or_name);
+    }
+    all.values_mut().find(|r| r.name == id_or_name)
+}
+
+/// Applies what time has brought: a transition's landing, auto-stop, the TTL.
+fn settle(r: &mut Record, now: Instant) -> Landing {
+    if let Some((to, at)) = r.pending
+        && now >= at
+    {
+        r.pending = None;
+        r.state = to;
+        r.updated_at = SystemTime::now();
+        match to {
+            "destroyed" => return Landing::Gone,
+            "stopped" if r.auto_delete == 0 => return Landing::Expired,
+            _ => {}
+        }
+    }
+    if r.auto_destroy_at.is_some_and(|at| at <= SystemTime::now()) && r.desired != "destroyed" {
+        return Landing::Expired;
+    }
+    let idle = now.duration_since(r.last_activity_instant);
+    if r.state == "started"
+        && r.pending.is_none()
+        && r.auto_stop > 0
+        && idle >= Duration::from_secs(r.auto_stop as u64 * 60)
+    {
+        r.state = "stopped";
+        r.desired = "stopped";
+        r.updated_at = SystemTime::now();
+        return if r.auto_delete == 0 {
+            Landing::Expired
+        } else {
+            Landing::Stopped
+        };
+    }
+    Landing::Nothing
+}
+
+/// Kills every process of the sandbox: its sessions' shells (and so their commands) and its
+/// running `process/execute` commands.
+pub(crate) fn kill_processes(rt: &tokio::runtime::Handle, r: &mut Record) {
+    let backing = r.backing.clone();
+    let mut pids: Vec<String> = r.sessions.drain().map(|(_, s)| s.end()).collect();
+    pids.append(&mut r.executing);
+    if pids.is_empty() {
+        return;
+    }
+    rt.spawn(async move {
+        for pid in pids {
+            let _ = backing.kill_process(&pid).await;
+        }
+    });
+}
+
+fn destroy_backing(rt: &tokio::runtime::Handle, backing: LocalSandbox) {
+    rt.spawn(async move {
+        let _ = backing.destroy().await;
+    });
+}
+
+fn conflict(path: &str) -> SimResponse {
+    error(409, path, "Sandbox state change in progress")
+}
+
+fn missing(id: &str, path: &str) -> SimResponse {
+    error(
+        404,
+        path,
+        &format!("Sandbox with ID or name {id} not found"),
+    )
+}
+
+fn parse_port(text: &str) -> Option<u16> {
+    text.parse::<u16>().ok().filter(|p| *p > 0)
+}
+
+/// Copies the directory tree at `from` into `to` (files, directories, links).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else if kind.is_symlink() {
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
+        } else {
+            std::fs::copy(&source, &target)?;
+        }
+    }
+    Ok(())
+}
