@@ -671,12 +671,13 @@ impl Api {
     async fn start(&self, id: &str, path: &str) -> SimResponse {
         let transition = self.config.transition;
         let answer = self.with(id, |r| {
-            if r.in_transition() {
+            // Start is allowed while archiving (PROTOCOL.md §1), which it cuts short.
+            if r.in_transition() && r.state != "archiving" {
                 return Err(Box::new(conflict(path)));
             }
             let (via, wait) = match r.state {
                 "started" => return Ok((self.dto(r, false), false)),
-                "stopped" => ("starting", true),
+                "stopped" | "archiving" => ("starting", true),
                 "archived" => ("restoring", false),
                 "paused" => {
                     let backing = r.backing.clone();
