@@ -54,7 +54,10 @@ pub(crate) const TARGETS: &[Target] = &[
         package: "sandbox-daytona",
         filter: None,
         // Exec over SSH against the in-process gateway.
-        more: &[("daytona-ssh", "conformance_ssh")],
+        more: &[
+            ("daytona-ssh", "conformance_ssh"),
+            ("daytona-sim", "conformance_sim"),
+        ],
     },
     Target {
         provider: "fly",
