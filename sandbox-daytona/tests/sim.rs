@@ -41,3 +41,188 @@ async fn a_command_killed_before_its_follow_opens_ends_as_killed() {
     assert_eq!(status.signal, Some(9));
     sandbox.destroy().await.unwrap();
 }
+
+/// Regression: stopping a sandbox ends every session of its daemon, but the adapter kept its
+/// idle foreground sessions pooled, so the first command after a resume went to a session the
+/// daemon no longer had and failed with `NotFound`; it now takes a new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_after_stop_and_resume_does_not_use_a_dead_pooled_session() {
+    use sandbox_sdk_core::SandboxExt;
+    let sim = DaytonaSim::builder()
+        .transition(Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    let provider = adapter(&sim).build().unwrap();
+    let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
+    assert_eq!(
+        sandbox.run_shell("echo one").await.unwrap().stdout_lossy(),
+        "one\n"
+    );
+    sandbox.stop().await.unwrap();
+    sandbox.resume().await.unwrap();
+    let out = sandbox.run_shell("echo two").await.unwrap();
+    assert_eq!(out.stdout_lossy(), "two\n");
+    sandbox.destroy().await.unwrap();
+}
+
+/// The steps of the official SDK's check (`tools/sim-check/daytona/check.mjs`) through the
+/// adapter, so the two request logs can be compared (the normalised log is written to
+/// `target/sim-check/daytona-adapter.jsonl`; the differences are listed in
+/// `sandbox-conformance/README.md`, "Daytona simulator").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_check_steps_through_the_adapter() {
+    use futures::StreamExt;
+    use sandbox_conformance::sim::Simulator;
+    use sandbox_sdk_core::{ErrorKind, ListFilter, ProcessEvent, ProviderExt, SandboxExt};
+
+    let sim = DaytonaSim::start().await.unwrap();
+    let provider = adapter(&sim).build().unwrap();
+
+    let wrong = adapter(&sim).api_key("dtn_wrong").build().unwrap();
+    let e = wrong.connect("anything").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthorized);
+
+    let run = format!("r{}", std::process::id());
+    let sandbox = provider
+        .create(
+            &CreateSpec::new()
+                .metadata("suite", "sim-check")
+                .metadata("run", &run)
+                .env("GREETING", "hello from env"),
+        )
+        .await
+        .unwrap();
+    let out = sandbox.run_shell("echo \"$GREETING\"").await.unwrap();
+    assert_eq!(out.stdout_lossy(), "hello from env\n");
+    let out = sandbox.run_shell("echo before; exit 3").await.unwrap();
+    assert_eq!(
+        (out.status.code, out.stdout_lossy()),
+        (Some(3), "before\n".into())
+    );
+    sandbox.mkdir("work/sub").await.unwrap();
+    let out = sandbox
+        .run(
+            &Command::shell("basename \"$(pwd)\"; echo \"$FOO\"")
+                .cwd("work/sub")
+                .env("FOO", "bar"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_lossy(), "sub\nbar\n");
+    let timed_out = sandbox
+        .run(&Command::shell("sleep 10").timeout(Duration::from_secs(1)))
+        .await;
+    assert!(timed_out.map(|o| !o.status.success()).unwrap_or(true));
+    let out = sandbox
+        .run_shell("echo out; echo oops >&2; false")
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.code, out.stdout_lossy(), out.stderr_lossy()),
+        (Some(1), "out\n".into(), "oops\n".into())
+    );
+    let mut process = sandbox
+        .exec(&Command::shell(
+            "for i in 1 2 3; do echo \"line $i\"; sleep 0.2; done; echo warn >&2",
+        ))
+        .await
+        .unwrap();
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    while let Some(event) = process.next().await {
+        match event.unwrap() {
+            ProcessEvent::Stdout(b) => stdout.extend_from_slice(&b),
+            ProcessEvent::Stderr(b) => stderr.extend_from_slice(&b),
+            ProcessEvent::Exit(status) => assert!(status.success()),
+        }
+    }
+    assert_eq!(
+        (stdout.as_slice(), stderr.as_slice()),
+        (&b"line 1\nline 2\nline 3\n"[..], &b"warn\n"[..])
+    );
+    let background = sandbox
+        .exec(&Command::new("sleep").arg("60").background())
+        .await
+        .unwrap();
+    let listed = sandbox.processes().await.unwrap();
+    assert!(listed.iter().any(|p| p.pid == background.pid()));
+    sandbox.kill_process(background.pid()).await.unwrap();
+
+    let data: Vec<u8> = (0..=255).collect();
+    sandbox
+        .write_file("files/data.bin", data.clone().into())
+        .await
+        .unwrap();
+    assert_eq!(
+        sandbox.read_file("files/data.bin").await.unwrap().as_ref(),
+        data.as_slice()
+    );
+    let names: Vec<String> = sandbox
+        .list_files("files", Default::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(names, ["data.bin"]);
+    assert_eq!(sandbox.stat("files/data.bin").await.unwrap().size, 256);
+    sandbox.mkdir("files/dir").await.unwrap();
+    sandbox
+        .rename("files/data.bin", "files/dir/moved.bin")
+        .await
+        .unwrap();
+    assert_eq!(
+        sandbox.stat("files/data.bin").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    sandbox.remove("files/dir").await.unwrap();
+    assert_eq!(
+        sandbox
+            .read_file("files/dir/moved.bin")
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+
+    sandbox
+        .set_timeout(Duration::from_secs(30 * 60))
+        .await
+        .unwrap();
+    let preview = sandbox.preview_link(8080).await.unwrap();
+    assert!(preview.url.starts_with("http://8080-"));
+    sandbox.ssh_access(Duration::from_secs(300)).await.unwrap();
+    let listed = provider
+        .list_all(&ListFilter::new().metadata("run", &run))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    sandbox.stop().await.unwrap();
+    sandbox.resume().await.unwrap();
+    assert_eq!(
+        sandbox.run_shell("echo up").await.unwrap().stdout_lossy(),
+        "up\n"
+    );
+    let id = sandbox.id().to_owned();
+    sandbox.destroy().await.unwrap();
+    assert_eq!(
+        provider.connect(&id).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        provider
+            .connect("no-such-sandbox")
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sim-check");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("daytona-adapter.jsonl"),
+        sim.server().log().to_json_lines(),
+    )
+    .unwrap();
+}

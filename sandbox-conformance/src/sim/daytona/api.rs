@@ -264,6 +264,14 @@ impl Api {
         if op == "config" && request.method == Method::GET {
             return json_answer(200, &self.config_body());
         }
+        if s.first() == Some(&"socket.io") {
+            // The event stream is not simulated; clients fall back to polling.
+            return error(
+                404,
+                &path,
+                &format!("Cannot {} {}", request.method, request.path),
+            );
+        }
         if !self.authorized(&request) {
             return error(401, &path, "Unauthorized");
         }
