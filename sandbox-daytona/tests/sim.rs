@@ -226,3 +226,101 @@ async fn the_official_sdk_check_steps_through_the_adapter() {
     )
     .unwrap();
 }
+
+/// Measures (prints, asserts nothing about time) the median of 50 `run("echo hi")` with the
+/// adapter's defaults (and with every command followed over the log WebSocket), of 50 one-shot `execute("echo hi")` (`POST /process/execute`, what the
+/// official SDK's `process.executeCommand` sends) and of the same two requests sent raw with
+/// `reqwest`, all against the simulator:
+/// `cargo test -p sandbox-daytona --test sim -- --ignored --nocapture latency`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn latency_of_a_short_command() {
+    use sandbox_daytona::DaytonaCreate;
+    use sandbox_sdk_core::{Sandbox, SandboxExt};
+    use std::collections::BTreeMap;
+    use std::time::Instant;
+
+    async fn median<F: std::future::Future<Output = ()>>(mut f: impl FnMut() -> F) -> f64 {
+        f().await;
+        let mut times = Vec::new();
+        for _ in 0..50 {
+            let started = Instant::now();
+            f().await;
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        times[25]
+    }
+
+    let sim = DaytonaSim::start().await.unwrap();
+    let provider = DaytonaBuilder::new()
+        .api_key(sim.api_key())
+        .api_url(sim.api_url())
+        .build()
+        .unwrap();
+    let sandbox = provider
+        .create_sandbox(&DaytonaCreate::default())
+        .await
+        .unwrap();
+    let run = median(|| async {
+        let out = sandbox.run_shell("echo hi").await.unwrap();
+        assert_eq!(out.stdout_lossy(), "hi\n");
+    })
+    .await;
+    let followed_provider = DaytonaBuilder::new()
+        .api_key(sim.api_key())
+        .api_url(sim.api_url())
+        .direct_window(Duration::ZERO)
+        .build()
+        .unwrap();
+    let followed_sandbox = followed_provider.connect(sandbox.id()).await.unwrap();
+    let followed = median(|| async {
+        let out = followed_sandbox.run_shell("echo hi").await.unwrap();
+        assert_eq!(out.stdout_lossy(), "hi\n");
+    })
+    .await;
+    let execute = median(|| async {
+        let out = sandbox
+            .execute("echo hi", None, &BTreeMap::new(), None)
+            .await
+            .unwrap();
+        assert_eq!(out.result, "hi\n");
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let toolbox = format!("{}/../toolbox/{}", sim.api_url(), sandbox.id());
+    let raw = |path: &'static str, body: serde_json::Value| {
+        let request = http
+            .post(format!("{toolbox}{path}"))
+            .bearer_auth(sim.api_key())
+            .header("X-Daytona-SDK-Version", "0.218.0")
+            .json(&body);
+        async move {
+            let answer = request.send().await.unwrap();
+            assert!(answer.status().is_success());
+            answer.bytes().await.unwrap();
+        }
+    };
+    raw("/process/session", serde_json::json!({"sessionId": "raw"})).await;
+    let raw_execute = median(|| {
+        raw(
+            "/process/execute",
+            serde_json::json!({"command": "echo hi"}),
+        )
+    })
+    .await;
+    let raw_session = median(|| {
+        raw(
+            "/process/session/raw/exec",
+            serde_json::json!({"command": "echo hi"}),
+        )
+    })
+    .await;
+    println!(
+        "median of 50 against the simulator: adapter run(\"echo hi\") {run:.2} ms, followed \
+         over the log WebSocket (direct window 0) {followed:.2} ms, adapter execute \
+         {execute:.2} ms, raw POST /process/execute {raw_execute:.2} ms, raw sync \
+         session exec {raw_session:.2} ms"
+    );
+    sandbox.destroy().await.unwrap();
+}

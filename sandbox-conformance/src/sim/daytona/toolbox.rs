@@ -15,8 +15,17 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncWriteExt;
 
-/// How often a synchronous session exec looks for its command's exit code.
-const EXIT_POLL: Duration = Duration::from_millis(5);
+/// How often a synchronous session exec looks for its command's exit code during its first
+/// [`EXIT_POLL_FAST_FOR`]; after that the pause doubles up to [`EXIT_POLL_MAX`]. (The v0.190
+/// daemon looked every 50 ms; looking sooner keeps the simulator from adding latency of its
+/// own to short commands.)
+const EXIT_POLL: Duration = Duration::from_millis(1);
+
+/// How long the exit code is looked for every [`EXIT_POLL`].
+const EXIT_POLL_FAST_FOR: Duration = Duration::from_millis(100);
+
+/// The longest pause between two looks for the exit code.
+const EXIT_POLL_MAX: Duration = Duration::from_millis(20);
 
 /// The operation name of a toolbox request (`s`: the segments after the sandbox id).
 pub(crate) fn operation(method: &Method, s: &[&str]) -> &'static str {
@@ -424,6 +433,8 @@ async fn session_exec(call: Call, sid: &str) -> SimResponse {
         return json_answer(202, &json!({ "cmdId": cmd.id }));
     }
     // No server-side timeout: the answer comes when the exit code does.
+    let mut pause = EXIT_POLL;
+    let sent = std::time::Instant::now();
     let code = loop {
         if let Some(code) = cmd.exit_code() {
             break code;
@@ -432,8 +443,11 @@ async fn session_exec(call: Call, sid: &str) -> SimResponse {
             return call.coded(410, "SESSION_ENDED", "session ended");
         }
         tokio::select! {
-            _ = tokio::time::sleep(EXIT_POLL) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = session.ended() => {}
+        }
+        if sent.elapsed() >= EXIT_POLL_FAST_FOR {
+            pause = (pause * 2).min(EXIT_POLL_MAX);
         }
     };
     let log = cmd.log();
