@@ -103,6 +103,8 @@ async fn follow<S>(
     let mut quiet = 0u32;
     let mut splitter = Splitter::default();
     let mut tick = tokio::time::interval(TICK);
+    // A late tick must not be made up for by a burst: the linger is counted in real time.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             message = incoming.next() => match message {
