@@ -1,11 +1,10 @@
 //! The control plane (`/api`): sandboxes, their states and transitions, and the API's errors
 //! and throttlers.
 
-use super::session::Session;
+use super::record::{Landing, Record, copy_tree, destroy_backing, kill_processes, settle};
 use super::{Config, ORGANIZATION_ID, random_hex, random_token, random_uuid};
 use crate::sim::{Backing, SimRequest, SimResponse};
 use http::Method;
-use sandbox_sdk_core::local::LocalSandbox;
 use sandbox_sdk_core::time::format_rfc3339_millis;
 use sandbox_sdk_core::{CreateSpec, Sandbox};
 use serde_json::{Map, Value, json};
@@ -18,20 +17,6 @@ const SERVER_WAIT: Duration = Duration::from_secs(30);
 
 /// The snapshot a sandbox without one is created from.
 const DEFAULT_SNAPSHOT: &str = "daytonaio/sandbox:0.5.0";
-
-/// States a sandbox passes through on its way somewhere else (lifecycle calls get 409).
-const TRANSITIONAL: &[&str] = &[
-    "creating",
-    "starting",
-    "stopping",
-    "pausing",
-    "resuming",
-    "archiving",
-    "restoring",
-    "destroying",
-    "snapshotting",
-    "forking",
-];
 
 /// The operation name of an `/api` request (`segments` after `api`).
 pub(crate) fn operation(method: &Method, s: &[&str]) -> &'static str {
@@ -101,76 +86,6 @@ pub(crate) fn full_path(request: &SimRequest) -> String {
     }
 }
 
-/// One sandbox as the API keeps it.
-pub(crate) struct Record {
-    seq: u64,
-    pub id: String,
-    name: String,
-    spec: Map<String, Value>,
-    labels: BTreeMap<String, String>,
-    env: BTreeMap<String, String>,
-    pub state: &'static str,
-    desired: &'static str,
-    /// The state the current transition lands in, and when.
-    pending: Option<(&'static str, Instant)>,
-    auto_stop: i64,
-    auto_pause: i64,
-    auto_archive: i64,
-    auto_delete: i64,
-    auto_destroy_at: Option<SystemTime>,
-    created_at: SystemTime,
-    updated_at: SystemTime,
-    last_activity: SystemTime,
-    last_activity_instant: Instant,
-    pub backing: LocalSandbox,
-    pub preview_token: String,
-    signed: Vec<(String, u16, SystemTime)>,
-    ssh: Option<(String, SystemTime)>,
-    pub sessions: HashMap<String, Arc<Session>>,
-    /// Host pids of running `process/execute` commands (killed on stop).
-    pub executing: Vec<String>,
-}
-
-impl Record {
-    fn set_state(
-        &mut self,
-        state: &'static str,
-        desired: &'static str,
-        lands: Option<(&'static str, Duration)>,
-    ) {
-        self.state = state;
-        self.desired = desired;
-        self.pending = lands.map(|(to, after)| (to, Instant::now() + after));
-        self.updated_at = SystemTime::now();
-    }
-
-    fn in_transition(&self) -> bool {
-        self.pending.is_some() || TRANSITIONAL.contains(&self.state)
-    }
-
-    /// The disk size in GB.
-    pub fn disk_gb(&self) -> u64 {
-        self.spec.get("disk").and_then(Value::as_u64).unwrap_or(3)
-    }
-
-    /// Marks toolbox (or keep-alive) traffic: resets the auto-stop idle timer.
-    pub fn touch(&mut self) {
-        self.last_activity = SystemTime::now();
-        self.last_activity_instant = Instant::now();
-    }
-}
-
-/// What settling a sandbox's time-driven changes asks for.
-enum Landing {
-    Nothing,
-    /// The sandbox is gone: forget it (its backing is already being destroyed).
-    Gone,
-    /// Auto-stop fired: its processes must die.
-    Stopped,
-    /// The TTL passed or an ephemeral sandbox stopped: destroy it and forget it.
-    Expired,
-}
-
 /// The control plane's state.
 pub(crate) struct Api {
     pub config: Config,
@@ -178,7 +93,7 @@ pub(crate) struct Api {
     url: OnceLock<String>,
     sandboxes: Mutex<BTreeMap<String, Record>>,
     next_seq: Mutex<u64>,
-    snapshots: Mutex<Vec<String>>,
+    pub(super) snapshots: Mutex<Vec<String>>,
     throttles: Mutex<HashMap<&'static str, (Instant, u32)>>,
     /// The runtime the simulator serves on, for work that outlives a request.
     pub rt: tokio::runtime::Handle,
@@ -213,7 +128,7 @@ impl Api {
             .unwrap_or("http://127.0.0.1")
     }
 
-    fn port(&self) -> &str {
+    pub(super) fn port(&self) -> &str {
         self.url().rsplit(':').next().unwrap_or("80")
     }
 
@@ -525,51 +440,16 @@ impl Api {
             body.get("volumes").cloned().unwrap_or(json!([])),
         );
         let ttl = int("ttlMinutes", 0);
-        let mut record = Record {
-            seq: 0,
-            id: id.clone(),
-            name,
-            spec,
-            labels,
-            env,
-            state: "creating",
-            desired: "started",
-            pending: None,
-            auto_stop: int("autoStopInterval", 15),
-            auto_pause: int("autoPauseInterval", 0),
-            auto_archive: int("autoArchiveInterval", 10080),
-            auto_delete: int("autoDeleteInterval", -1),
-            auto_destroy_at: (ttl > 0).then(|| now + Duration::from_secs(ttl as u64 * 60)),
-            created_at: now,
-            updated_at: now,
-            last_activity: now,
-            last_activity_instant: Instant::now(),
-            backing,
-            preview_token: random_token(32),
-            signed: Vec::new(),
-            ssh: None,
-            sessions: HashMap::new(),
-            executing: Vec::new(),
-        };
+        let mut record = Record::new(id, name, spec, labels, env, backing);
+        record.auto_stop = int("autoStopInterval", 15);
+        record.auto_pause = int("autoPauseInterval", 0);
+        record.auto_archive = int("autoArchiveInterval", 10080);
+        record.auto_delete = int("autoDeleteInterval", -1);
+        record.auto_destroy_at = (ttl > 0).then(|| now + Duration::from_secs(ttl as u64 * 60));
         let transition = self.config.transition;
-        record.set_state("creating", "started", Some(("started", transition)));
-        let answer = {
-            let mut all = self.settled();
-            if all.values().any(|r| r.name == record.name) {
-                drop(all);
-                destroy_backing(&self.rt, record.backing);
-                return error(
-                    409,
-                    path,
-                    &format!("Sandbox with name {} already exists", record.name),
-                );
-            }
-            let mut seq = lock(&self.next_seq);
-            *seq += 1;
-            record.seq = *seq;
-            let answer = self.dto(&record, false);
-            all.insert(id, record);
-            answer
+        let answer = match self.insert(record, path) {
+            Ok(dto) => dto,
+            Err(e) => return *e,
         };
         // The API waits (up to 30 s) for the sandbox to start and answers with what it had
         // before the wait.
@@ -766,24 +646,6 @@ impl Api {
         .unwrap_or_else(|| missing(id, path))
     }
 
-    fn labels(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
-        let labels = match request.json::<Value>() {
-            Ok(body) => match serde_json::from_value::<BTreeMap<String, String>>(
-                body.get("labels").cloned().unwrap_or(Value::Null),
-            ) {
-                Ok(l) => l,
-                Err(_) => return error(400, path, "labels must be an object of strings"),
-            },
-            Err(e) => return error(400, path, &e),
-        };
-        self.with(id, |r| {
-            r.labels = labels;
-            r.updated_at = SystemTime::now();
-            json_answer(200, &json!({ "labels": r.labels }))
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
     async fn fork(self: &Arc<Self>, id: &str, request: &SimRequest, path: &str) -> SimResponse {
         let name = request
             .json::<Value>()
@@ -830,54 +692,14 @@ impl Api {
             destroy_backing(&self.rt, backing);
             return error(500, path, "An unexpected error occurred.");
         }
-        let now = SystemTime::now();
-        let new_id = random_uuid();
-        let mut record = Record {
-            seq: 0,
-            id: new_id.clone(),
-            name: name.unwrap_or_else(|| format!("{source_name}-fork-{}", random_hex(6))),
-            spec,
-            labels,
-            env,
-            state: "creating",
-            desired: "started",
-            pending: None,
-            auto_stop: 15,
-            auto_pause: 0,
-            auto_archive: 10080,
-            auto_delete: -1,
-            auto_destroy_at: None,
-            created_at: now,
-            updated_at: now,
-            last_activity: now,
-            last_activity_instant: Instant::now(),
-            backing,
-            preview_token: random_token(32),
-            signed: Vec::new(),
-            ssh: None,
-            sessions: HashMap::new(),
-            executing: Vec::new(),
-        };
-        record.set_state(
-            "creating",
-            "started",
-            Some(("started", self.config.transition)),
-        );
-        let mut all = self.settled();
-        if all.values().any(|r| r.name == record.name) {
-            destroy_backing(&self.rt, record.backing);
-            return error(
-                409,
-                path,
-                &format!("Sandbox with name {} already exists", record.name),
-            );
+        let name = name.unwrap_or_else(|| format!("{source_name}-fork-{}", random_hex(6)));
+        match self.insert(
+            Record::new(random_uuid(), name, spec, labels, env, backing),
+            path,
+        ) {
+            Ok(dto) => json_answer(200, &dto),
+            Err(e) => *e,
         }
-        let mut seq = lock(&self.next_seq);
-        *seq += 1;
-        record.seq = *seq;
-        let answer = self.dto(&record, false);
-        all.insert(new_id, record);
-        json_answer(200, &answer)
     }
 
     fn snapshot(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
@@ -911,165 +733,31 @@ impl Api {
         .unwrap_or_else(|| missing(id, path))
     }
 
-    fn interval(&self, id: &str, which: &str, minutes: &str, path: &str) -> SimResponse {
-        let Ok(n) = minutes.parse::<f64>().map(|n| n as i64) else {
-            return error(400, path, "Validation failed (numeric string is expected)");
-        };
-        if n < 0 && which != "autodelete" {
-            return error(400, path, &format!("{which} interval must not be negative"));
+    /// Adds a new sandbox (`creating`, started after the transition time) and returns its
+    /// DTO; 409 when its name is taken.
+    fn insert(&self, mut record: Record, path: &str) -> Result<Value, Box<SimResponse>> {
+        record.set_state(
+            "creating",
+            "started",
+            Some(("started", self.config.transition)),
+        );
+        let mut all = self.settled();
+        if all.values().any(|r| r.name == record.name) {
+            drop(all);
+            let message = format!("Sandbox with name {} already exists", record.name);
+            destroy_backing(&self.rt, record.backing);
+            return Err(Box::new(error(409, path, &message)));
         }
-        self.with(id, |r| {
-            match which {
-                "autostop" => {
-                    r.auto_stop = n;
-                    if n > 0 {
-                        r.auto_pause = 0;
-                    }
-                }
-                "autopause" => {
-                    r.auto_pause = n;
-                    if n > 0 {
-                        r.auto_stop = 0;
-                    }
-                }
-                "autoarchive" => r.auto_archive = if n == 0 { 43200 } else { n },
-                "autodelete" => r.auto_delete = n,
-                _ => {
-                    r.auto_destroy_at =
-                        (n > 0).then(|| SystemTime::now() + Duration::from_secs(n as u64 * 60))
-                }
-            }
-            r.updated_at = SystemTime::now();
-            json_answer(200, &self.dto(r, false))
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
-    fn preview(&self, id: &str, port: &str, path: &str) -> SimResponse {
-        let Some(port) = parse_port(port) else {
-            return error(400, path, "Invalid port");
-        };
-        let host_port = self.port().to_owned();
-        self.with(id, |r| {
-            json_answer(
-                200,
-                &json!({
-                    "sandboxId": r.id,
-                    "url": format!("http://{port}-{}.preview.localhost:{host_port}", r.id),
-                    "token": r.preview_token,
-                }),
-            )
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
-    fn signed_preview(
-        &self,
-        id: &str,
-        port: &str,
-        request: &SimRequest,
-        path: &str,
-    ) -> SimResponse {
-        let Some(port) = parse_port(port) else {
-            return error(400, path, "Invalid port");
-        };
-        let seconds = match request
-            .query_param("expiresInSeconds")
-            .map(|s| s.parse::<u64>())
-        {
-            None => 60,
-            Some(Ok(n)) if (1..=86_400).contains(&n) => n,
-            Some(_) => return error(400, path, "expiresInSeconds must be between 1 and 86400"),
-        };
-        let host_port = self.port().to_owned();
-        self.with(id, |r| {
-            let token = random_token(32).to_lowercase();
-            let expires = SystemTime::now() + Duration::from_secs(seconds);
-            r.signed.retain(|(_, _, at)| *at > SystemTime::now());
-            r.signed.push((token.clone(), port, expires));
-            json_answer(
-                200,
-                &json!({
-                    "sandboxId": r.id,
-                    "port": port,
-                    "token": token,
-                    "url": format!("http://{port}-{token}.preview.localhost:{host_port}"),
-                }),
-            )
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
-    fn expire_preview(&self, id: &str, port: &str, token: &str, path: &str) -> SimResponse {
-        let Some(port) = parse_port(port) else {
-            return error(400, path, "Invalid port");
-        };
-        self.with(id, |r| {
-            r.signed.retain(|(t, p, _)| !(t == token && *p == port));
-            SimResponse::empty(200)
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
-    fn ssh_access(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
-        let minutes = match request
-            .query_param("expiresInMinutes")
-            .map(|m| m.parse::<f64>())
-        {
-            None => 60.0,
-            Some(Ok(n)) if n > 0.0 => n,
-            Some(_) => return error(400, path, "expiresInMinutes must be a positive number"),
-        };
-        let port = self.port().to_owned();
-        self.with(id, |r| {
-            let token = random_token(32);
-            let now = SystemTime::now();
-            let expires = now + Duration::from_secs_f64(minutes * 60.0);
-            // One live token per sandbox: a new one revokes the earlier ones.
-            r.ssh = Some((token.clone(), expires));
-            json_answer(
-                200,
-                &json!({
-                    "id": random_uuid(),
-                    "sandboxId": r.id,
-                    "token": token,
-                    "expiresAt": format_rfc3339_millis(expires),
-                    "createdAt": format_rfc3339_millis(now),
-                    "updatedAt": format_rfc3339_millis(now),
-                    "sshCommand": format!("ssh -p {port} {token}@127.0.0.1"),
-                }),
-            )
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
-    fn revoke_ssh(&self, id: &str, request: &SimRequest, path: &str) -> SimResponse {
-        let token = request.query_param("token");
-        self.with(id, |r| {
-            if token.is_none() || r.ssh.as_ref().map(|(t, _)| t) == token.as_ref() {
-                r.ssh = None;
-            }
-            json_answer(200, &self.dto(r, false))
-        })
-        .unwrap_or_else(|| missing(id, path))
-    }
-
-    fn validate_ssh(&self, request: &SimRequest) -> SimResponse {
-        let token = request.query_param("token").unwrap_or_default();
-        let all = self.settled();
-        let owner = all.values().find(|r| {
-            r.ssh
-                .as_ref()
-                .is_some_and(|(t, at)| *t == token && *at > SystemTime::now())
-        });
-        json_answer(
-            200,
-            &json!({ "valid": owner.is_some(), "sandboxId": owner.map(|r| r.id.clone()) }),
-        )
+        let mut seq = lock(&self.next_seq);
+        *seq += 1;
+        record.seq = *seq;
+        let dto = self.dto(&record, false);
+        all.insert(record.id.clone(), record);
+        Ok(dto)
     }
 
     /// The `Sandbox` DTO (or, for lists, `SandboxListItem`).
-    fn dto(&self, r: &Record, list_item: bool) -> Value {
+    pub(super) fn dto(&self, r: &Record, list_item: bool) -> Value {
         let time = |t: SystemTime| json!(format_rfc3339_millis(t));
         let mut out = Map::new();
         out.insert("id".into(), json!(r.id));
@@ -1135,94 +823,14 @@ fn find<'a>(all: &'a mut BTreeMap<String, Record>, id_or_name: &str) -> Option<&
     all.values_mut().find(|r| r.name == id_or_name)
 }
 
-/// Applies what time has brought: a transition's landing, auto-stop, the TTL.
-fn settle(r: &mut Record, now: Instant) -> Landing {
-    if let Some((to, at)) = r.pending
-        && now >= at
-    {
-        r.pending = None;
-        r.state = to;
-        r.updated_at = SystemTime::now();
-        match to {
-            "destroyed" => return Landing::Gone,
-            "stopped" if r.auto_delete == 0 => return Landing::Expired,
-            _ => {}
-        }
-    }
-    if r.auto_destroy_at.is_some_and(|at| at <= SystemTime::now()) && r.desired != "destroyed" {
-        return Landing::Expired;
-    }
-    let idle = now.duration_since(r.last_activity_instant);
-    if r.state == "started"
-        && r.pending.is_none()
-        && r.auto_stop > 0
-        && idle >= Duration::from_secs(r.auto_stop as u64 * 60)
-    {
-        r.state = "stopped";
-        r.desired = "stopped";
-        r.updated_at = SystemTime::now();
-        return if r.auto_delete == 0 {
-            Landing::Expired
-        } else {
-            Landing::Stopped
-        };
-    }
-    Landing::Nothing
-}
-
-/// Kills every process of the sandbox: its sessions' shells (and so their commands) and its
-/// running `process/execute` commands.
-pub(crate) fn kill_processes(rt: &tokio::runtime::Handle, r: &mut Record) {
-    let backing = r.backing.clone();
-    let mut pids: Vec<String> = r.sessions.drain().map(|(_, s)| s.end()).collect();
-    pids.append(&mut r.executing);
-    if pids.is_empty() {
-        return;
-    }
-    rt.spawn(async move {
-        for pid in pids {
-            let _ = backing.kill_process(&pid).await;
-        }
-    });
-}
-
-fn destroy_backing(rt: &tokio::runtime::Handle, backing: LocalSandbox) {
-    rt.spawn(async move {
-        let _ = backing.destroy().await;
-    });
-}
-
-fn conflict(path: &str) -> SimResponse {
+pub(super) fn conflict(path: &str) -> SimResponse {
     error(409, path, "Sandbox state change in progress")
 }
 
-fn missing(id: &str, path: &str) -> SimResponse {
+pub(super) fn missing(id: &str, path: &str) -> SimResponse {
     error(
         404,
         path,
         &format!("Sandbox with ID or name {id} not found"),
     )
-}
-
-fn parse_port(text: &str) -> Option<u16> {
-    text.parse::<u16>().ok().filter(|p| *p > 0)
-}
-
-/// Copies the directory tree at `from` into `to` (files, directories, links).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_tree(&source, &target)?;
-        } else if kind.is_symlink() {
-            #[cfg(unix)]
-            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
-        } else {
-            std::fs::copy(&source, &target)?;
-        }
-    }
-    Ok(())
 }

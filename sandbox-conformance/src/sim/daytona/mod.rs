@@ -86,10 +86,12 @@
 //! interpreter contexts, git, LSP, computer use, the `failed-auth` throttler, JWT
 //! organizations.
 
+mod access;
 mod api;
 mod files;
 mod follow;
 mod logs;
+mod record;
 mod session;
 #[cfg(test)]
 mod tests;
