@@ -141,6 +141,15 @@ impl Api {
         find(&mut all, id_or_name).map(|r| r.state.to_owned())
     }
 
+    /// Forgets every sandbox and hands back their backings (to be destroyed).
+    pub fn take_all(&self) -> Vec<sandbox_sdk_core::local::LocalSandbox> {
+        let mut all = lock(&self.sandboxes);
+        std::mem::take(&mut *all)
+            .into_values()
+            .map(|r| r.backing)
+            .collect()
+    }
+
     /// The sandboxes with every transition whose time has come applied.
     pub fn settled(&self) -> MutexGuard<'_, BTreeMap<String, Record>> {
         let mut all = lock(&self.sandboxes);

@@ -187,8 +187,8 @@ impl DaytonaSimBuilder {
     }
 }
 
-/// A running Daytona simulator; dropping it stops the server and removes every sandbox's
-/// directory (their processes are killed when their sandboxes are destroyed).
+/// A running Daytona simulator; dropping it stops the server and destroys every sandbox left
+/// (their processes are killed, their directories removed).
 pub struct DaytonaSim {
     server: SimServer,
     state: Arc<api::Api>,
@@ -227,6 +227,31 @@ impl DaytonaSim {
     /// The state (as the API shows it) of the sandbox with this id or name, if it exists.
     pub fn state_of(&self, id_or_name: &str) -> Option<String> {
         self.state.state_of(id_or_name)
+    }
+}
+
+impl Drop for DaytonaSim {
+    /// Destroys every sandbox still there, so no process of theirs outlives the simulator
+    /// (on a thread of its own: a drop may happen on or off a runtime).
+    fn drop(&mut self) {
+        let backings = self.state.take_all();
+        if backings.is_empty() {
+            return;
+        }
+        let destroyer = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                for backing in backings {
+                    let _ = sandbox_sdk_core::Sandbox::destroy(&backing).await;
+                }
+            });
+        });
+        let _ = destroyer.join();
     }
 }
 

@@ -669,3 +669,90 @@ async fn faults_and_the_create_throttler() {
     assert_eq!(sim.sandboxes(), 2, "a throttled create makes nothing");
     assert_eq!(sim.server().log().count("create"), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_in_a_session_ends_it_and_dropping_the_simulator_kills_what_runs() {
+    let sim = sim().await;
+    let c = Client::of(&sim);
+    let id = c.started(json!({})).await;
+    let t = format!("/toolbox/{id}/process/session");
+    c.post(&t, json!({"sessionId": "e"})).await;
+    // `exit` runs in the session's own shell, which ends: the command never gets an exit code.
+    let (status, body) = c
+        .post(&format!("{t}/e/exec"), json!({"command": "exit 3"}))
+        .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (410, json!("SESSION_ENDED"))
+    );
+    let (status, _) = c
+        .post(&format!("{t}/e/exec"), json!({"command": "true"}))
+        .await;
+    assert_eq!(status, 410);
+    c.post(&t, json!({"sessionId": "bg"})).await;
+    let (_, r) = c
+        .post(
+            &format!("{t}/bg/exec"),
+            // (Its output redirected: a job holding the labellers' pipes holds the answer.)
+            json!({"command": "sleep 300 >/dev/null 2>&1 & echo $!"}),
+        )
+        .await;
+    let pid: u32 = r["stdout"].as_str().unwrap().trim().parse().unwrap();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+    };
+    assert!(alive(pid));
+    drop(sim);
+    for _ in 0..200 {
+        if !alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("sleep {pid} outlived the simulator");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_faults_use_the_toolbox_error_body_and_resets_close_the_connection() {
+    let sim = sim().await;
+    let c = Client::of(&sim);
+    let id = c.started(json!({})).await;
+    let faults = sim.server().faults();
+    faults.add(
+        FaultRule::new(
+            "exec",
+            Fault::Status {
+                code: 429,
+                retry_after: Some(2),
+            },
+        )
+        .times(1),
+    );
+    faults.add(FaultRule::new("get", Fault::Reset).times(1));
+    let answer = c
+        .req(
+            reqwest::Method::POST,
+            &format!("/toolbox/{id}/process/execute"),
+        )
+        .json(&json!({"command": "true"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 429);
+    assert_eq!(answer.headers()["retry-after"], "2");
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(
+        (body["path"].clone(), body["method"].clone()),
+        (json!("/process/execute"), json!("POST"))
+    );
+    assert!(
+        c.req(reqwest::Method::GET, &format!("/api/sandbox/{id}"))
+            .send()
+            .await
+            .is_err()
+    );
+    assert_eq!(c.get(&format!("/api/sandbox/{id}")).await.0, 200);
+    let log = sim.server().log().entries();
+    assert_eq!(log.iter().filter(|e| e.fault.is_some()).count(), 2);
+}
