@@ -162,8 +162,11 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
                 "authentication failed: preview token is invalid",
             );
         }
-        // The daemon of a sandbox that is not running is unreachable: the proxy's empty 502.
-        Some((true, state, ..)) if state != "started" => return SimResponse::empty(502),
+        // The daemon of a sandbox that is not running (a snapshot or a fork leaves it running)
+        // is unreachable: the proxy's empty 502.
+        Some((true, state, ..)) if !matches!(state, "started" | "snapshotting" | "forking") => {
+            return SimResponse::empty(502);
+        }
         Some((true, _, backing, id)) => (backing, id),
     };
     let method = request.method.as_str().to_owned();
