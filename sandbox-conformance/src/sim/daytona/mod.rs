@@ -25,50 +25,53 @@
 //!
 //! ## Served
 //!
-//! Control plane (`/api`, operation names in brackets):
-//! - `POST /sandbox` [`create`]: labels, env, resources (400 with a snapshot), 409 for a taken
+//! Control plane (`/api`; the operation name of each request in parentheses):
+//! - `POST /sandbox` (`create`): labels, env, resources (400 with a snapshot), 409 for a taken
 //!   name; the sandbox is `creating` for the transition time, the answer waits for it (at most
 //!   30 s) and carries the state from before the wait, as the API does.
-//! - `GET /sandbox/{idOrName}` [`get`], `GET /sandbox` [`list`]: `{items, nextCursor}`, cursor
+//! - `GET /sandbox/{idOrName}` (`get`), `GET /sandbox` (`list`): `{items, nextCursor}`, cursor
 //!   pagination (`limit` 1–200, default 100), filters `id`/`name` (prefix, case-insensitive),
 //!   `labels` (JSON object), `states` (repeatable), `isPublic`, `snapshots`, `regionIds`.
-//! - `POST /sandbox/{id}/start` [`start`], `/stop` [`stop`], `/pause` [`pause`], `/archive`
-//!   [`archive`], `DELETE /sandbox/{id}` [`destroy`]: the states and transitions of
+//! - `POST /sandbox/{id}/start` (`start`), `/stop` (`stop`), `/pause` (`pause`), `/archive`
+//!   (`archive`), `DELETE /sandbox/{id}` (`destroy`): the states and transitions of
 //!   PROTOCOL.md §1.3 with 409 "Sandbox state change in progress" during a transition and the
 //!   400 bodies for wrong states; delete renames to `DESTROYED_<name>_<ms>` and answers 404
 //!   once the transition is over; stopping an ephemeral sandbox (`autoDeleteInterval` 0)
 //!   deletes it.
-//! - `PUT /sandbox/{id}/labels` [`labels`]; `POST /sandbox/{id}/autostop|autopause|autoarchive|
-//!   autodelete/{minutes}` and `/ttl/{minutes}` [`set_timeout`]: auto-stop (idle minutes,
+//! - `PUT /sandbox/{id}/labels` (`labels`); `POST /sandbox/{id}/autostop|autopause|autoarchive|
+//!   autodelete/{minutes}` and `/ttl/{minutes}` (`set_timeout`): auto-stop (idle minutes,
 //!   toolbox traffic counts as activity) and the TTL (`autoDestroyAt`) are enforced.
-//! - `POST /sandbox/{id}/fork` [`fork`] (a new sandbox with a copy of the files),
-//!   `POST /sandbox/{id}/snapshot` [`snapshot`] (`snapshotting` for the transition time).
+//! - `POST /sandbox/{id}/fork` (`fork`) (a new sandbox with a copy of the files),
+//!   `POST /sandbox/{id}/snapshot` (`snapshot`) (`snapshotting` for the transition time).
 //! - `GET /sandbox/{id}/ports/{port}/preview-url`, `…/signed-preview-url?expiresInSeconds=`,
-//!   `POST …/signed-preview-url/{token}/expire` [`preview`]; the preview token changes on every
+//!   `POST …/signed-preview-url/{token}/expire` (`preview`); the preview token changes on every
 //!   start.
 //! - `POST /sandbox/{id}/ssh-access?expiresInMinutes=`, `DELETE /sandbox/{id}/ssh-access`,
-//!   `GET /sandbox/ssh-access/validate?token=` [`ssh`]: one live token per sandbox.
-//! - `GET /sandbox/{id}/toolbox-proxy-url`, `POST /sandbox/{id}/last-activity` [`other`];
-//!   `GET /config` (no key needed) [`config`].
+//!   `GET /sandbox/ssh-access/validate?token=` (`ssh`): one live token per sandbox.
+//! - `GET /sandbox/{id}/toolbox-proxy-url`, `POST /sandbox/{id}/last-activity` (`other`);
+//!   `GET /config` (no key needed) (`config`).
 //!
-//! Toolbox (`/toolbox/{sandboxId}`, the sandbox must be `started`):
-//! - `POST /process/execute` [`exec`]: the command on a shell's stdin in its own process group,
+//! Toolbox (`/toolbox/{sandboxId}`; a sandbox that is not running — anything but `started`,
+//! `snapshotting`, `forking` — gets the proxy's empty 502):
+//! - `POST /process/execute` (`exec`): the command on a shell's stdin in its own process group,
 //!   stdout and stderr merged, `timeout` → 408 after killing the group.
-//! - Sessions: `POST /process/session` [`session.create`], `GET /process/session[/{sid}]`,
-//!   `GET …/command/{cid}` [`exec.status`], `DELETE /process/session/{sid}` [`kill`],
-//!   `POST /process/session/{sid}/exec` [`exec`] (sync 200 or `runAsync` 202),
-//!   `GET …/command/{cid}/logs` [`exec.output`] (JSON or text by `X-Daytona-SDK-Version`, and
-//!   the WebSocket follow of PROTOCOL.md §4.2), `POST …/command/{cid}/input` [`stdin`].
+//! - Sessions: `POST /process/session` (`session.create`), `GET /process/session[/{sid}]`,
+//!   `GET …/command/{cid}` (`exec.status`), `DELETE /process/session/{sid}` (`kill`),
+//!   `POST /process/session/{sid}/exec` (`exec`) (sync 200 or `runAsync` 202),
+//!   `GET …/command/{cid}/logs` (`exec.output`) (JSON or text by `X-Daytona-SDK-Version`, and
+//!   the WebSocket follow of PROTOCOL.md §4.2), `POST …/command/{cid}/input` (`stdin`).
 //!   A session is a real `bash` reading commands from its stdin; each command runs in the
 //!   daemon's wrapper, which labels every output line with the 3-byte stream marker into one
-//!   log file and writes the exit code after both streams are drained.
-//! - Files: `GET /files` [`files.list`], `GET /files/info` [`files.stat`], `GET
-//!   /files/download` and `POST /files/bulk-download` [`files.read`], `POST /files/bulk-upload`
-//!   and `/files/upload-v2` [`files.write`], `POST /files/folder` [`files.mkdir`], `POST
-//!   /files/move` [`files.move`], `DELETE /files` [`files.remove`]. Relative paths resolve
+//!   log file and writes the exit code after both streams are drained. `exit` in a command
+//!   ends the session (410 `SESSION_ENDED` for what waits on it); stopping the sandbox ends
+//!   every session. A sync exec has no timeout: it answers when the exit code is written.
+//! - Files: `GET /files` (`files.list`), `GET /files/info` (`files.stat`), `GET
+//!   /files/download` and `POST /files/bulk-download` (`files.read`), `POST /files/bulk-upload`
+//!   and `/files/upload-v2` (`files.write`), `POST /files/folder` (`files.mkdir`), `POST
+//!   /files/move` (`files.move`), `DELETE /files` (`files.remove`). Relative paths resolve
 //!   against the sandbox's working directory; absolute paths are host paths (the work
 //!   directory's host path is what `GET /work-dir` and `GET /user-home-dir` report).
-//! - `GET /system/metrics` [`metrics`] (host-wide memory and load, the sandbox directory's
+//! - `GET /system/metrics` (`metrics`) (host-wide memory and load, the sandbox directory's
 //!   disk use).
 //!
 //! Every API request needs `Authorization: Bearer <key>` (401 otherwise, in the API's error
