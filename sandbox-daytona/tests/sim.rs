@@ -66,6 +66,35 @@ async fn a_command_after_stop_and_resume_does_not_use_a_dead_pooled_session() {
     sandbox.destroy().await.unwrap();
 }
 
+/// A command that outlives the direct window is followed over the log WebSocket, partial lines
+/// and both streams byte for byte, and ends on its end marks: the server here would keep the
+/// stream open for an hour after the command ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_command_keeps_partial_lines_and_ends_before_the_linger() {
+    use sandbox_sdk_core::SandboxExt;
+    let sim = DaytonaSim::builder()
+        .transition(Duration::from_millis(10))
+        .follow_linger(Duration::from_secs(3600))
+        .start()
+        .await
+        .unwrap();
+    let provider = adapter(&sim)
+        .direct_window(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
+    let run = sandbox.run_shell("printf a; sleep 0.4; printf 'b\\nc'; printf e >&2; exit 5");
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the run ends on its end marks, not on the server's close")
+        .unwrap();
+    assert_eq!(
+        (out.stdout_lossy(), out.stderr_lossy(), out.status.code),
+        ("ab\nc".to_owned(), "e".to_owned(), Some(5))
+    );
+    sandbox.destroy().await.unwrap();
+}
+
 /// The steps of the official SDK's check (`tools/sim-check/daytona/check.mjs`) through the
 /// adapter, so the two request logs can be compared (the normalised log is written to
 /// `target/sim-check/daytona-adapter.jsonl`; the differences are listed in
