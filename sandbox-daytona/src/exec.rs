@@ -272,8 +272,8 @@ async fn new_session(tb: &Toolbox, kind: &str) -> Result<String> {
     }
 }
 
-/// An idle pooled session of this sandbox, or a new one.
-async fn acquire_session(tb: &Toolbox) -> Result<String> {
+/// An idle pooled session of this sandbox (`true`: taken from the pool), or a new one.
+async fn acquire_session(tb: &Toolbox) -> Result<(String, bool)> {
     let idle = tb
         .inner
         .idle_sessions
@@ -282,8 +282,8 @@ async fn acquire_session(tb: &Toolbox) -> Result<String> {
         .get_mut(&tb.sandbox_id)
         .and_then(Vec::pop);
     match idle {
-        Some(sid) => Ok(sid),
-        None => new_session(tb, "exec").await,
+        Some(sid) => Ok((sid, true)),
+        None => Ok((new_session(tb, "exec").await?, false)),
     }
 }
 
@@ -363,14 +363,26 @@ async fn start_checked(tb: Arc<Toolbox>, command: &Command) -> Result<Process> {
         let owned = !command.background;
         return Ok(process(tb, sid, cid, owned, timing));
     }
-    let sid = acquire_session(&tb).await?;
+    let (mut sid, mut pooled) = acquire_session(&tb).await?;
     let window = tb.inner.config.direct_window;
-    let started = if window.is_zero() {
-        send_async(&tb, &sid, &line, command)
-            .await
-            .map(Started::Running)
-    } else {
-        send_direct(&tb, &sid, &line, window).await
+    let started = loop {
+        let started = if window.is_zero() {
+            send_async(&tb, &sid, &line, command)
+                .await
+                .map(Started::Running)
+        } else {
+            send_direct(&tb, &sid, &line, window).await
+        };
+        match started {
+            // A pooled session the daemon no longer has: stopping the sandbox (by anyone) ends
+            // every session. The daemon looks the session up before running anything, so the
+            // command did not run; a new session takes it.
+            Err(e) if pooled && e.kind() == ErrorKind::NotFound => {
+                sid = new_session(&tb, "exec").await?;
+                pooled = false;
+            }
+            other => break other,
+        }
     };
     match started {
         Ok(Started::Running(cid)) => Ok(process(tb, sid, cid, true, timing)),

@@ -204,12 +204,16 @@ impl Follower {
             return Ok(());
         }
         let path = format!("{}/logs", command_path(&self.sid, &self.cid));
-        match connect_logs(&self.tb, &path).await? {
-            Some(ws) => {
+        match connect_logs(&self.tb, &path).await {
+            Ok(Some(ws)) => {
                 self.ws = Some(ws);
                 self.step = Step::Stream;
             }
-            None => self.step = Step::Poll,
+            Ok(None) => self.step = Step::Poll,
+            // The session is gone before the stream opened: it was deleted (killed), by this
+            // handle or by `kill_process`, as a 404 on the status is read (`fetch_command`).
+            Err(e) if e.kind() == ErrorKind::NotFound => self.finish_killed(),
+            Err(e) => return Err(e),
         }
         Ok(())
     }

@@ -54,8 +54,11 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "daytona",
         package: "sandbox-daytona",
         filter: None,
-        // Exec over SSH against the in-process gateway.
-        more: &[("daytona-ssh", "conformance_ssh")],
+        // Exec over SSH against the in-process gateway; live against the Daytona simulator.
+        more: &[
+            ("daytona-ssh", "conformance_ssh"),
+            ("daytona-sim", "conformance_sim"),
+        ],
     },
     Target {
         provider: "fly",

@@ -13,7 +13,7 @@ use sandbox_conformance::sim::{self, FaultPlan};
 use std::process::Command;
 
 /// The providers whose official SDK `sim-check` drives (each has `tools/sim-check/<name>`).
-const SDK_CHECKS: &[&str] = &["e2b"];
+const SDK_CHECKS: &[&str] = &["daytona", "e2b"];
 
 /// `cargo xtask sim --provider NAME [--port N] [--faults SPEC]`: serves until interrupted,
 /// printing the URL and the environment that points the provider's SDK at it.

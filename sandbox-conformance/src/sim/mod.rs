@@ -27,6 +27,7 @@
 //! The simulators are written from each provider's protocol notes and the official SDKs'
 //! behaviour, never from this workspace's adapters, so they can disagree with an adapter.
 
+pub mod daytona;
 pub mod e2b;
 pub mod faults;
 pub mod fly;
@@ -127,7 +128,7 @@ pub trait Simulator: Send + Sync {
 }
 
 /// The providers [`start`] can simulate.
-pub const PROVIDERS: &[&str] = &["e2b", "fly"];
+pub const PROVIDERS: &[&str] = &["daytona", "e2b", "fly"];
 
 /// Starts the simulator of `provider` on `127.0.0.1:port` (0 for a free port) with `faults`.
 pub async fn start(
@@ -136,6 +137,13 @@ pub async fn start(
     faults: FaultPlan,
 ) -> std::result::Result<Box<dyn Simulator>, String> {
     match provider {
+        "daytona" => daytona::DaytonaSim::builder()
+            .port(port)
+            .faults(faults)
+            .start()
+            .await
+            .map(|sim| Box::new(sim) as Box<dyn Simulator>)
+            .map_err(|e| format!("cannot start the daytona simulator: {e}")),
         "e2b" => e2b::E2bSim::builder()
             .port(port)
             .faults(faults)

@@ -196,6 +196,13 @@ pub trait Handler: Send + Sync + 'static {
 
     /// The provider's error answer for `status` with `message` (used for injected statuses).
     fn error(&self, status: u16, message: &str) -> SimResponse;
+
+    /// The provider's error answer to `request` (used for injected statuses): [`Handler::error`]
+    /// unless the provider's error body depends on the request (its path, which service).
+    fn error_for(&self, request: &SimRequest, status: u16, message: &str) -> SimResponse {
+        let _ = request;
+        self.error(status, message)
+    }
 }
 
 /// One exchange the simulator saw.
@@ -419,7 +426,9 @@ impl Shared {
         });
         let response = match fault {
             Some(Fault::Status { code, retry_after }) => {
-                let response = self.handler.error(code, "injected by the simulator");
+                let response = self
+                    .handler
+                    .error_for(&request, code, "injected by the simulator");
                 match retry_after {
                     Some(secs) => response.header("retry-after", &secs.to_string()),
                     None => response,
