@@ -538,7 +538,12 @@ impl Suite {
         } = &self.target
         {
             let run = run_simulated(scenario, provider, factory, *load);
-            return self.bounded(scenario, run).await;
+            let limit = if scenario == crate::sim::live::LOAD_SCENARIO {
+                crate::sim::live::LOAD_TIMEOUT
+            } else {
+                SCENARIO_TIMEOUT
+            };
+            return self.bounded(scenario, limit, run).await;
         }
         let Some(info) = scenarios::scenario(scenario) else {
             return ScenarioReport {
@@ -557,16 +562,17 @@ impl Suite {
                 Target::Simulated { .. } => unreachable!("simulated suites return above"),
             }
         };
-        self.bounded(scenario, run).await
+        self.bounded(scenario, SCENARIO_TIMEOUT, run).await
     }
 
-    /// `run` within [`SCENARIO_TIMEOUT`], labelled.
+    /// `run` within `limit`, labelled.
     async fn bounded(
         &self,
         scenario: &str,
+        limit: Duration,
         run: impl std::future::Future<Output = ScenarioReport>,
     ) -> ScenarioReport {
-        match tokio::time::timeout(SCENARIO_TIMEOUT, run).await {
+        match tokio::time::timeout(limit, run).await {
             Ok(mut report) => {
                 if let Some(label) = &self.label {
                     report.provider = label.clone();
@@ -576,10 +582,7 @@ impl Suite {
             Err(_) => ScenarioReport {
                 provider: self.describe_provider().map(|d| d.0).unwrap_or_default(),
                 scenario: scenario.to_owned(),
-                outcome: Outcome::Failed(format!(
-                    "did not finish within {}s",
-                    SCENARIO_TIMEOUT.as_secs()
-                )),
+                outcome: Outcome::Failed(format!("did not finish within {}s", limit.as_secs())),
                 requests: None,
             },
         }

@@ -25,13 +25,17 @@ pub const LOAD_SANDBOXES: usize = 1_000;
 /// How many requests `sim_thousand_sandboxes` has in flight at a time: every sandbox exists at
 /// once, but each create, command and destroy is real work on this machine, under the kit's
 /// short request timeout.
-pub const LOAD_CONCURRENCY: usize = 32;
+pub const LOAD_CONCURRENCY: usize = 8;
 
 /// How long any one wait inside a scenario may take before it counts as a hang.
 const HANG: Duration = Duration::from_secs(30);
 
 /// The load scenario's name: generated `#[ignore]`d and run alone by `cargo xtask conformance`.
 pub const LOAD_SCENARIO: &str = "sim_thousand_sandboxes";
+
+/// How long the load scenario may run (it runs alone, so it may take longer than the others'
+/// [`SCENARIO_TIMEOUT`](crate::SCENARIO_TIMEOUT)).
+pub const LOAD_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A simulator-only scenario.
 pub struct SimScenario {
@@ -362,7 +366,7 @@ async fn thousand_sandboxes(
     sim.set_rate_limits(false);
     let before = sim.sandboxes();
     let client = Client::new(raw.clone());
-    let deadline = tokio::time::Instant::now() + crate::SCENARIO_TIMEOUT - Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + LOAD_TIMEOUT - Duration::from_secs(10);
     let started = std::time::Instant::now();
     let mut phases: Vec<String> = Vec::new();
     let late = |what: &str, phases: &[String]| {
