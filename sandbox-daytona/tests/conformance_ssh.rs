@@ -59,28 +59,33 @@ fn suite() -> Suite {
 const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";
 
 /// `tests/cassettes/*.json` with `tests/cassettes/ssh/*.json` over them, written once per
-/// process under the target's temporary directory (each file replaced atomically, so
-/// concurrent test processes agree).
+/// process under the target's temporary directory. Each file is written with its final
+/// content only (the `ssh/` one where it exists), replaced atomically: concurrent test
+/// processes write the same bytes, so none can read a base cassette another process is about
+/// to replace (which once made `exec_env_cwd` replay the toolbox cassette under load).
 fn overlay() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("daytona-ssh-cassettes");
         std::fs::create_dir_all(&dir).expect("create the cassette overlay");
+        let mut chosen = std::collections::BTreeMap::new();
         let base = Path::new(CASSETTES);
         for source in [base.to_owned(), base.join("ssh")] {
             for entry in std::fs::read_dir(&source).expect("read the cassettes") {
                 let path = entry.expect("cassette entry").path();
-                let Some(name) = path.file_name().filter(|_| path.is_file()) else {
-                    continue;
-                };
-                let staged = dir.join(format!(
-                    "{}.{}.tmp",
-                    name.to_string_lossy(),
-                    std::process::id()
-                ));
-                std::fs::copy(&path, &staged).expect("stage a cassette");
-                std::fs::rename(&staged, dir.join(name)).expect("place a cassette");
+                if let Some(name) = path.file_name().filter(|_| path.is_file()) {
+                    chosen.insert(name.to_owned(), path.clone());
+                }
             }
+        }
+        for (name, path) in chosen {
+            let staged = dir.join(format!(
+                "{}.{}.tmp",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
+            std::fs::copy(&path, &staged).expect("stage a cassette");
+            std::fs::rename(&staged, dir.join(&name)).expect("place a cassette");
         }
         dir
     })
