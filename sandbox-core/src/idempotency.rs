@@ -82,24 +82,41 @@ where
         "create may have happened: looking the idempotency key up before anything is sent again"
     );
     let started = tokio::time::Instant::now();
+    match look_up_within(settings, lookup).await {
+        Some(found) => {
+            tracing::info!(
+                waited_ms = started.elapsed().as_millis() as u64,
+                "create: the ambiguous create made a sandbox; adopting it"
+            );
+            Ok(found)
+        }
+        None => Err(note_window(error, settings.window)),
+    }
+}
+
+/// Runs `lookup` at once and then with backoff (the first pause `settings.first_interval`,
+/// doubling up to `settings.max_interval`) until it finds something or `settings.window` has
+/// passed, the last look falling right at the window's end. A look-up that fails counts as
+/// "not found yet". Used by [`create_once`] after an ambiguous create, and by the fallback
+/// layer to find the sandbox a provider it fell back from may still make.
+pub async fn look_up_within<T, L, LF>(settings: &CreateLookup, mut lookup: L) -> Option<T>
+where
+    L: FnMut() -> LF,
+    LF: Future<Output = Result<Option<T>>>,
+{
+    let started = tokio::time::Instant::now();
     let mut pause = settings.first_interval;
     loop {
         match lookup().await {
-            Ok(Some(found)) => {
-                tracing::info!(
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    "create: the ambiguous create made a sandbox; adopting it"
-                );
-                return Ok(found);
-            }
+            Ok(Some(found)) => return Some(found),
             Ok(None) => {}
             Err(lookup_error) => {
-                tracing::debug!(error = %lookup_error, "create: look-up failed; trying again");
+                tracing::debug!(error = %lookup_error, "look-up failed; trying again");
             }
         }
         let left = settings.window.saturating_sub(started.elapsed());
         if left.is_zero() {
-            return Err(note_window(error, settings.window));
+            return None;
         }
         tokio::time::sleep(pause.min(left)).await;
         pause = pause.saturating_mul(2).min(settings.max_interval);

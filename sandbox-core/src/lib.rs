@@ -7,6 +7,7 @@
 //! - the [`Capabilities`] map each provider declares, and the [`Error`] type with its [`ErrorKind`];
 //! - the exec model ([`Command`], [`Process`], [`ProcessEvent`]), files ([`FileInfo`], [`Download`]),
 //!   lifecycle ([`SandboxState`], [`CreateSpec`]), [`PreviewLink`] and [`SshAccess`];
+//! - fleet and cost ([`fleet`]): owner labels, the reaper, shapes and prices, usage;
 //! - the embedded `local` provider (feature `local`, on by default).
 //!
 //! Provider adapters live in their own crates: `sandbox-e2b`, `sandbox-daytona`, `sandbox-fly`.
@@ -22,6 +23,7 @@ mod lifecycle;
 mod provider;
 
 pub mod client;
+pub mod fleet;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;

@@ -56,8 +56,9 @@ impl fmt::Display for SandboxState {
     }
 }
 
-/// Compute asked for at create time. Unset fields keep the provider's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Compute asked for at create time (unset fields keep the provider's defaults), or what a
+/// provider reports a sandbox has (unset fields: the provider did not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Resources {
     /// Virtual CPUs.
     pub cpus: Option<u32>,
@@ -197,6 +198,14 @@ pub struct SandboxInfo {
     pub expires_at: Option<SystemTime>,
     /// The region it runs in.
     pub region: Option<String>,
+    /// The compute it has, as far as the provider reports it.
+    pub resources: Resources,
+    /// When the provider last changed it (its state or its settings), where the provider says.
+    /// A stopped sandbox was stopped at or before this time.
+    pub updated_at: Option<SystemTime>,
+    /// When it last saw activity (a command, a file operation, a keep-alive), where the
+    /// provider tracks that; `None` means the provider cannot tell.
+    pub last_activity_at: Option<SystemTime>,
 }
 
 impl SandboxInfo {
@@ -212,6 +221,9 @@ impl SandboxInfo {
             created_at: None,
             expires_at: None,
             region: None,
+            resources: Resources::default(),
+            updated_at: None,
+            last_activity_at: None,
         }
     }
 }

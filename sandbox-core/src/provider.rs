@@ -12,12 +12,13 @@ use crate::capability::Capabilities;
 use crate::error::Result;
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileEvent, FileInfo, ListOptions, Transfer, UploadBody};
+use crate::fleet::Usage;
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use std::fmt::Debug;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A stream of sandboxes from [`Provider::list`], fetched page by page as it is polled.
 pub type SandboxStream<'a> = BoxStream<'a, Result<SandboxInfo>>;
@@ -45,6 +46,22 @@ pub trait Provider: Send + Sync + Debug {
 
     /// Lists sandboxes, page by page as the stream is polled. Needs `list`.
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_>;
+
+    /// Destroys sandbox `id` without connecting to it first (a paused sandbox is not resumed
+    /// to be destroyed), as the reaper and the fallback layer do for sandboxes they only know
+    /// from a listing. A sandbox already gone is `NotFound`.
+    async fn destroy(&self, id: &str) -> Result<()>;
+
+    /// The live sandbox a create carrying idempotency key `key` made, if any: looked up the
+    /// way the adapter's own create looks before it sends (the provider's idempotency label or
+    /// name), without creating, connecting to or resuming anything.
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>>;
+
+    /// What `sandbox` (as listed or reported by `info`) ran and cost from its creation until
+    /// `to` (usually `SystemTime::now()`). Needs `usage`: the provider's own meter where it has
+    /// one; where it has none the client's emulation estimates it from `sandbox` and the price
+    /// table, marked [`estimated`](crate::fleet::Usage::estimated).
+    async fn usage(&self, sandbox: &SandboxInfo, to: SystemTime) -> Result<Usage>;
 }
 
 /// One sandbox: exec, files, lifecycle and the optional operations.
@@ -180,4 +197,6 @@ pub mod operation {
     pub const SNAPSHOT: Requirement = ("snapshot", Capability::Snapshot);
     /// `Sandbox::metrics`.
     pub const METRICS: Requirement = ("metrics", Capability::Metrics);
+    /// `Provider::usage`.
+    pub const USAGE: Requirement = ("usage", Capability::Usage);
 }

@@ -32,6 +32,8 @@ pub(crate) struct SandboxDto {
     pub auto_delete_interval: Option<i64>,
     pub auto_destroy_at: Option<String>,
     pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub last_activity_at: Option<String>,
     pub toolbox_proxy_url: Option<String>,
     pub sandbox_class: Option<String>,
 }

@@ -255,7 +255,15 @@ pub(crate) fn to_info(machine: &Machine) -> SandboxInfo {
         .created_at
         .as_deref()
         .and_then(sandbox_sdk_core::time::parse_rfc3339);
+    info.updated_at = machine
+        .updated_at
+        .as_deref()
+        .and_then(sandbox_sdk_core::time::parse_rfc3339);
     info.region = machine.region.clone();
+    if let Some(guest) = machine.config.as_ref().and_then(|c| c.guest.as_ref()) {
+        info.resources.cpus = guest.cpus;
+        info.resources.memory_mb = guest.memory_mb;
+    }
     info
 }
 
@@ -298,6 +306,26 @@ impl Provider for FlyProvider {
                 futures::stream::iter(items)
             })
             .boxed()
+    }
+
+    /// `DELETE …/machines/{id}?force=true`: a running or suspended machine is destroyed where
+    /// it is, without being started or leased first. A machine already gone is `NotFound`.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.api.destroy(id, true, None).await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        Ok(self.find_by_key(key).await?.as_ref().map(to_info))
+    }
+
+    /// Unsupported: the Machines API has no usage meter. The client's emulation estimates
+    /// usage from the listing and the price table.
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> Result<sandbox_sdk_core::fleet::Usage> {
+        Err(Error::not_supported(PROVIDER, "usage").with_sandbox_id(&sandbox.id))
     }
 }
 

@@ -339,6 +339,8 @@ impl LocalProvider {
             state,
             uid,
             created_at,
+            updated_at: Mutex::new(created_at),
+            last_activity: Mutex::new(None),
             metadata: BTreeMap::new(),
             env: BTreeMap::new(),
             host_env: self.host_env.clone(),
@@ -416,6 +418,8 @@ impl LocalProvider {
             state,
             uid,
             created_at: SystemTime::now(),
+            updated_at: Mutex::new(SystemTime::now()),
+            last_activity: Mutex::new(None),
             metadata: spec.metadata.clone(),
             env: spec.env.clone(),
             host_env: self.host_env.clone(),
@@ -487,6 +491,29 @@ impl Provider for LocalProvider {
         infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Box::pin(futures::stream::iter(infos.into_iter().map(Ok)))
     }
+
+    /// Destroys a live sandbox of this process by id, as [`Sandbox::destroy`] does.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.connect_local(id)?.destroy().await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        let spec = CreateSpec {
+            idempotency_key: Some(key.to_owned()),
+            ..CreateSpec::default()
+        };
+        Ok(find_by_key(&lock(&REGISTRY), &spec).map(|sandbox| sandbox.inner.info()))
+    }
+
+    /// `usage` is unsupported: a local sandbox costs nothing to meter. The client's emulation
+    /// estimates running time from the listing.
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> Result<crate::fleet::Usage> {
+        Err(Error::not_supported(NAME, "usage").with_sandbox_id(&sandbox.id))
+    }
 }
 
 /// One local sandbox. Handles are cheap to clone and share the sandbox; dropping one does not
@@ -517,6 +544,10 @@ struct Inner {
     /// The uid owning the sandbox (the current user).
     uid: u32,
     created_at: SystemTime,
+    /// When it was last created, paused or resumed (`SandboxInfo::updated_at`).
+    updated_at: Mutex<SystemTime>,
+    /// When a command was last started in it (`SandboxInfo::last_activity_at`).
+    last_activity: Mutex<Option<SystemTime>>,
     metadata: BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     idempotency_key: Option<String>,
@@ -544,6 +575,8 @@ impl Inner {
         info.raw_state = Some(state.as_str().to_owned());
         info.metadata = self.metadata.clone();
         info.created_at = Some(self.created_at);
+        info.updated_at = Some(*lock(&self.updated_at));
+        info.last_activity_at = *lock(&self.last_activity);
         info
     }
 
@@ -612,6 +645,7 @@ impl Inner {
     async fn exec(self: &Arc<Self>, command: &Command) -> Result<Process> {
         command.validate()?;
         self.running()?;
+        *lock(&self.last_activity) = Some(SystemTime::now());
         if command.pty.is_some() {
             return Err(Error::not_supported(NAME, "pty"));
         }
@@ -905,6 +939,7 @@ impl LocalSandbox {
         let inner = &self.inner;
         inner.alive()?;
         inner.paused.store(paused, Ordering::SeqCst);
+        *lock(&inner.updated_at) = SystemTime::now();
         let states: Vec<Arc<ProcState>> = lock(&inner.processes).values().cloned().collect();
         let signal = if paused {
             Signal::SIGSTOP
