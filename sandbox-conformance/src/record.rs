@@ -186,9 +186,9 @@ pub(crate) async fn run_record(
         outcome: Outcome::Passed,
         requests: None,
     };
-    if !info.live {
+    if !info.live || !info.recordable {
         report.outcome =
-            Outcome::Skipped("replay only: write this cassette from SCENARIOS.md".into());
+            Outcome::Skipped("not recordable: write this cassette from SCENARIOS.md".into());
         return report;
     }
     let handler = Arc::new(Recording {
