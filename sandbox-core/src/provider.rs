@@ -12,7 +12,7 @@ use crate::capability::Capabilities;
 use crate::error::Result;
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileEvent, FileInfo, ListOptions, Transfer, UploadBody};
-use crate::fleet::Usage;
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -62,6 +62,12 @@ pub trait Provider: Send + Sync + Debug {
     /// one; where it has none the client's emulation estimates it from `sandbox` and the price
     /// table, marked [`estimated`](crate::fleet::Usage::estimated).
     async fn usage(&self, sandbox: &SandboxInfo, to: SystemTime) -> Result<Usage>;
+
+    /// Finds or builds the provider's template or snapshot for `spec` (named by its content
+    /// hash), waits until it is ready and returns what to create sandboxes from. A ready one
+    /// is reused, one being built is waited for, one whose build failed is built again; a
+    /// build that fails is an error with the provider's reason. Needs `prepare`.
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared>;
 }
 
 /// One sandbox: exec, files, lifecycle and the optional operations.
@@ -199,4 +205,6 @@ pub mod operation {
     pub const METRICS: Requirement = ("metrics", Capability::Metrics);
     /// `Provider::usage`.
     pub const USAGE: Requirement = ("usage", Capability::Usage);
+    /// `Provider::prepare`.
+    pub const PREPARE: Requirement = ("prepare", Capability::Prepare);
 }

@@ -178,6 +178,13 @@ impl Provider for FakeProvider {
         self.0.call("usage")?;
         Err(Error::not_supported(self.0.name, "usage").with_sandbox_id(&sandbox.id))
     }
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        self.0.call("prepare")?;
+        Err(Error::not_supported(self.0.name, "prepare"))
+    }
 }
 
 #[async_trait]

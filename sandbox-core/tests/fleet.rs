@@ -200,6 +200,12 @@ impl Provider for CloudProvider {
     async fn usage(&self, sandbox: &SandboxInfo, _to: std::time::SystemTime) -> Result<Usage> {
         Err(Error::not_supported(self.0.name, "usage").with_sandbox_id(&sandbox.id))
     }
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        Err(Error::not_supported(self.0.name, "prepare"))
+    }
 }
 
 #[derive(Debug)]

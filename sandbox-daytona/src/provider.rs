@@ -9,7 +9,7 @@ use crate::wire::{
     UsageDto, VolumeMount,
 };
 use futures::StreamExt;
-use sandbox_sdk_core::fleet::Usage;
+use sandbox_sdk_core::fleet::{PrepareSpec, Prepared, Usage};
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
 use sandbox_sdk_core::idempotency::create_once;
 use sandbox_sdk_core::time::parse_rfc3339;
@@ -360,11 +360,36 @@ impl DaytonaProvider {
         region: Option<&str>,
         sandbox_class: Option<&str>,
     ) -> Result<String> {
-        let name = snapshot_name(image, size, region, sandbox_class);
-        let path = format!("/snapshots/{}", encode_path_segment(&name));
+        let body = CreateSnapshotBody {
+            name: snapshot_name(image, size, region, sandbox_class),
+            image_name: Some(image.to_owned()),
+            cpu: Some(size.cpu),
+            memory: Some(size.memory_gb),
+            disk: Some(size.disk_gb),
+            region_id: region.map(str::to_owned),
+            sandbox_class: sandbox_class.map(str::to_owned),
+            build_info: None,
+        };
+        Ok(self.prepare_snapshot(&body, false).await?.0)
+    }
+
+    /// Finds snapshot `body.name` or creates it from `body`, and waits until it is `active`
+    /// (`GET /snapshots/{name}`, `POST /snapshots`, PROTOCOL.md §1.4). `inactive` is activated
+    /// once. One whose build failed (`error`, `build_failed`) fails with its reason, or with
+    /// `rebuild_failed` is deleted (`DELETE /snapshots/{id}`) and built again once (a failed
+    /// build is never reused); a rebuild that fails too fails with its reason. Returns the name
+    /// and whether an existing snapshot was used (nothing created by this call).
+    async fn prepare_snapshot(
+        &self,
+        body: &CreateSnapshotBody,
+        rebuild_failed: bool,
+    ) -> Result<(String, bool)> {
+        let name = &body.name;
+        let path = format!("/snapshots/{}", encode_path_segment(name));
         let deadline = crate::time::instant_after(self.inner.config.start_timeout);
         let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
         let mut created = false;
+        let mut deleted = false;
         let mut activated = false;
         loop {
             let found = self
@@ -376,7 +401,25 @@ impl DaytonaProvider {
                 .await;
             match found {
                 Ok(snapshot) => match snapshot.state.as_deref().unwrap_or("") {
-                    "active" => return Ok(name),
+                    "active" => return Ok((name.clone(), !created && !deleted)),
+                    "error" | "build_failed" if rebuild_failed && !created && !deleted => {
+                        tracing::info!(
+                            snapshot = %name,
+                            reason = snapshot.error_reason.as_deref().unwrap_or("none given"),
+                            "prepare: the snapshot's build failed; deleting it to build it again"
+                        );
+                        self.inner
+                            .http
+                            .request(
+                                Method::Delete,
+                                &format!("/snapshots/{}", encode_path_segment(&snapshot.id)),
+                            )
+                            .operation("prepare")
+                            .send_empty()
+                            .await?;
+                        deleted = true;
+                        continue;
+                    }
                     "error" | "build_failed" => {
                         return Err(Error::new(
                             ErrorKind::Provider,
@@ -410,20 +453,11 @@ impl DaytonaProvider {
                     _ => {}
                 },
                 Err(e) if e.kind() == ErrorKind::NotFound && !created => {
-                    let body = CreateSnapshotBody {
-                        name: name.clone(),
-                        image_name: image.to_owned(),
-                        cpu: Some(size.cpu),
-                        memory: Some(size.memory_gb),
-                        disk: Some(size.disk_gb),
-                        region_id: region.map(str::to_owned),
-                        sandbox_class: sandbox_class.map(str::to_owned),
-                    };
                     match self
                         .inner
                         .http
                         .request(Method::Post, "/snapshots")
-                        .json(&body)
+                        .json(body)
                         .operation("prepare")
                         .send_json::<SnapshotDto>()
                         .await
@@ -965,6 +999,35 @@ impl Provider for DaytonaProvider {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The snapshot for `spec` under its content-hash name ([`PrepareSpec::name`]): from the
+    /// image alone when there are no steps (`imageName`), otherwise built from a Dockerfile of
+    /// the image and its steps (`buildInfo.dockerfileContent`), at the shape's size, in the
+    /// builder's target region. A ready one is reused, one whose build failed is deleted and
+    /// built again (see [`DaytonaProvider::prepare`] for the rest).
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        let name = spec.name();
+        let shape = spec.shape;
+        let body = CreateSnapshotBody {
+            name: name.clone(),
+            image_name: spec.steps.is_empty().then(|| spec.image.clone()),
+            cpu: shape.map(|s| s.cpus),
+            memory: shape.map(|s| s.memory_gib),
+            disk: shape.map(|s| s.disk_gib).filter(|d| *d > 0),
+            region_id: self.inner.config.target.clone(),
+            sandbox_class: None,
+            build_info: (!spec.steps.is_empty()).then(|| BuildInfo {
+                dockerfile_content: spec.dockerfile(),
+            }),
+        };
+        let (template, reused) = self.prepare_snapshot(&body, true).await?;
+        Ok(Prepared {
+            provider: PROVIDER.to_owned(),
+            template,
+            name,
+            reused,
+        })
     }
 
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {

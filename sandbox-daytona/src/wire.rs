@@ -166,7 +166,8 @@ pub(crate) struct SnapshotDto {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CreateSnapshotBody {
     pub name: String,
-    pub image_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -177,6 +178,8 @@ pub(crate) struct CreateSnapshotBody {
     pub region_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox_class: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_info: Option<BuildInfo>,
 }
 
 /// `SshAccessDto`.

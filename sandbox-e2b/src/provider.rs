@@ -590,6 +590,26 @@ impl Provider for E2bProvider {
     ) -> Result<sandbox_sdk_core::fleet::Usage> {
         Err(Error::not_supported(PROVIDER, "usage").with_sandbox_id(&sandbox.id))
     }
+
+    /// The template for `spec` under its content-hash name
+    /// ([`PrepareSpec::name`](sandbox_sdk_core::fleet::PrepareSpec::name)): see
+    /// [`E2bProvider::prepare_template`] for reuse and rebuild; the spec maps onto a template
+    /// by [`crate::template_spec`].
+    async fn prepare(
+        &self,
+        spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        let name = spec.name();
+        let (template, reused) = self
+            .prepare_named(&name, &crate::templates::template_spec(spec))
+            .await?;
+        Ok(sandbox_sdk_core::fleet::Prepared {
+            provider: PROVIDER.to_owned(),
+            template,
+            name,
+            reused,
+        })
+    }
 }
 
 /// A stream over E2B's `X-Next-Token` pagination: each page is fetched as the stream is polled,

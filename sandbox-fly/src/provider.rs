@@ -327,6 +327,16 @@ impl Provider for FlyProvider {
     ) -> Result<sandbox_sdk_core::fleet::Usage> {
         Err(Error::not_supported(PROVIDER, "usage").with_sandbox_id(&sandbox.id))
     }
+
+    /// Unsupported: on Fly the image reference is the prepared form. Build the image (image and
+    /// steps) with your own tooling, push it to a registry Fly can pull from, and pass its
+    /// reference as [`CreateSpec::template`]; the Machines API has no image builder.
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        Err(Error::not_supported(PROVIDER, "prepare"))
+    }
 }
 
 /// Metadata of a machine without the adapter's own labels.

@@ -408,6 +408,13 @@ impl Provider for FakeProvider {
     ) -> sandbox_sdk_core::Result<sandbox_sdk_core::fleet::Usage> {
         Err(unsupported("usage").with_sandbox_id(&sandbox.id))
     }
+
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> sandbox_sdk_core::Result<sandbox_sdk_core::fleet::Prepared> {
+        Err(unsupported("prepare"))
+    }
 }
 
 /// One sandbox of the fake provider.

@@ -25,7 +25,7 @@ use crate::exec::{Command, EventStream, ExitStatus, Output, Process, ProcessEven
 use crate::files::{
     Download, FileInfo, FileKind, ListOptions, Transfer, UploadBody, validate_path,
 };
-use crate::fleet::{PriceTable, Usage};
+use crate::fleet::{PrepareSpec, Prepared, PriceTable, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -424,6 +424,9 @@ impl Provider for EmulateProvider {
         }
         let prices = self.prices.get(self.inner.name());
         Ok(crate::fleet::estimate(sandbox, to, prices))
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }
 

@@ -29,7 +29,7 @@
 
 use crate::capability::Capabilities;
 use crate::error::{Attempt, Error, ErrorKind, Result};
-use crate::fleet::Usage;
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::idempotency::{CreateLookup, look_up_within};
 use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
 use crate::provider::{Provider, Sandbox, SandboxStream};
@@ -299,5 +299,10 @@ impl Provider for FallbackProvider {
 
     async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
         self.primary.usage(sandbox, to).await
+    }
+
+    /// The primary's: a prepared template belongs to the provider that made it.
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.primary.prepare(spec).await
     }
 }

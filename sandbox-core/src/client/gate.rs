@@ -16,7 +16,7 @@ use crate::capability::{Capabilities, Capability};
 use crate::error::{Error, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
-use crate::fleet::Usage;
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::operation::{self, Requirement};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
@@ -102,6 +102,14 @@ impl Provider for GateProvider {
         )
         .map_err(|e| e.with_sandbox_id(&sandbox.id))?;
         self.inner.usage(sandbox, to).await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        check(
+            &self.inner.capabilities(),
+            self.inner.name(),
+            operation::PREPARE,
+        )?;
+        self.inner.prepare(spec).await
     }
 }
 

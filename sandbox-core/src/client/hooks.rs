@@ -14,7 +14,7 @@ use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
-use crate::fleet::Usage;
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -140,6 +140,10 @@ impl Provider for HooksProvider {
         let result = self.inner.usage(sandbox, to).await;
         self.hooks
             .seen(result, self.inner.name(), "usage", Some(&sandbox.id))
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        let result = self.inner.prepare(spec).await;
+        self.hooks.seen(result, self.inner.name(), "prepare", None)
     }
 }
 

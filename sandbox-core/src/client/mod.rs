@@ -56,7 +56,7 @@ pub use trace::{TraceProvider, TraceSandbox};
 
 use crate::capability::Capabilities;
 use crate::error::Result;
-use crate::fleet::{Owner, PriceTable, Usage};
+use crate::fleet::{Owner, PrepareSpec, Prepared, PriceTable, Usage};
 use crate::idempotency::CreateLookup;
 use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
 use crate::provider::{Provider, Sandbox, SandboxStream};
@@ -247,5 +247,8 @@ impl Provider for Client {
     }
     async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
         self.inner.usage(sandbox, to).await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }

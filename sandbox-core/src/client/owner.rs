@@ -10,7 +10,7 @@
 
 use crate::capability::Capabilities;
 use crate::error::Result;
-use crate::fleet::{Owner, Usage};
+use crate::fleet::{Owner, PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
 use crate::provider::{Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -72,5 +72,8 @@ impl Provider for OwnerProvider {
     }
     async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
         self.inner.usage(sandbox, to).await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }

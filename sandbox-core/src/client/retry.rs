@@ -30,7 +30,7 @@ use crate::capability::Capabilities;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
-use crate::fleet::Usage;
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -424,6 +424,10 @@ impl Provider for RetryProvider {
             || self.inner.usage(sandbox, to),
         )
         .await
+    }
+    /// Not retried: a build may have been started; a second `prepare` finds it by name.
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }
 

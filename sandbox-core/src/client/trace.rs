@@ -7,7 +7,7 @@ use crate::capability::Capabilities;
 use crate::error::Result;
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
-use crate::fleet::Usage;
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -117,6 +117,13 @@ impl Provider for TraceProvider {
         traced(
             span(self.inner.name(), "usage", Some(&sandbox.id)),
             self.inner.usage(sandbox, to),
+        )
+        .await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        traced(
+            span(self.inner.name(), "prepare", None),
+            self.inner.prepare(spec),
         )
         .await
     }

@@ -10,14 +10,18 @@
 //! - [`PriceTable`], [`Shape`], [`shapes`]: per-provider prices shipped as data with their
 //!   as-of date and source, overridable, and [`Prices::rate`] / [`Prices::held`] per hour;
 //! - [`Usage`]: what a sandbox ran and cost ([`Provider::usage`](crate::Provider::usage)),
-//!   metered by the provider or [`estimate`]d and marked so.
+//!   metered by the provider or [`estimate`]d and marked so;
+//! - [`PrepareSpec`] / [`Prepared`]: a template or snapshot of a shape, an image and build
+//!   steps, found again by content hash ([`Provider::prepare`](crate::Provider::prepare)).
 
 mod owner;
+mod prepare;
 mod prices;
 mod reap;
 mod usage;
 
 pub use owner::{DEFAULT_PREFIX, Owner};
+pub use prepare::{PrepareSpec, Prepared};
 pub use prices::{
     BUILTIN_PRICES, HOURS_PER_MONTH, LADDER, PriceTable, Prices, Shape, ShapeLimits, ShapeOffer,
     cost_markdown, dollars, shapes,

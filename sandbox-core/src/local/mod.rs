@@ -74,7 +74,8 @@
 //! What it does not do (each is `Unsupported` in [`CAPABILITIES`] and fails with `NotSupported`):
 //! stop, time to live (`set_timeout`; [`CreateSpec::timeout`](crate::CreateSpec) is ignored), pty,
 //! running as another user, file watching, code interpreter, egress control, SSH, proxied fetch,
-//! snapshots, fork, volumes, GPUs, regions, secrets, metrics, usage. A
+//! snapshots, fork, volumes, GPUs, regions, secrets, metrics, usage (the client's emulation
+//! estimates running time from the listing, with no cost), prepare. A
 //! [`CreateSpec::template`](crate::CreateSpec) is refused with `NotSupported`; `resources` and
 //! `region` are ignored.
 //!
@@ -513,6 +514,11 @@ impl Provider for LocalProvider {
         _to: std::time::SystemTime,
     ) -> Result<crate::fleet::Usage> {
         Err(Error::not_supported(NAME, "usage").with_sandbox_id(&sandbox.id))
+    }
+
+    /// Unsupported: a local sandbox is a directory on this machine, with no image to build.
+    async fn prepare(&self, _spec: &crate::fleet::PrepareSpec) -> Result<crate::fleet::Prepared> {
+        Err(Error::not_supported(NAME, "prepare"))
     }
 }
 

@@ -49,6 +49,12 @@ impl Provider for CapsProvider {
     ) -> Result<sandbox_sdk_core::fleet::Usage> {
         self.inner.usage(sandbox, to).await
     }
+    async fn prepare(
+        &self,
+        spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        self.inner.prepare(spec).await
+    }
 }
 
 /// A local provider keeping its sandboxes under a fresh temp directory.
