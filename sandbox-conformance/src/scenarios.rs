@@ -5,7 +5,9 @@ use crate::cassette::{MISSING_ID, TOKEN};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use sandbox_sdk_core::client::{Client, RetryPolicy};
-use sandbox_sdk_core::fleet::{self, Owner, ReapPolicy, ReapReason, SkipReason};
+use sandbox_sdk_core::fleet::{
+    self, Owner, PrepareSpec, Prepared, ReapPolicy, ReapReason, Shape, SkipReason,
+};
 use sandbox_sdk_core::{
     Capabilities, Capability, Command, CreateSpec, Error, ErrorKind, FileEventKind, FileKind,
     Level, ListFilter, ListOptions, ProcessEvent, Provider, PtySize, Sandbox, SandboxExt,
@@ -93,6 +95,8 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("owner_scope", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "an owned client labels its create and lists only its owner's sandboxes"),
     scenario!("reap_dry_run", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "the reaper's dry run plans from the owner's listing and destroys nothing"),
     scenario!("reap", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "the reaper destroys the owner's sandbox outside the keep-set, nothing else"),
+    scenario!("prepare_reuse", Some(C::Prepare), [Prepare], live: true, record: false, sandbox: false, probe: true, "a ready template is reused, one whose build failed is built again"),
+    scenario!("prepare_failure", Some(C::Prepare), [Prepare], live: true, record: false, sandbox: false, probe: true, "a failed build is an error with the provider's reason"),
     scenario!("error_unauthorized", None, [], live: false, sandbox: false, probe: false, "401 is Unauthorized, token not shown"),
     scenario!("error_not_found", None, [], live: true, sandbox: false, probe: false, "404 is NotFound"),
     scenario!("error_conflict", None, [], live: false, sandbox: false, probe: false, "409 is Conflict, not retryable"),
@@ -105,6 +109,12 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("create_reset", None, [], live: false, sandbox: false, probe: false, "a create whose connection is reset is looked up, not sent again"),
     scenario!("create_unavailable", None, [], live: false, sandbox: false, probe: false, "a create refused with 503 is sent again and makes one sandbox"),
 ];
+
+/// Whether a scenario's probe is a provider call made without connecting to a sandbox (so an
+/// unsupported one needs no cassette at all).
+pub(crate) fn provider_level(name: &str) -> bool {
+    name.starts_with("list") || name.starts_with("prepare")
+}
 
 /// Looks a scenario up by name.
 pub fn scenario(name: &str) -> Option<&'static ScenarioInfo> {
@@ -233,6 +243,8 @@ pub(crate) fn body(name: &str) -> Option<Body> {
         "owner_scope" => |c| Box::pin(owner_scope(c)),
         "reap_dry_run" => |c| Box::pin(reap_fleet(c, true)),
         "reap" => |c| Box::pin(reap_fleet(c, false)),
+        "prepare_reuse" => |c| Box::pin(prepare_reuse(c)),
+        "prepare_failure" => |c| Box::pin(prepare_failure(c)),
         "error_unauthorized" => |c| Box::pin(error_unauthorized(c)),
         "error_not_found" => |c| Box::pin(error_not_found(c)),
         "error_conflict" => |c| Box::pin(error_conflict(c)),
@@ -1124,6 +1136,87 @@ async fn reap_and_check(
     Ok(())
 }
 
+/// The shape of the prepare scenarios' templates.
+pub const PREPARE_SHAPE: Shape = Shape::new(2, 4, 10);
+
+/// `prepare_reuse`'s first spec: a template that exists and is ready.
+pub fn prepare_ready_spec() -> PrepareSpec {
+    PrepareSpec::new("ubuntu:24.04")
+        .step("echo conformance")
+        .shape(PREPARE_SHAPE)
+}
+
+/// `prepare_reuse`'s second spec: a template whose latest build failed.
+pub fn prepare_rebuilt_spec() -> PrepareSpec {
+    PrepareSpec::new("ubuntu:24.04")
+        .step("echo conformance-rebuilt")
+        .shape(PREPARE_SHAPE)
+}
+
+/// `prepare_failure`'s spec: its build fails.
+pub fn prepare_failing_spec() -> PrepareSpec {
+    PrepareSpec::new("ubuntu:24.04").step("exit 3")
+}
+
+/// The reason the `prepare_failure` cassettes give for the failed build.
+pub const PREPARE_FAILURE_REASON: &str =
+    "conformance: the command 'exit 3' returned a non-zero code: 3";
+
+fn check_prepared(ctx: &Ctx, spec: &PrepareSpec, got: &Prepared, reused: bool) -> Check {
+    ensure!(
+        got.name == spec.name(),
+        "prepared under {:?}, expected the content-hash name {:?}",
+        got.name,
+        spec.name()
+    );
+    ensure!(
+        got.provider == ctx.raw.name(),
+        "prepared by {:?}, the provider is {:?}",
+        got.provider,
+        ctx.raw.name()
+    );
+    ensure!(!got.template.is_empty(), "the prepared template is empty");
+    ensure!(
+        got.reused == reused,
+        "prepare says reused = {}, expected {reused}",
+        got.reused
+    );
+    Ok(())
+}
+
+async fn prepare_reuse(ctx: &Ctx) -> Check {
+    let ready = prepare_ready_spec();
+    let got = ctx
+        .client
+        .prepare(&ready)
+        .await
+        .at(&format!("prepare({})", ready.name()))?;
+    check_prepared(ctx, &ready, &got, true)?;
+    let failed_before = prepare_rebuilt_spec();
+    let got = ctx
+        .client
+        .prepare(&failed_before)
+        .await
+        .at(&format!("prepare({})", failed_before.name()))?;
+    check_prepared(ctx, &failed_before, &got, false)
+}
+
+async fn prepare_failure(ctx: &Ctx) -> Check {
+    let spec = prepare_failing_spec();
+    let e = expect_kind(
+        ctx.client.prepare(&spec).await,
+        ErrorKind::Provider,
+        &format!("prepare({}) whose build fails", spec.name()),
+    )?;
+    if !ctx.live {
+        ensure!(
+            e.to_string().contains(PREPARE_FAILURE_REASON),
+            "the error does not carry the provider's reason {PREPARE_FAILURE_REASON:?}: {e}"
+        );
+    }
+    Ok(())
+}
+
 fn check_status(e: &Error, status: u16) -> Check {
     ensure!(
         e.status() == Some(status),
@@ -1262,7 +1355,14 @@ async fn create_settles(ctx: &Ctx) -> Check {
 /// `NotSupported`, through the client (its gate) and on the adapter itself, sending nothing.
 pub(crate) async fn probe(ctx: &Ctx, name: &str) -> Check {
     for (which, provider) in [("client", &ctx.client), ("adapter", &ctx.raw)] {
-        let result = if name.starts_with("list") {
+        let result = if name.starts_with("prepare") {
+            let before = ctx.count();
+            let r = match provider.prepare(&prepare_ready_spec()).await {
+                Ok(_) => Err("prepare() succeeded".to_owned()),
+                Err(e) => Ok(e),
+            };
+            (before, r)
+        } else if name.starts_with("list") {
             let before = ctx.count();
             let r = provider.list(&ListFilter::new()).next().await;
             let r = match r {

@@ -560,7 +560,7 @@ async fn run_replay(
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
         return report;
     }
-    let cassette = if missing_cap.is_some() && info.name.starts_with("list") {
+    let cassette = if missing_cap.is_some() && scenarios::provider_level(info.name) {
         Ok(Cassette {
             provider: raw.name().to_owned(),
             scenario: info.name.to_owned(),
@@ -687,7 +687,8 @@ async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> Scenar
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
         return report;
     }
-    let setup = info.needs_sandbox && !(missing_cap.is_some() && info.name.starts_with("list"));
+    let setup =
+        info.needs_sandbox && !(missing_cap.is_some() && scenarios::provider_level(info.name));
     let sandbox_id = if setup {
         match raw.create(&conformance_spec()).await {
             Ok(sb) => sb.id().to_owned(),
