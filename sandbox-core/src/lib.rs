@@ -50,6 +50,7 @@ pub use files::{
 };
 pub use lifecycle::{
     CreateSpec, ListFilter, Metrics, Resources, SandboxInfo, SandboxState, SnapshotInfo,
+    StateChange,
 };
 pub use provider::{FileEventStream, Provider, Sandbox, SandboxStream, operation};
 

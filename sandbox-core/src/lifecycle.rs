@@ -206,6 +206,19 @@ pub struct SandboxInfo {
     /// When it last saw activity (a command, a file operation, a keep-alive), where the
     /// provider tracks that; `None` means the provider cannot tell.
     pub last_activity_at: Option<SystemTime>,
+    /// The state changes the provider reports, oldest first (Fly's machine events, the
+    /// `local` provider's own record); empty where it reports none. It may hold only the most
+    /// recent changes.
+    pub history: Vec<StateChange>,
+}
+
+/// One change of a sandbox's state: from `at` on it was in `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StateChange {
+    /// When.
+    pub at: SystemTime,
+    /// The state it entered.
+    pub state: SandboxState,
 }
 
 impl SandboxInfo {
@@ -224,6 +237,7 @@ impl SandboxInfo {
             resources: Resources::default(),
             updated_at: None,
             last_activity_at: None,
+            history: Vec::new(),
         }
     }
 }

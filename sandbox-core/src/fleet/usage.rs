@@ -4,7 +4,7 @@
 //! ([`Usage::basis`]).
 
 use super::prices::{Prices, Shape};
-use crate::lifecycle::{SandboxInfo, SandboxState};
+use crate::lifecycle::{SandboxInfo, SandboxState, StateChange};
 use serde::Serialize;
 use std::time::{Duration, SystemTime};
 
@@ -33,13 +33,20 @@ pub struct Usage {
 
 /// Estimates a sandbox's usage from what a listing says about it, from its creation until `now`.
 ///
-/// Without state history, the sandbox is taken to have been in its current state since it was
-/// created, except that a stopped, paused or archived sandbox with an
+/// With a state [`history`](SandboxInfo::history) (Fly's machine events, the `local`
+/// provider's record), each interval counts as running or held by the state it was in; the
+/// time before the first recorded change counts as running when that change stops, pauses or
+/// ends the sandbox (it was running then), and is not counted otherwise.
+///
+/// Without one, the sandbox is taken to have been in its current state since it was created,
+/// except that a stopped, paused or archived sandbox with an
 /// [`updated_at`](SandboxInfo::updated_at) ran until then and has been held since. A sandbox
 /// paused and resumed before is therefore counted as running all along (an upper bound), and
 /// a stopped one without `updated_at` as held all along (running time unknown, counted as
-/// zero). Cost needs the sandbox's CPUs and memory ([`Shape::of`]) and `prices`; without them it
-/// is `None`. The [`basis`](Usage::basis) says which of these applied.
+/// zero).
+///
+/// Cost needs the sandbox's CPUs and memory ([`Shape::of`]) and `prices`; without them it is
+/// `None`. The [`basis`](Usage::basis) says which of these applied.
 pub fn estimate(info: &SandboxInfo, now: SystemTime, prices: Option<&Prices>) -> Usage {
     let mut usage = Usage {
         sandbox_id: info.id.clone(),
@@ -57,9 +64,84 @@ pub fn estimate(info: &SandboxInfo, now: SystemTime, prices: Option<&Prices>) ->
             "estimate: the provider reports no creation time, so nothing is counted".to_owned();
         return usage;
     };
+    let mut basis = match from_history(info, created, now) {
+        Some((running, held, changes)) => {
+            usage.running = running;
+            usage.held = held;
+            format!("estimate from the {changes} state change(s) the provider reported")
+        }
+        None => from_current_state(info, created, now, &mut usage),
+    };
+    match (prices, Shape::of(&info.resources)) {
+        (Some(prices), Some(shape)) => {
+            let hours = |d: Duration| d.as_secs_f64() / 3600.0;
+            usage.cost_usd = Some(
+                prices.rate(&shape) * hours(usage.running)
+                    + prices.held(&shape) * hours(usage.held),
+            );
+            basis.push_str(&format!(
+                ", priced as {shape} at the rates as of {}",
+                prices.as_of
+            ));
+        }
+        (None, _) => basis.push_str("; no prices for this provider, so no cost"),
+        (Some(_), None) => basis.push_str("; the provider reports no CPU and memory, so no cost"),
+    }
+    usage.basis = basis;
+    usage
+}
+
+/// Running and held time from the state history, and how many changes it used; `None`
+/// without history.
+fn from_history(
+    info: &SandboxInfo,
+    created: SystemTime,
+    now: SystemTime,
+) -> Option<(Duration, Duration, usize)> {
+    let mut changes: Vec<StateChange> = info
+        .history
+        .iter()
+        .filter(|c| c.at <= now)
+        .copied()
+        .collect();
+    changes.sort_by_key(|c| c.at);
+    let first = *changes.first()?;
+    let mut running = Duration::ZERO;
+    let mut held = Duration::ZERO;
+    let stops = matches!(
+        first.state,
+        SandboxState::Stopped
+            | SandboxState::Paused
+            | SandboxState::Archived
+            | SandboxState::Destroyed
+            | SandboxState::Failed
+    );
+    if stops {
+        running += first.at.duration_since(created).unwrap_or_default();
+    }
+    for (i, change) in changes.iter().enumerate() {
+        let start = change.at.max(created);
+        let end = changes.get(i + 1).map_or(now, |next| next.at);
+        let length = end.duration_since(start).unwrap_or_default();
+        match change.state {
+            SandboxState::Running => running += length,
+            SandboxState::Stopped | SandboxState::Paused | SandboxState::Archived => held += length,
+            _ => {}
+        }
+    }
+    Some((running, held, changes.len()))
+}
+
+/// Running and held time from the current state alone (see [`estimate`]); returns the basis.
+fn from_current_state(
+    info: &SandboxInfo,
+    created: SystemTime,
+    now: SystemTime,
+    usage: &mut Usage,
+) -> String {
     let since = |t: SystemTime| now.duration_since(t).unwrap_or_default();
     let stopped_at = info.updated_at.filter(|t| *t >= created && *t <= now);
-    let mut basis = match info.state {
+    match info.state {
         SandboxState::Stopped | SandboxState::Paused | SandboxState::Archived => match stopped_at {
             Some(at) => {
                 usage.running = at.duration_since(created).unwrap_or_default();
@@ -90,24 +172,7 @@ pub fn estimate(info: &SandboxInfo, now: SystemTime, prices: Option<&Prices>) ->
             usage.running = since(created);
             "estimate: running since creation".to_owned()
         }
-    };
-    match (prices, Shape::of(&info.resources)) {
-        (Some(prices), Some(shape)) => {
-            let hours = |d: Duration| d.as_secs_f64() / 3600.0;
-            usage.cost_usd = Some(
-                prices.rate(&shape) * hours(usage.running)
-                    + prices.held(&shape) * hours(usage.held),
-            );
-            basis.push_str(&format!(
-                ", priced as {shape} at the rates as of {}",
-                prices.as_of
-            ));
-        }
-        (None, _) => basis.push_str("; no prices for this provider, so no cost"),
-        (Some(_), None) => basis.push_str("; the provider reports no CPU and memory, so no cost"),
     }
-    usage.basis = basis;
-    usage
 }
 
 #[cfg(test)]
@@ -164,6 +229,39 @@ mod tests {
             "{}",
             usage.basis
         );
+    }
+
+    #[test]
+    fn a_history_splits_running_from_held_time() {
+        let at = |h: u32| SystemTime::UNIX_EPOCH + HOUR * h;
+        let mut sb = info(SandboxState::Running);
+        // Created at 10 h; recorded: stopped at 12, started at 15, paused at 16 (the start
+        // before the first stop is not in the record: it was running until the stop).
+        sb.history = vec![
+            StateChange {
+                at: at(15),
+                state: SandboxState::Running,
+            },
+            StateChange {
+                at: at(12),
+                state: SandboxState::Stopped,
+            },
+            StateChange {
+                at: at(16),
+                state: SandboxState::Paused,
+            },
+        ];
+        let usage = estimate(&sb, at(20), None);
+        assert_eq!(usage.running, HOUR * 3, "10-12 and 15-16");
+        assert_eq!(usage.held, HOUR * 7, "12-15 and 16-20");
+        assert!(usage.basis.contains("3 state change(s)"), "{}", usage.basis);
+        // A record that starts with the sandbox starting counts from there only.
+        sb.history = vec![StateChange {
+            at: at(11),
+            state: SandboxState::Running,
+        }];
+        let usage = estimate(&sb, at(13), None);
+        assert_eq!((usage.running, usage.held), (HOUR * 2, Duration::ZERO));
     }
 
     #[test]

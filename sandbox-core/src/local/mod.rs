@@ -342,6 +342,7 @@ impl LocalProvider {
             created_at,
             updated_at: Mutex::new(created_at),
             last_activity: Mutex::new(None),
+            history: Mutex::new(Vec::new()),
             metadata: BTreeMap::new(),
             env: BTreeMap::new(),
             host_env: self.host_env.clone(),
@@ -421,6 +422,10 @@ impl LocalProvider {
             created_at: SystemTime::now(),
             updated_at: Mutex::new(SystemTime::now()),
             last_activity: Mutex::new(None),
+            history: Mutex::new(vec![crate::lifecycle::StateChange {
+                at: SystemTime::now(),
+                state: SandboxState::Running,
+            }]),
             metadata: spec.metadata.clone(),
             env: spec.env.clone(),
             host_env: self.host_env.clone(),
@@ -554,6 +559,8 @@ struct Inner {
     updated_at: Mutex<SystemTime>,
     /// When a command was last started in it (`SandboxInfo::last_activity_at`).
     last_activity: Mutex<Option<SystemTime>>,
+    /// Its state changes in this process (`SandboxInfo::history`).
+    history: Mutex<Vec<crate::lifecycle::StateChange>>,
     metadata: BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     idempotency_key: Option<String>,
@@ -583,6 +590,7 @@ impl Inner {
         info.created_at = Some(self.created_at);
         info.updated_at = Some(*lock(&self.updated_at));
         info.last_activity_at = *lock(&self.last_activity);
+        info.history = lock(&self.history).clone();
         info
     }
 
@@ -945,7 +953,16 @@ impl LocalSandbox {
         let inner = &self.inner;
         inner.alive()?;
         inner.paused.store(paused, Ordering::SeqCst);
-        *lock(&inner.updated_at) = SystemTime::now();
+        let now = SystemTime::now();
+        *lock(&inner.updated_at) = now;
+        lock(&inner.history).push(crate::lifecycle::StateChange {
+            at: now,
+            state: if paused {
+                SandboxState::Paused
+            } else {
+                SandboxState::Running
+            },
+        });
         let states: Vec<Arc<ProcState>> = lock(&inner.processes).values().cloned().collect();
         let signal = if paused {
             Signal::SIGSTOP
