@@ -83,7 +83,9 @@
 //! Any string in a cassette may contain `{{name}}` placeholders, replaced before replay by the
 //! values in [`Placeholders::standard`]: `{{sandbox_id}}`, `{{sandbox_id_2}}`, `{{missing_id}}`,
 //! `{{snapshot_id}}`, `{{token}}`, `{{base_url}}`, `{{host}}`, `{{port}}`, and `{{signature}}`
-//! (what the recorder writes for a signed URL parameter). `{{any}}` is kept for matching. An
+//! (what the recorder writes for a signed URL parameter). `{{any}}` is kept for matching, and
+//! `{{open}}` stands for a literal `{{` (for answers whose own text holds braces, such as
+//! Daytona's `proxyTemplateUrl`, `https://{{open}}PORT}}-{{open}}sandboxId}}.proxy...`). An
 //! unknown placeholder is an error, so a typo cannot silently match nothing.
 //!
 //! # Provenance
@@ -408,7 +410,8 @@ impl Placeholders {
         self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    /// Replaces every `{{name}}` in `text`; `{{any}}` is kept. Unknown names are an error.
+    /// Replaces every `{{name}}` in `text`; `{{any}}` is kept and `{{open}}` is a literal `{{`.
+    /// Unknown names are an error.
     pub fn substitute(&self, text: &str) -> Result<String, String> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
@@ -422,6 +425,8 @@ impl Placeholders {
             let name = &after[..end];
             if name == "any" {
                 out.push_str(ANY);
+            } else if name == "open" {
+                out.push_str("{{");
             } else if let Some(value) = self.values.get(name) {
                 out.push_str(value);
             } else {
@@ -917,6 +922,17 @@ mod tests {
                 json!({"id": SANDBOX_ID, "url": "http://127.0.0.1:4000/x"})
             ))
         );
+    }
+
+    #[test]
+    fn open_is_a_literal_pair_of_braces() {
+        let p = Placeholders::standard("http://h:1");
+        assert_eq!(
+            p.substitute("https://{{open}}PORT}}-{{open}}sandboxId}}.proxy/{{sandbox_id}}")
+                .unwrap(),
+            "https://{{PORT}}-{{sandboxId}}.proxy/cfsbx0001"
+        );
+        assert!(p.substitute("{{PORT}}").is_err());
     }
 
     #[test]

@@ -159,6 +159,7 @@ macro_rules! conformance_tests {
             exec_background exec_pty exec_streaming
             files_roundtrip files_streaming files_missing files_list files_manage files_watch
             list list_filters fork snapshot preview_link ssh_access metrics
+            usage owner_scope reap_dry_run reap prepare_reuse prepare_failure
             error_unauthorized error_not_found error_conflict error_rate_limited error_server
             error_connection_reset error_truncated_stream no_duplicate_create
             create_slow_answer create_reset create_unavailable
@@ -190,6 +191,7 @@ macro_rules! sim_conformance_tests {
             exec_background exec_pty exec_streaming
             files_roundtrip files_streaming files_missing files_list files_manage files_watch
             list list_filters fork snapshot preview_link ssh_access metrics
+            usage owner_scope reap_dry_run reap prepare_reuse prepare_failure
             error_unauthorized error_not_found error_conflict error_rate_limited error_server
             error_connection_reset error_truncated_stream no_duplicate_create
             create_slow_answer create_reset create_unavailable

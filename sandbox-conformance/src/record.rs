@@ -336,6 +336,23 @@ pub(crate) async fn run_record(
         outcome: Outcome::Passed,
         requests: None,
     };
+    if !info.recordable {
+        let path = Cassette::path_in(target.out_dir(), info.name);
+        let needs = info
+            .requires
+            .filter(|c| !target.direct.capabilities().level(*c).is_available());
+        report.outcome = if path.exists() || needs.is_some() {
+            Outcome::Skipped("not recordable: its cassette is written from SCENARIOS.md".into())
+        } else {
+            Outcome::Failed(format!(
+                "{} is missing and cannot be recorded (a live run makes its own fleet first): \
+                 write it from SCENARIOS.md ({})",
+                path.display(),
+                info.name
+            ))
+        };
+        return report;
+    }
     let session = match Session::start(target).await {
         Ok(s) => s,
         Err(e) => {

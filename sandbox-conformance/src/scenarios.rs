@@ -4,10 +4,14 @@
 use crate::cassette::{MISSING_ID, TOKEN};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
+use sandbox_sdk_core::client::{Client, RetryPolicy};
+use sandbox_sdk_core::fleet::{
+    self, Owner, PrepareSpec, Prepared, ReapPolicy, ReapReason, Shape, SkipReason,
+};
 use sandbox_sdk_core::{
     Capabilities, Capability, Command, CreateSpec, Error, ErrorKind, FileEventKind, FileKind,
     Level, ListFilter, ListOptions, ProcessEvent, Provider, PtySize, Sandbox, SandboxExt,
-    SandboxState,
+    SandboxInfo, SandboxState,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +27,13 @@ pub struct ScenarioInfo {
     pub requires: Option<Capability>,
     /// The capabilities it proves when it passes.
     pub exercises: &'static [Capability],
-    /// Whether it also runs against live services (the `local` provider, the recorder).
+    /// Whether it also runs against live services (the `local` provider, and the recorder
+    /// unless `recordable` is false).
     pub live: bool,
+    /// Whether `cargo xtask record` can record its cassette (a live run of it makes other
+    /// requests than its replay, as the fleet scenarios do: their cassettes are written from
+    /// `SCENARIOS.md`).
+    pub recordable: bool,
     /// Whether a live run creates a sandbox for it to connect to.
     pub needs_sandbox: bool,
     /// When its capability is unsupported: `true` checks the probe fails fast, `false` skips.
@@ -35,11 +44,15 @@ pub struct ScenarioInfo {
 
 macro_rules! scenario {
     ($name:literal, $req:expr, [$($ex:ident),*], live: $live:literal, sandbox: $sb:literal, probe: $probe:literal, $summary:literal) => {
+        scenario!($name, $req, [$($ex),*], live: $live, record: $live, sandbox: $sb, probe: $probe, $summary)
+    };
+    ($name:literal, $req:expr, [$($ex:ident),*], live: $live:literal, record: $record:literal, sandbox: $sb:literal, probe: $probe:literal, $summary:literal) => {
         ScenarioInfo {
             name: $name,
             requires: $req,
             exercises: &[$(Capability::$ex),*],
             live: $live,
+            recordable: $record,
             needs_sandbox: $sb,
             probe: $probe,
             summary: $summary,
@@ -78,6 +91,12 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("preview_link", Some(C::ExposePort), [ExposePort, PrivatePreview], live: true, sandbox: true, probe: true, "preview link for port 8080"),
     scenario!("ssh_access", Some(C::Ssh), [Ssh], live: true, sandbox: true, probe: true, "ssh access"),
     scenario!("metrics", Some(C::Metrics), [Metrics], live: true, sandbox: true, probe: true, "resource metrics"),
+    scenario!("usage", Some(C::Usage), [Usage], live: true, record: false, sandbox: true, probe: false, "usage metered or estimated, and said which"),
+    scenario!("owner_scope", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "an owned client labels its create and lists only its owner's sandboxes"),
+    scenario!("reap_dry_run", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "the reaper's dry run plans from the owner's listing and destroys nothing"),
+    scenario!("reap", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "the reaper destroys the owner's sandbox outside the keep-set, nothing else"),
+    scenario!("prepare_reuse", Some(C::Prepare), [Prepare], live: true, record: false, sandbox: false, probe: true, "a ready template is reused, one whose build failed is built again"),
+    scenario!("prepare_failure", Some(C::Prepare), [Prepare], live: true, record: false, sandbox: false, probe: true, "a failed build is an error with the provider's reason"),
     scenario!("error_unauthorized", None, [], live: false, sandbox: false, probe: false, "401 is Unauthorized, token not shown"),
     scenario!("error_not_found", None, [], live: true, sandbox: false, probe: false, "404 is NotFound"),
     scenario!("error_conflict", None, [], live: false, sandbox: false, probe: false, "409 is Conflict, not retryable"),
@@ -90,6 +109,12 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("create_reset", None, [], live: false, sandbox: false, probe: false, "a create whose connection is reset is looked up, not sent again"),
     scenario!("create_unavailable", None, [], live: false, sandbox: false, probe: false, "a create refused with 503 is sent again and makes one sandbox"),
 ];
+
+/// Whether a scenario's probe is a provider call made without connecting to a sandbox (so an
+/// unsupported one needs no cassette at all).
+pub(crate) fn provider_level(name: &str) -> bool {
+    name.starts_with("list") || name.starts_with("prepare")
+}
 
 /// Looks a scenario up by name.
 pub fn scenario(name: &str) -> Option<&'static ScenarioInfo> {
@@ -215,6 +240,12 @@ pub(crate) fn body(name: &str) -> Option<Body> {
         "preview_link" => |c| Box::pin(preview_link(c)),
         "ssh_access" => |c| Box::pin(ssh_access(c)),
         "metrics" => |c| Box::pin(metrics(c)),
+        "usage" => |c| Box::pin(usage(c)),
+        "owner_scope" => |c| Box::pin(owner_scope(c)),
+        "reap_dry_run" => |c| Box::pin(reap_fleet(c, true)),
+        "reap" => |c| Box::pin(reap_fleet(c, false)),
+        "prepare_reuse" => |c| Box::pin(prepare_reuse(c)),
+        "prepare_failure" => |c| Box::pin(prepare_failure(c)),
         "error_unauthorized" => |c| Box::pin(error_unauthorized(c)),
         "error_not_found" => |c| Box::pin(error_not_found(c)),
         "error_conflict" => |c| Box::pin(error_conflict(c)),
@@ -849,6 +880,369 @@ async fn metrics(ctx: &Ctx) -> Check {
     Ok(())
 }
 
+async fn usage(ctx: &Ctx) -> Check {
+    let sb = ctx.connect().await?;
+    let info = sb.info().await.at("info()")?;
+    // Replay measures up to a fixed time an hour after the cassettes' sandboxes were made, so
+    // the request (Daytona sends the window) is the same on every run.
+    let to = if ctx.live {
+        std::time::SystemTime::now()
+    } else {
+        sandbox_sdk_core::time::parse_rfc3339(USAGE_UNTIL)
+            .ok_or("USAGE_UNTIL is not an RFC 3339 time")?
+    };
+    let usage = ctx
+        .client
+        .usage(&info, to)
+        .await
+        .at(&format!("provider.usage(info, {USAGE_UNTIL})"))?;
+    ensure!(
+        usage.to == to,
+        "usage runs until {:?}, asked until {to:?}",
+        usage.to
+    );
+    ensure!(
+        usage.sandbox_id == ctx.sandbox_id,
+        "usage is for {:?}, expected {:?}",
+        usage.sandbox_id,
+        ctx.sandbox_id
+    );
+    ensure!(
+        usage.provider == ctx.raw.name(),
+        "usage names provider {:?}, the provider is {:?}",
+        usage.provider,
+        ctx.raw.name()
+    );
+    let native = ctx.raw.capabilities().usage == Level::Native;
+    ensure!(
+        usage.estimated != native,
+        "usage is declared {} but the result says estimated = {} ({})",
+        ctx.raw.capabilities().usage.as_str(),
+        usage.estimated,
+        usage.basis
+    );
+    ensure!(!usage.basis.is_empty(), "usage says nothing of its basis");
+    if let Some(from) = usage.from {
+        let window = usage.to.duration_since(from).unwrap_or_default();
+        ensure!(
+            usage.running + usage.held <= window + Duration::from_secs(1),
+            "usage counts {:?} running and {:?} held in a window of {window:?}",
+            usage.running,
+            usage.held
+        );
+    }
+    if let Some(cost) = usage.cost_usd {
+        ensure!(cost.is_finite() && cost >= 0.0, "usage costs {cost}");
+    }
+    Ok(())
+}
+
+/// The end of the window the `usage` scenario asks for in replay.
+pub const USAGE_UNTIL: &str = "2026-12-01T05:00:00Z";
+
+/// The owner of the fleet scenarios in replay (in live runs each scenario gets its own, so
+/// scenarios running at once in one process leave each other's sandboxes alone).
+pub const OWNER_ID: &str = "conformance-owner";
+/// Another owner, whose listing must not show the first one's sandboxes.
+pub const OTHER_OWNER_ID: &str = "conformance-other";
+
+/// The owners of one run of a fleet scenario: fixed in replay, unique per run live.
+fn owners(ctx: &Ctx) -> Check<(Owner, Owner)> {
+    let (ours, theirs) = if ctx.live {
+        let n: u64 = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default()
+            ^ u64::from(std::process::id());
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = n.wrapping_add(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        (
+            format!("{OWNER_ID}-{n:x}"),
+            format!("{OTHER_OWNER_ID}-{n:x}"),
+        )
+    } else {
+        (OWNER_ID.to_owned(), OTHER_OWNER_ID.to_owned())
+    };
+    let owner = |id: &str| Owner::new(id).map_err(|e| format!("Owner::new({id:?}): {e}"));
+    Ok((owner(&ours)?, owner(&theirs)?))
+}
+
+fn owned(ctx: &Ctx, owner: &Owner) -> Arc<dyn Provider> {
+    // Live, the fleet calls meet the provider's rate limits (Fly lists: 1/s, bursts of 3) and
+    // retry as a careful caller would; replayed, nothing is retried, so counts stay exact.
+    let retry = if ctx.live {
+        RetryPolicy::default()
+    } else {
+        RetryPolicy::never()
+    };
+    Arc::new(
+        Client::builder(ctx.raw.clone())
+            .retry(retry)
+            .owner(owner.clone())
+            .build(),
+    )
+}
+
+async fn list_ids(provider: &dyn Provider, step: &str) -> Check<Vec<String>> {
+    let infos: Vec<SandboxInfo> = provider
+        .list(&ListFilter::new())
+        .try_collect()
+        .await
+        .at(step)?;
+    Ok(infos.into_iter().map(|i| i.id).collect())
+}
+
+async fn owner_scope(ctx: &Ctx) -> Check {
+    let (ours, theirs) = owners(ctx)?;
+    let client = owned(ctx, &ours);
+    let sb = client
+        .create(&conformance_spec())
+        .await
+        .at(&format!("create through a client owned by {ours}"))?;
+    let id = sb.id().to_owned();
+    let result = async {
+        let info = sb.info().await.at("info()")?;
+        ensure!(
+            ours.owns(&info),
+            "the created sandbox's metadata is {:?}, expected {ours}",
+            info.metadata
+        );
+        let listed = list_ids(client.as_ref(), &format!("list() owned by {ours}")).await?;
+        ensure!(
+            listed.contains(&id),
+            "the owner's listing {listed:?} does not include its sandbox {id:?}"
+        );
+        let others = list_ids(
+            owned(ctx, &theirs).as_ref(),
+            &format!("list() owned by {theirs}"),
+        )
+        .await?;
+        ensure!(
+            !others.contains(&id),
+            "another owner's listing {others:?} includes {id:?}"
+        );
+        Ok(())
+    }
+    .await;
+    let destroyed = ctx
+        .client
+        .destroy(&id)
+        .await
+        .at(&format!("provider.destroy({id:?})"));
+    result.and(destroyed)
+}
+
+/// `reap_dry_run` and `reap`: in replay the owner's listing (the cassette) holds
+/// `{{sandbox_id}}` and `{{sandbox_id_2}}`; live, the scenario makes that fleet first, plus a
+/// sandbox without a label and one of another owner, which must survive. The policy keeps
+/// `{{sandbox_id_2}}` and so picks the other one.
+async fn reap_fleet(ctx: &Ctx, dry_run: bool) -> Check {
+    let (ours, theirs) = owners(ctx)?;
+    let mut made: Vec<String> = Vec::new();
+    let (doomed, kept, bystanders) = if ctx.live {
+        // Four creates in a row meet live providers' create rate limits (Fly: 1/s, bursts of
+        // 3): the setup retries them, each under a key of its own, as a careful caller would.
+        let setup = |owner: Option<&Owner>| {
+            let mut builder = Client::builder(ctx.raw.clone()).retry(RetryPolicy::default());
+            if let Some(owner) = owner {
+                builder = builder.owner(owner.clone());
+            }
+            Arc::new(builder.build()) as Arc<dyn Provider>
+        };
+        let run = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mut ids = Vec::new();
+        for (n, (who, provider)) in [
+            ("ours", setup(Some(&ours))),
+            ("ours", setup(Some(&ours))),
+            ("no owner", setup(None)),
+            ("another owner", setup(Some(&theirs))),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let key = format!("{}-setup-{run}-{n}", ours.id());
+            let sb = provider
+                .create(&conformance_spec().idempotency_key(key))
+                .await
+                .at(&format!("setup: create ({who})"))?;
+            made.push(sb.id().to_owned());
+            ids.push(sb.id().to_owned());
+        }
+        (ids[0].clone(), ids[1].clone(), ids[2..].to_vec())
+    } else {
+        (
+            crate::cassette::SANDBOX_ID.to_owned(),
+            crate::cassette::SANDBOX_ID_2.to_owned(),
+            Vec::new(),
+        )
+    };
+    let result = reap_and_check(ctx, &ours, dry_run, &doomed, &kept, &bystanders).await;
+    for id in made {
+        let _ = ctx.raw.destroy(&id).await;
+    }
+    result
+}
+
+async fn reap_and_check(
+    ctx: &Ctx,
+    owner: &Owner,
+    dry_run: bool,
+    doomed: &str,
+    kept: &str,
+    bystanders: &[String],
+) -> Check {
+    let policy = ReapPolicy::new().keep_only([kept]).dry_run(dry_run);
+    // The retrying client live (the reaper lists right after the setup's creates, within
+    // the provider's rate limits); retries off in replay, so counts stay exact.
+    let reaper = if ctx.live { &ctx.retrying } else { &ctx.client };
+    let report = fleet::reap(reaper.as_ref(), owner, &policy)
+        .await
+        .at(&format!("reap(keep only {kept:?}, dry run {dry_run})"))?;
+    let planned: Vec<&str> = report.planned.iter().map(|d| d.info.id.as_str()).collect();
+    ensure!(
+        planned == [doomed],
+        "the reaper planned {planned:?}, expected [{doomed:?}] ({})",
+        report.summary_line()
+    );
+    ensure!(
+        report.planned[0].reasons == [ReapReason::NotKept],
+        "the reasons are {:?}, expected [NotKept]",
+        report.planned[0].reasons
+    );
+    ensure!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.id == kept && s.reason == SkipReason::Kept),
+        "{kept:?} is not reported kept: {:?}",
+        report.skipped
+    );
+    ensure!(
+        report.failed.is_empty(),
+        "destroys failed: {:?}",
+        report.failed
+    );
+    if dry_run {
+        ensure!(
+            report.destroyed.is_empty(),
+            "a dry run destroyed {:?}",
+            report.destroyed
+        );
+    } else {
+        ensure!(
+            report.destroyed == [doomed],
+            "the reaper destroyed {:?}, expected [{doomed:?}]",
+            report.destroyed
+        );
+    }
+    if ctx.live {
+        // What must still be there is still there (and, after a real run, the doomed one not).
+        let mut alive = vec![kept.to_owned()];
+        alive.extend(bystanders.iter().cloned());
+        if dry_run {
+            alive.push(doomed.to_owned());
+        }
+        for id in &alive {
+            ctx.raw
+                .connect(id)
+                .await
+                .at(&format!("connect({id:?}) after the reap"))?;
+        }
+        if !dry_run {
+            expect_kind(
+                ctx.raw.connect(doomed).await,
+                ErrorKind::NotFound,
+                "connect to the reaped sandbox",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The shape of the prepare scenarios' templates.
+pub const PREPARE_SHAPE: Shape = Shape::new(2, 4, 10);
+
+/// `prepare_reuse`'s first spec: a template that exists and is ready.
+pub fn prepare_ready_spec() -> PrepareSpec {
+    PrepareSpec::new("ubuntu:24.04")
+        .step("echo conformance")
+        .shape(PREPARE_SHAPE)
+}
+
+/// `prepare_reuse`'s second spec: a template whose latest build failed.
+pub fn prepare_rebuilt_spec() -> PrepareSpec {
+    PrepareSpec::new("ubuntu:24.04")
+        .step("echo conformance-rebuilt")
+        .shape(PREPARE_SHAPE)
+}
+
+/// `prepare_failure`'s spec: its build fails.
+pub fn prepare_failing_spec() -> PrepareSpec {
+    PrepareSpec::new("ubuntu:24.04").step("exit 3")
+}
+
+/// The reason the `prepare_failure` cassettes give for the failed build.
+pub const PREPARE_FAILURE_REASON: &str =
+    "conformance: the command 'exit 3' returned a non-zero code: 3";
+
+fn check_prepared(ctx: &Ctx, spec: &PrepareSpec, got: &Prepared, reused: bool) -> Check {
+    ensure!(
+        got.name == spec.name(),
+        "prepared under {:?}, expected the content-hash name {:?}",
+        got.name,
+        spec.name()
+    );
+    ensure!(
+        got.provider == ctx.raw.name(),
+        "prepared by {:?}, the provider is {:?}",
+        got.provider,
+        ctx.raw.name()
+    );
+    ensure!(!got.template.is_empty(), "the prepared template is empty");
+    ensure!(
+        got.reused == reused,
+        "prepare says reused = {}, expected {reused}",
+        got.reused
+    );
+    Ok(())
+}
+
+async fn prepare_reuse(ctx: &Ctx) -> Check {
+    let ready = prepare_ready_spec();
+    let got = ctx
+        .client
+        .prepare(&ready)
+        .await
+        .at(&format!("prepare({})", ready.name()))?;
+    check_prepared(ctx, &ready, &got, true)?;
+    let failed_before = prepare_rebuilt_spec();
+    let got = ctx
+        .client
+        .prepare(&failed_before)
+        .await
+        .at(&format!("prepare({})", failed_before.name()))?;
+    check_prepared(ctx, &failed_before, &got, false)
+}
+
+async fn prepare_failure(ctx: &Ctx) -> Check {
+    let spec = prepare_failing_spec();
+    let e = expect_kind(
+        ctx.client.prepare(&spec).await,
+        ErrorKind::Provider,
+        &format!("prepare({}) whose build fails", spec.name()),
+    )?;
+    if !ctx.live {
+        ensure!(
+            e.to_string().contains(PREPARE_FAILURE_REASON),
+            "the error does not carry the provider's reason {PREPARE_FAILURE_REASON:?}: {e}"
+        );
+    }
+    Ok(())
+}
+
 fn check_status(e: &Error, status: u16) -> Check {
     ensure!(
         e.status() == Some(status),
@@ -987,7 +1381,14 @@ async fn create_settles(ctx: &Ctx) -> Check {
 /// `NotSupported`, through the client (its gate) and on the adapter itself, sending nothing.
 pub(crate) async fn probe(ctx: &Ctx, name: &str) -> Check {
     for (which, provider) in [("client", &ctx.client), ("adapter", &ctx.raw)] {
-        let result = if name.starts_with("list") {
+        let result = if name.starts_with("prepare") {
+            let before = ctx.count();
+            let r = match provider.prepare(&prepare_ready_spec()).await {
+                Ok(_) => Err("prepare() succeeded".to_owned()),
+                Err(e) => Ok(e),
+            };
+            (before, r)
+        } else if name.starts_with("list") {
             let before = ctx.count();
             let r = provider.list(&ListFilter::new()).next().await;
             let r = match r {

@@ -44,6 +44,8 @@ pub(crate) enum Target {
         provider: String,
         factory: SimFactory,
         load: usize,
+        /// Scenarios the simulator cannot show, with the reason (reported as skipped).
+        unsimulated: BTreeMap<String, String>,
     },
 }
 
@@ -436,6 +438,7 @@ impl Suite {
                 provider: provider.to_owned(),
                 factory: Arc::new(factory),
                 load: crate::sim::live::LOAD_SANDBOXES,
+                unsimulated: BTreeMap::new(),
             },
             covered_elsewhere: BTreeMap::new(),
             label: Some(format!("{provider}-sim")),
@@ -449,6 +452,17 @@ impl Suite {
     pub fn load_sandboxes(mut self, n: usize) -> Suite {
         if let Target::Simulated { load, .. } = &mut self.target {
             *load = n;
+        }
+        self
+    }
+
+    /// Reports `scenario` as skipped with `reason` instead of running it: the simulator does
+    /// not simulate what it needs (a provider feature outside its documented scope). No effect
+    /// on other suites.
+    #[cfg(feature = "sim")]
+    pub fn not_simulated(mut self, scenario: &str, reason: &str) -> Suite {
+        if let Target::Simulated { unsimulated, .. } = &mut self.target {
+            unsimulated.insert(scenario.to_owned(), reason.to_owned());
         }
         self
     }
@@ -535,8 +549,17 @@ impl Suite {
             provider,
             factory,
             load,
+            unsimulated,
         } = &self.target
         {
+            if let Some(reason) = unsimulated.get(scenario) {
+                return ScenarioReport {
+                    provider: self.label.clone().unwrap_or_default(),
+                    scenario: scenario.to_owned(),
+                    outcome: Outcome::Skipped(format!("not simulated: {reason}")),
+                    requests: None,
+                };
+            }
             let run = run_simulated(scenario, provider, factory, *load);
             let limit = if scenario == crate::sim::live::LOAD_SCENARIO {
                 crate::sim::live::LOAD_TIMEOUT
@@ -629,7 +652,7 @@ async fn run_replay(
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
         return report;
     }
-    let cassette = if missing_cap.is_some() && info.name.starts_with("list") {
+    let cassette = if missing_cap.is_some() && scenarios::provider_level(info.name) {
         Ok(Cassette {
             provider: raw.name().to_owned(),
             scenario: info.name.to_owned(),
@@ -843,7 +866,8 @@ async fn run_live(info: &'static ScenarioInfo, raw: Arc<dyn Provider>) -> Scenar
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
         return report;
     }
-    let setup = info.needs_sandbox && !(missing_cap.is_some() && info.name.starts_with("list"));
+    let setup =
+        info.needs_sandbox && !(missing_cap.is_some() && scenarios::provider_level(info.name));
     let sandbox_id = if setup {
         match raw.create(&scenarios::conformance_spec()).await {
             Ok(sb) => sb.id().to_owned(),

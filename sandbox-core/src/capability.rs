@@ -186,6 +186,9 @@ capabilities! {
     metrics => Metrics,
     /// Usage, limits and cost.
     usage => Usage,
+    /// Preparing a reusable template or snapshot from an image and build steps, found again by
+    /// content hash.
+    prepare => Prepare,
 }
 
 impl Default for Capabilities {

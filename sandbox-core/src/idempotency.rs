@@ -46,6 +46,24 @@ impl CreateLookup {
     }
 }
 
+/// The process-wide lock of idempotency key `key` (entries of keys no create holds are pruned).
+fn key_lock(key: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+    static LOCKS: OnceLock<Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(lock) = locks.get(key).and_then(Weak::upgrade) {
+        return lock;
+    }
+    locks.retain(|_, lock| lock.strong_count() > 0);
+    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    locks.insert(key.to_owned(), Arc::downgrade(&lock));
+    lock
+}
+
 /// Creates at most once per call, settling an ambiguous failure by looking `key` up.
 ///
 /// With a `key`: `lookup` runs first and a sandbox it finds is returned without sending
@@ -53,6 +71,8 @@ impl CreateLookup {
 /// then with backoff until it finds the sandbox (returned as the create's answer) or
 /// `settings.window` passes (the error is returned, noting the look-up). A look-up that fails
 /// counts as "not found yet". Without a key, `send` runs once and its result is returned.
+/// Calls with one key in this process run one at a time, so concurrent creates with a key
+/// make one sandbox even where the provider has no idempotency of its own.
 pub async fn create_once<T, S, SF, L, LF>(
     key: Option<&str>,
     settings: &CreateLookup,
@@ -65,6 +85,12 @@ where
     L: FnMut() -> LF,
     LF: Future<Output = Result<Option<T>>>,
 {
+    // Creates with one key in this process go one at a time: the second looks up after the
+    // first has made its sandbox, instead of both finding nothing and both sending.
+    let _turn = match key {
+        Some(k) => Some(key_lock(k).lock_owned().await),
+        None => None,
+    };
     if key.is_some()
         && let Some(existing) = lookup().await?
     {
@@ -82,24 +108,41 @@ where
         "create may have happened: looking the idempotency key up before anything is sent again"
     );
     let started = tokio::time::Instant::now();
+    match look_up_within(settings, lookup).await {
+        Some(found) => {
+            tracing::info!(
+                waited_ms = started.elapsed().as_millis() as u64,
+                "create: the ambiguous create made a sandbox; adopting it"
+            );
+            Ok(found)
+        }
+        None => Err(note_window(error, settings.window)),
+    }
+}
+
+/// Runs `lookup` at once and then with backoff (the first pause `settings.first_interval`,
+/// doubling up to `settings.max_interval`) until it finds something or `settings.window` has
+/// passed, the last look falling right at the window's end. A look-up that fails counts as
+/// "not found yet". Used by [`create_once`] after an ambiguous create, and by the fallback
+/// layer to find the sandbox a provider it fell back from may still make.
+pub async fn look_up_within<T, L, LF>(settings: &CreateLookup, mut lookup: L) -> Option<T>
+where
+    L: FnMut() -> LF,
+    LF: Future<Output = Result<Option<T>>>,
+{
+    let started = tokio::time::Instant::now();
     let mut pause = settings.first_interval;
     loop {
         match lookup().await {
-            Ok(Some(found)) => {
-                tracing::info!(
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    "create: the ambiguous create made a sandbox; adopting it"
-                );
-                return Ok(found);
-            }
+            Ok(Some(found)) => return Some(found),
             Ok(None) => {}
             Err(lookup_error) => {
-                tracing::debug!(error = %lookup_error, "create: look-up failed; trying again");
+                tracing::debug!(error = %lookup_error, "look-up failed; trying again");
             }
         }
         let left = settings.window.saturating_sub(started.elapsed());
         if left.is_zero() {
-            return Err(note_window(error, settings.window));
+            return None;
         }
         tokio::time::sleep(pause.min(left)).await;
         pause = pause.saturating_mul(2).min(settings.max_interval);

@@ -7,6 +7,7 @@
 //! - the [`Capabilities`] map each provider declares, and the [`Error`] type with its [`ErrorKind`];
 //! - the exec model ([`Command`], [`Process`], [`ProcessEvent`]), files ([`FileInfo`], [`Download`]),
 //!   lifecycle ([`SandboxState`], [`CreateSpec`]), [`PreviewLink`] and [`SshAccess`];
+//! - fleet and cost ([`fleet`]): owner labels, the reaper, shapes and prices, usage;
 //! - the embedded `local` provider (feature `local`, on by default).
 //!
 //! Provider adapters live in their own crates: `sandbox-e2b`, `sandbox-daytona`, `sandbox-fly`.
@@ -23,6 +24,7 @@ mod lifecycle;
 mod provider;
 
 pub mod client;
+pub mod fleet;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -50,6 +52,7 @@ pub use files::{
 pub use guard::DestroyOnDrop;
 pub use lifecycle::{
     CreateSpec, ListFilter, Metrics, Resources, SandboxInfo, SandboxState, SnapshotInfo,
+    StateChange,
 };
 pub use provider::{FileEventStream, Provider, Sandbox, SandboxStream, operation};
 

@@ -56,8 +56,9 @@ impl fmt::Display for SandboxState {
     }
 }
 
-/// Compute asked for at create time. Unset fields keep the provider's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Compute asked for at create time (unset fields keep the provider's defaults), or what a
+/// provider reports a sandbox has (unset fields: the provider did not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Resources {
     /// Virtual CPUs.
     pub cpus: Option<u32>,
@@ -197,6 +198,27 @@ pub struct SandboxInfo {
     pub expires_at: Option<SystemTime>,
     /// The region it runs in.
     pub region: Option<String>,
+    /// The compute it has, as far as the provider reports it.
+    pub resources: Resources,
+    /// When the provider last changed it (its state or its settings), where the provider says.
+    /// A stopped sandbox was stopped at or before this time.
+    pub updated_at: Option<SystemTime>,
+    /// When it last saw activity (a command, a file operation, a keep-alive), where the
+    /// provider tracks that; `None` means the provider cannot tell.
+    pub last_activity_at: Option<SystemTime>,
+    /// The state changes the provider reports, oldest first (Fly's machine events, the
+    /// `local` provider's own record); empty where it reports none. It may hold only the most
+    /// recent changes.
+    pub history: Vec<StateChange>,
+}
+
+/// One change of a sandbox's state: from `at` on it was in `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StateChange {
+    /// When.
+    pub at: SystemTime,
+    /// The state it entered.
+    pub state: SandboxState,
 }
 
 impl SandboxInfo {
@@ -212,6 +234,10 @@ impl SandboxInfo {
             created_at: None,
             expires_at: None,
             region: None,
+            resources: Resources::default(),
+            updated_at: None,
+            last_activity_at: None,
+            history: Vec::new(),
         }
     }
 }

@@ -14,12 +14,13 @@ use crate::capability::{Capabilities, Capability};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileEvent, FileInfo, ListOptions, Transfer, UploadBody};
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use std::fmt::Debug;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A stream of sandboxes from [`Provider::list`], fetched page by page as it is polled.
 pub type SandboxStream<'a> = BoxStream<'a, Result<SandboxInfo>>;
@@ -58,6 +59,56 @@ pub trait Provider: Send + Sync + Debug {
             &[Capability::List],
         );
         Box::pin(futures::stream::once(async move { Err(error) }))
+    }
+
+    /// Destroys sandbox `id` without connecting to it first (a paused sandbox is not resumed
+    /// to be destroyed), as the reaper and the fallback layer do for sandboxes they only know
+    /// from a listing. A sandbox already gone is `NotFound`.
+    ///
+    /// The default connects and destroys: right for a provider whose connect has no side
+    /// effect; one whose connect resumes a paused sandbox should destroy by id instead.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.connect(id).await?.destroy().await
+    }
+
+    /// The live sandbox a create carrying idempotency key `key` made, if any: looked up the
+    /// way the adapter's own create looks before it sends (the provider's idempotency label or
+    /// name), without creating, connecting to or resuming anything.
+    ///
+    /// The default is `NotSupported`: an adapter that dedupes creates by key implements it, so
+    /// the fallback layer can find (and destroy) the sandbox a failed attempt left.
+    async fn find_by_idempotency_key(&self, _key: &str) -> Result<Option<SandboxInfo>> {
+        Err(Error::not_supported(self.name(), "find_by_idempotency_key"))
+    }
+
+    /// What `sandbox` (as listed or reported by `info`) ran and cost from its creation until
+    /// `to` (usually `SystemTime::now()`). Needs `usage`: the provider's own meter where it has
+    /// one; where it has none the client's emulation estimates it from `sandbox` and the price
+    /// table, marked [`estimated`](crate::fleet::Usage::estimated).
+    async fn usage(&self, _sandbox: &SandboxInfo, _to: SystemTime) -> Result<Usage> {
+        let (op, cap) = operation::USAGE;
+        Err(not_implemented(
+            self.name(),
+            &self.capabilities(),
+            "Provider::usage",
+            op,
+            &[cap],
+        ))
+    }
+
+    /// Finds or builds the provider's template or snapshot for `spec` (named by its content
+    /// hash), waits until it is ready and returns what to create sandboxes from. A ready one
+    /// is reused, one being built is waited for, one whose build failed is built again; a
+    /// build that fails is an error with the provider's reason. Needs `prepare`.
+    async fn prepare(&self, _spec: &PrepareSpec) -> Result<Prepared> {
+        let (op, cap) = operation::PREPARE;
+        Err(not_implemented(
+            self.name(),
+            &self.capabilities(),
+            "Provider::prepare",
+            op,
+            &[cap],
+        ))
     }
 }
 
@@ -305,6 +356,10 @@ pub mod operation {
     pub const SNAPSHOT: Requirement = ("snapshot", Capability::Snapshot);
     /// `Sandbox::metrics`.
     pub const METRICS: Requirement = ("metrics", Capability::Metrics);
+    /// `Provider::usage`.
+    pub const USAGE: Requirement = ("usage", Capability::Usage);
+    /// `Provider::prepare`.
+    pub const PREPARE: Requirement = ("prepare", Capability::Prepare);
 }
 
 #[cfg(test)]

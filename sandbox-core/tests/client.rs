@@ -163,6 +163,28 @@ impl Provider for FakeProvider {
         });
         stream::iter(pages).boxed()
     }
+    async fn destroy(&self, _id: &str) -> Result<()> {
+        self.0.call("destroy_by_id")
+    }
+    async fn find_by_idempotency_key(&self, _key: &str) -> Result<Option<SandboxInfo>> {
+        self.0.call("find_by_idempotency_key")?;
+        Ok(None)
+    }
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> Result<sandbox_sdk_core::fleet::Usage> {
+        self.0.call("usage")?;
+        Err(Error::not_supported(self.0.name, "usage").with_sandbox_id(&sandbox.id))
+    }
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        self.0.call("prepare")?;
+        Err(Error::not_supported(self.0.name, "prepare"))
+    }
 }
 
 #[async_trait]

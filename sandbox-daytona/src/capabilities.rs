@@ -12,8 +12,10 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) (see [`capabilities_for`]).
 ///
 /// `region` (`target`), `volumes`, `egress_control` (network block-all and allow-lists) and
-/// `gpu` are create options ([`DaytonaCreate`](crate::DaytonaCreate)); `usage` is the
-/// organization's limits ([`DaytonaProvider::limits`](crate::DaytonaProvider::limits)).
+/// `gpu` are create options ([`DaytonaCreate`](crate::DaytonaCreate)); `usage` is the analytics
+/// meter behind `Provider::usage` (estimated on an installation without one) and the
+/// organization's limits ([`DaytonaProvider::limits`](crate::DaytonaProvider::limits));
+/// `prepare` makes snapshots by content hash (`Provider::prepare`).
 pub const CAPABILITIES: Capabilities = Capabilities {
     list: Level::Native,
     stop: Level::Native,
@@ -34,6 +36,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     egress_control: Level::Native,
     gpu: Level::Native,
     usage: Level::Native,
+    prepare: Level::Native,
     flags: FLAGS,
     ..Capabilities::NONE
 };

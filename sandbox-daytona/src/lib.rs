@@ -99,7 +99,7 @@ pub use demux::{LogDemux, LogStream, MARKER_LEN, split_log};
 pub use error::{is_state_change_in_progress, map_error};
 pub use provider::{
     DaytonaCreate, DaytonaProvider, IDEMPOTENCY_LABEL, SandboxLimits, SnapshotSize, UsagePeriod,
-    idempotency_name, snapshot_name,
+    idempotency_name, metered_usage, snapshot_name,
 };
 pub use sandbox::{
     DaytonaFileInfo, DaytonaSandbox, ExecuteResult, FileMatch, Session, SessionCommand, SessionExec,

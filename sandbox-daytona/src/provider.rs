@@ -9,6 +9,7 @@ use crate::wire::{
     UsageDto, VolumeMount,
 };
 use futures::StreamExt;
+use sandbox_sdk_core::fleet::{PrepareSpec, Prepared, Usage};
 use sandbox_sdk_core::http::{HttpClient, Method, encode_path_segment};
 use sandbox_sdk_core::idempotency::create_once;
 use sandbox_sdk_core::time::parse_rfc3339;
@@ -359,11 +360,36 @@ impl DaytonaProvider {
         region: Option<&str>,
         sandbox_class: Option<&str>,
     ) -> Result<String> {
-        let name = snapshot_name(image, size, region, sandbox_class);
-        let path = format!("/snapshots/{}", encode_path_segment(&name));
+        let body = CreateSnapshotBody {
+            name: snapshot_name(image, size, region, sandbox_class),
+            image_name: Some(image.to_owned()),
+            cpu: Some(size.cpu),
+            memory: Some(size.memory_gb),
+            disk: Some(size.disk_gb),
+            region_id: region.map(str::to_owned),
+            sandbox_class: sandbox_class.map(str::to_owned),
+            build_info: None,
+        };
+        Ok(self.prepare_snapshot(&body, false).await?.0)
+    }
+
+    /// Finds snapshot `body.name` or creates it from `body`, and waits until it is `active`
+    /// (`GET /snapshots/{name}`, `POST /snapshots`, PROTOCOL.md §1.4). `inactive` is activated
+    /// once. One whose build failed (`error`, `build_failed`) fails with its reason, or with
+    /// `rebuild_failed` is deleted (`DELETE /snapshots/{id}`) and built again once (a failed
+    /// build is never reused); a rebuild that fails too fails with its reason. Returns the name
+    /// and whether an existing snapshot was used (nothing created by this call).
+    async fn prepare_snapshot(
+        &self,
+        body: &CreateSnapshotBody,
+        rebuild_failed: bool,
+    ) -> Result<(String, bool)> {
+        let name = &body.name;
+        let path = format!("/snapshots/{}", encode_path_segment(name));
         let deadline = crate::time::instant_after(self.inner.config.start_timeout);
         let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
         let mut created = false;
+        let mut deleted = false;
         let mut activated = false;
         loop {
             let found = self
@@ -375,7 +401,25 @@ impl DaytonaProvider {
                 .await;
             match found {
                 Ok(snapshot) => match snapshot.state.as_deref().unwrap_or("") {
-                    "active" => return Ok(name),
+                    "active" => return Ok((name.clone(), !created && !deleted)),
+                    "error" | "build_failed" if rebuild_failed && !created && !deleted => {
+                        tracing::info!(
+                            snapshot = %name,
+                            reason = snapshot.error_reason.as_deref().unwrap_or("none given"),
+                            "prepare: the snapshot's build failed; deleting it to build it again"
+                        );
+                        self.inner
+                            .http
+                            .request(
+                                Method::Delete,
+                                &format!("/snapshots/{}", encode_path_segment(&snapshot.id)),
+                            )
+                            .operation("prepare")
+                            .send_empty()
+                            .await?;
+                        deleted = true;
+                        continue;
+                    }
                     "error" | "build_failed" => {
                         return Err(Error::new(
                             ErrorKind::Provider,
@@ -409,20 +453,11 @@ impl DaytonaProvider {
                     _ => {}
                 },
                 Err(e) if e.kind() == ErrorKind::NotFound && !created => {
-                    let body = CreateSnapshotBody {
-                        name: name.clone(),
-                        image_name: image.to_owned(),
-                        cpu: Some(size.cpu),
-                        memory: Some(size.memory_gb),
-                        disk: Some(size.disk_gb),
-                        region_id: region.map(str::to_owned),
-                        sandbox_class: sandbox_class.map(str::to_owned),
-                    };
                     match self
                         .inner
                         .http
                         .request(Method::Post, "/snapshots")
-                        .json(&body)
+                        .json(body)
                         .operation("prepare")
                         .send_json::<SnapshotDto>()
                         .await
@@ -531,6 +566,11 @@ impl DaytonaProvider {
                 "sandbox usage (no analytics API)",
             ));
         };
+        // The key goes to this address: only an https one (or http when the API is), with no
+        // user info, query or fragment.
+        let analytics =
+            sandbox_sdk_core::http::checked_answer_url(&analytics, &self.inner.config.api_url)
+                .map_err(|e| e.or_context(PROVIDER, "usage", Some(sandbox_id)))?;
         let org = self.organization_id().await?;
         let periods: Vec<Period> = self
             .inner
@@ -667,6 +707,41 @@ impl Inner {
             .sandbox_id(id)
             .send_json()
             .await
+    }
+
+    /// `DELETE /sandbox/{id}` (a state change in progress waited out), forgets the sandbox's
+    /// SSH token and idle sessions, then polls until the sandbox is gone (404 or `destroyed`),
+    /// all within `deadline`.
+    pub(crate) async fn destroy(&self, id: &str, deadline: Instant) -> Result<()> {
+        let response = self
+            .lifecycle_call(
+                id,
+                LifecycleRequest::new("destroy", Method::Delete, ""),
+                deadline,
+            )
+            .await?;
+        response.bytes().await?;
+        crate::ssh::forget(self, id).await;
+        crate::exec::forget_sessions(self, id);
+        // Look at once, then back off up to the poll interval, until the 404.
+        let mut backoff = crate::time::backoff_until(self.config.poll_interval, deadline);
+        loop {
+            match self.fetch(id, "destroy").await {
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+                Ok(dto) if dto.state.as_deref() == Some("destroyed") => return Ok(()),
+                Ok(_) => {}
+            }
+            if !backoff.pause().await {
+                return Err(
+                    Error::new(ErrorKind::Timeout, "sandbox is still being destroyed").or_context(
+                        PROVIDER,
+                        "destroy",
+                        Some(id),
+                    ),
+                );
+            }
+        }
     }
 
     /// Polls until the sandbox is `started`. `error`/`build_failed` fail with the reason; a
@@ -832,6 +907,21 @@ pub(crate) fn info_from_dto(dto: &SandboxDto) -> SandboxInfo {
     info.created_at = dto.created_at.as_deref().and_then(parse_rfc3339);
     info.expires_at = dto.auto_destroy_at.as_deref().and_then(parse_rfc3339);
     info.region = dto.target.clone();
+    info.updated_at = dto.updated_at.as_deref().and_then(parse_rfc3339);
+    info.last_activity_at = dto.last_activity_at.as_deref().and_then(parse_rfc3339);
+    // cpu, memory and disk are whole cores and GB (PROTOCOL.md §1.2), sent as JSON numbers.
+    let whole = |v: Option<f64>| {
+        v.filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v.round() as u64)
+    };
+    info.resources = sandbox_sdk_core::Resources {
+        cpus: whole(dto.cpu).and_then(|c| u32::try_from(c).ok()),
+        memory_mb: whole(dto.memory).map(|gb| gb.saturating_mul(1024)),
+        disk_gb: whole(dto.disk),
+        gpus: whole(dto.gpu)
+            .filter(|g| *g > 0)
+            .and_then(|g| u32::try_from(g).ok()),
+    };
     info
 }
 
@@ -862,6 +952,82 @@ impl Provider for DaytonaProvider {
 
     async fn connect(&self, id: &str) -> Result<Box<dyn Sandbox>> {
         Ok(Box::new(self.get(id).await?))
+    }
+
+    /// `DELETE /sandbox/{id}`, then waits (within the builder's state-change timeout) until it
+    /// is gone, as [`Sandbox::destroy`] does.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        let deadline = crate::time::instant_after(self.inner.config.state_change_timeout);
+        self.inner.destroy(id, deadline).await
+    }
+
+    /// Lists by the [`IDEMPOTENCY_LABEL`] label (`GET /sandbox?labels=…`) and returns the first
+    /// sandbox that is not being destroyed. This finds a sandbox made under a caller-given
+    /// name too, which the name look-up of create (by [`idempotency_name`]) cannot.
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        let filter = ListFilter::new().metadata(IDEMPOTENCY_LABEL, key);
+        let mut found = self.list(&filter);
+        while let Some(info) = found.try_next().await? {
+            let going = matches!(info.raw_state.as_deref(), Some("destroying" | "destroyed"));
+            if !going {
+                return Ok(Some(info));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Daytona's own meter: the usage periods of the analytics API since the sandbox was
+    /// created ([`DaytonaProvider::sandbox_usage`]); periods with CPU are running time, the
+    /// rest is time held stopped, and the cost is the sum of the periods' prices. An
+    /// installation without an analytics API gets an estimate from the listing and the shipped
+    /// price table instead, marked `estimated`.
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        // The analytics API wants a window; a sandbox always has a creation time, so the
+        // fallback start (2020, before Daytona sandboxes existed) only covers a listing
+        // that lacks one.
+        let from = sandbox.created_at.unwrap_or(
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_577_836_800),
+        );
+        match self.sandbox_usage(&sandbox.id, from, to).await {
+            Ok(periods) => Ok(metered_usage(sandbox, from, to, &periods)),
+            Err(e) if e.kind() == ErrorKind::NotSupported => {
+                let prices = sandbox_sdk_core::fleet::PriceTable::builtin();
+                let mut usage =
+                    sandbox_sdk_core::fleet::estimate(sandbox, to, prices.get(PROVIDER));
+                usage.basis = format!("{} (this installation has no analytics API)", usage.basis);
+                Ok(usage)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The snapshot for `spec` under its content-hash name ([`PrepareSpec::name`]): from the
+    /// image alone when there are no steps (`imageName`), otherwise built from a Dockerfile of
+    /// the image and its steps (`buildInfo.dockerfileContent`), at the shape's size, in the
+    /// builder's target region. A ready one is reused, one whose build failed is deleted and
+    /// built again (see [`DaytonaProvider::prepare`] for the rest).
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        let name = spec.name();
+        let shape = spec.shape;
+        let body = CreateSnapshotBody {
+            name: name.clone(),
+            image_name: spec.steps.is_empty().then(|| spec.image.clone()),
+            cpu: shape.map(|s| s.cpus),
+            memory: shape.map(|s| s.memory_gib),
+            disk: shape.map(|s| s.disk_gib).filter(|d| *d > 0),
+            region_id: self.inner.config.target.clone(),
+            sandbox_class: None,
+            build_info: (!spec.steps.is_empty()).then(|| BuildInfo {
+                dockerfile_content: spec.dockerfile(),
+            }),
+        };
+        let (template, reused) = self.prepare_snapshot(&body, true).await?;
+        Ok(Prepared {
+            provider: PROVIDER.to_owned(),
+            template,
+            name,
+            reused,
+        })
     }
 
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
@@ -914,6 +1080,56 @@ impl Provider for DaytonaProvider {
 }
 
 use futures::TryStreamExt;
+
+/// Usage from Daytona's metered periods between `from` and `to`: a period with CPU billed is
+/// running time, one without is time held (stopped, disk kept); an open period ends at `to`.
+/// The cost is the sum of the periods' prices when every period has one.
+pub fn metered_usage(
+    sandbox: &SandboxInfo,
+    from: std::time::SystemTime,
+    to: std::time::SystemTime,
+    periods: &[UsagePeriod],
+) -> Usage {
+    let mut running = std::time::Duration::ZERO;
+    let mut held = std::time::Duration::ZERO;
+    let mut cost = 0.0;
+    let mut priced = 0;
+    for p in periods {
+        let (Some(start), end) = (p.start, p.end.unwrap_or(to)) else {
+            continue;
+        };
+        let length = end.duration_since(start).unwrap_or_default();
+        if p.cpu > 0.0 {
+            running += length;
+        } else {
+            held += length;
+        }
+        if let Some(price) = p.price.filter(|p| p.is_finite()) {
+            cost += price;
+            priced += 1;
+        }
+    }
+    let all_priced = priced == periods.len();
+    Usage {
+        sandbox_id: sandbox.id.clone(),
+        provider: PROVIDER.to_owned(),
+        from: Some(from),
+        to,
+        running,
+        held,
+        cost_usd: all_priced.then_some(cost),
+        estimated: false,
+        basis: format!(
+            "Daytona's meter: {} usage period(s) from the analytics API{}",
+            periods.len(),
+            if all_priced {
+                ""
+            } else {
+                ", not all of them priced, so no cost"
+            }
+        ),
+    }
+}
 
 /// The core spec's template becomes a Daytona snapshot, and Daytona refuses resources with a
 /// snapshot (400 "Cannot specify Sandbox resources when using a snapshot", PROTOCOL.md §1.1),
@@ -1024,6 +1240,35 @@ mod tests {
             DaytonaCreate::from_spec(&spec).name.as_deref(),
             Some("mine")
         );
+    }
+
+    #[test]
+    fn metered_periods_split_running_from_held_time_and_sum_their_prices() {
+        let t = |m: u64| std::time::UNIX_EPOCH + Duration::from_secs(60 * m);
+        let info = SandboxInfo::new("sb", PROVIDER, sandbox_sdk_core::SandboxState::Stopped);
+        let period = |start: u64, end: Option<u64>, cpu: f64, price: Option<f64>| UsagePeriod {
+            start: Some(t(start)),
+            end: end.map(t),
+            cpu,
+            gpu: 0.0,
+            memory_gb: cpu,
+            disk_gb: 3.0,
+            price,
+        };
+        let periods = [
+            period(0, Some(30), 1.0, Some(0.0334)),
+            // An open period (the sandbox is still stopped) ends at `to`.
+            period(30, None, 0.0, Some(0.0002)),
+        ];
+        let usage = metered_usage(&info, t(0), t(60), &periods);
+        assert_eq!(usage.running, Duration::from_secs(1800));
+        assert_eq!(usage.held, Duration::from_secs(1800));
+        assert!((usage.cost_usd.unwrap() - 0.0336).abs() < 1e-12);
+        assert!(!usage.estimated);
+        let unpriced = [period(0, Some(30), 1.0, None)];
+        let usage = metered_usage(&info, t(0), t(60), &unpriced);
+        assert_eq!(usage.cost_usd, None);
+        assert!(usage.basis.contains("no cost"), "{}", usage.basis);
     }
 
     #[test]

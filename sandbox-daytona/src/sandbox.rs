@@ -1164,37 +1164,7 @@ impl Sandbox for DaytonaSandbox {
     }
 
     async fn destroy(&self) -> Result<()> {
-        let deadline = self.deadline();
-        let response = self
-            .inner
-            .lifecycle_call(
-                &self.id,
-                LifecycleRequest::new("destroy", Method::Delete, ""),
-                deadline,
-            )
-            .await?;
-        response.bytes().await?;
-        crate::ssh::forget(&self.inner, &self.id).await;
-        exec::forget_sessions(&self.inner, &self.id);
-        // Look at once, then back off up to the poll interval, until the 404.
-        let mut backoff = crate::time::backoff_until(self.inner.config.poll_interval, deadline);
-        loop {
-            match self.inner.fetch(&self.id, "destroy").await {
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
-                Ok(dto) if dto.state.as_deref() == Some("destroyed") => return Ok(()),
-                Ok(_) => {}
-            }
-            if !backoff.pause().await {
-                return Err(
-                    Error::new(ErrorKind::Timeout, "sandbox is still being destroyed").or_context(
-                        PROVIDER,
-                        "destroy",
-                        Some(&self.id),
-                    ),
-                );
-            }
-        }
+        self.inner.destroy(&self.id, self.deadline()).await
     }
 
     /// Sets Daytona's TTL so the sandbox is destroyed `timeout` from now: `setTtl` re-anchors

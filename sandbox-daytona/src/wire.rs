@@ -32,6 +32,8 @@ pub(crate) struct SandboxDto {
     pub auto_delete_interval: Option<i64>,
     pub auto_destroy_at: Option<String>,
     pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub last_activity_at: Option<String>,
     pub toolbox_proxy_url: Option<String>,
     pub sandbox_class: Option<String>,
 }
@@ -164,7 +166,8 @@ pub(crate) struct SnapshotDto {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CreateSnapshotBody {
     pub name: String,
-    pub image_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,6 +178,8 @@ pub(crate) struct CreateSnapshotBody {
     pub region_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox_class: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_info: Option<BuildInfo>,
 }
 
 /// `SshAccessDto`.

@@ -41,7 +41,18 @@ fn suite() -> Suite {
             Capability::Usage,
             "lifecycle::limits_come_from_the_usage_endpoint",
         )
+        .not_simulated("prepare_reuse", SNAPSHOTS)
+        .not_simulated("prepare_failure", SNAPSHOTS)
+        .not_simulated(
+            "usage",
+            "the simulator serves no analytics API, so usage is estimated; the metered path \
+             is proven by the replayed usage scenario",
+        )
 }
+
+/// Why the prepare scenarios do not run here.
+const SNAPSHOTS: &str = "the simulator does not build snapshots (`/api/snapshots`); \
+    prepare is proven by the replayed prepare scenarios";
 
 /// The test in `tests/lifecycle.rs` that proves the create-time capabilities.
 const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";

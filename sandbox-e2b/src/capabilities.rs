@@ -1,4 +1,6 @@
-//! What E2B can do, as one literal. Every `Native` entry is exercised by the conformance suite,
+//! What E2B can do, as one literal (`prepare` is templates by content hash; `usage` is
+//! unsupported because E2B has no usage meter: the client's emulation estimates it). Every
+//! `Native` entry is exercised by the conformance suite,
 //! except `egress_control` and `volumes`, which no core trait operation reaches: they are E2B
 //! inherent methods ([`crate::CreateOptions`], [`crate::E2bSandbox::update_network`],
 //! [`crate::E2bProvider::create_volume`]) proven by `tests/adapter.rs` and marked
@@ -34,6 +36,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     secrets_vault: Level::Unsupported,
     metrics: Level::Native,
     usage: Level::Unsupported,
+    prepare: Level::Native,
     flags: Flags {
         preserves_memory_on_pause: true,
         preserves_disk_on_stop: false,

@@ -86,4 +86,4 @@ pub use provider::{
     ListQuery, NAME_METADATA_KEY, ONE_OBJECT_MAX_BODY, idempotency_header_value, map_state,
 };
 pub use sandbox::{E2bSandbox, ForkOutcome, LogQuery, PauseMode};
-pub use templates::TemplateSpec;
+pub use templates::{TemplateSpec, template_spec};

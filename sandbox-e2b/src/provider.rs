@@ -157,6 +157,12 @@ pub fn sandbox_info(detail: SandboxDetail) -> SandboxInfo {
     info.raw_state = raw;
     info.template = detail.alias.or(detail.template_id);
     info.metadata = detail.metadata;
+    info.resources = sandbox_sdk_core::Resources {
+        cpus: detail.cpu_count,
+        memory_mb: detail.memory_mb,
+        disk_gb: detail.disk_size_mb.map(|mb| mb.div_ceil(1024)),
+        gpus: None,
+    };
     info.created_at = detail
         .started_at
         .as_deref()
@@ -230,8 +236,8 @@ impl E2bProvider {
             let Some(key) = key else {
                 return Ok(None);
             };
-            match self.find_by_idempotency_key(key).await? {
-                Some(id) => self.connect_sandbox(&id, spec.timeout).await.map(Some),
+            match self.find_keyed(key).await? {
+                Some(info) => self.connect_sandbox(&info.id, spec.timeout).await.map(Some),
                 None => Ok(None),
             }
         };
@@ -277,14 +283,15 @@ impl E2bProvider {
         E2bSandbox::new(self.shared.clone(), created, spec.timeout)
     }
 
-    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<String>> {
+    /// The live sandbox labelled with idempotency key `key` (`GET /v2/sandboxes` filtered by
+    /// the [`IDEMPOTENCY_METADATA_KEY`] label, running or paused, one item).
+    async fn find_keyed(&self, key: &str) -> Result<Option<SandboxInfo>> {
         let query = ListQuery {
             metadata: [(IDEMPOTENCY_METADATA_KEY.to_owned(), key.to_owned())].into(),
             states: vec!["running".into(), "paused".into()],
             limit: Some(1),
         };
-        let first = self.list_sandboxes(&query).try_next().await?;
-        Ok(first.map(|info| info.id))
+        self.list_sandboxes(&query).try_next().await
     }
 
     /// Connects to a sandbox, resuming it when paused (`POST /v2/sandboxes/{id}/connect`). With
@@ -551,6 +558,57 @@ impl Provider for E2bProvider {
         })
         .try_filter(move |info| std::future::ready(filter.matches(info)))
         .boxed()
+    }
+
+    /// `DELETE /sandboxes/{id}`: a paused sandbox is killed where it is, not resumed first. A
+    /// 404 is `NotFound`.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        if self.kill(id).await? {
+            Ok(())
+        } else {
+            Err(
+                Error::new(ErrorKind::NotFound, format!("sandbox {id} is already gone"))
+                    .with_provider(PROVIDER)
+                    .with_operation("destroy")
+                    .with_sandbox_id(id)
+                    .with_status(404),
+            )
+        }
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        self.find_keyed(key).await
+    }
+
+    /// Unsupported: E2B publishes no usage meter (the per-sandbox events endpoint that carried
+    /// execution times was removed, PROTOCOL.md §1.2). The client's emulation estimates usage
+    /// from the listing and the price table.
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> Result<sandbox_sdk_core::fleet::Usage> {
+        Err(Error::not_supported(PROVIDER, "usage").with_sandbox_id(&sandbox.id))
+    }
+
+    /// The template for `spec` under its content-hash name
+    /// ([`PrepareSpec::name`](sandbox_sdk_core::fleet::PrepareSpec::name)): see
+    /// [`E2bProvider::prepare_template`] for reuse and rebuild; the spec maps onto a template
+    /// by [`crate::template_spec`].
+    async fn prepare(
+        &self,
+        spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        let name = spec.name();
+        let (template, reused) = self
+            .prepare_named(&name, &crate::templates::template_spec(spec))
+            .await?;
+        Ok(sandbox_sdk_core::fleet::Prepared {
+            provider: PROVIDER.to_owned(),
+            template,
+            name,
+            reused,
+        })
     }
 }
 

@@ -632,18 +632,11 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn destroy(&self) -> Result<()> {
-        if self.kill().await? {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::NotFound,
-                format!("sandbox {} is already gone", self.id),
-            )
-            .with_provider(PROVIDER)
-            .with_operation("destroy")
-            .with_sandbox_id(&self.id)
-            .with_status(404))
-        }
+        sandbox_sdk_core::Provider::destroy(
+            &E2bProvider::from_shared(self.shared.clone()),
+            &self.id,
+        )
+        .await
     }
 
     async fn set_timeout(&self, timeout: Duration) -> Result<()> {

@@ -1,12 +1,13 @@
 //! Templates: build one from an image plus steps and wait for it, idempotent by a content hash
-//! of what goes in (PROTOCOL.md §1.3).
+//! of what goes in (PROTOCOL.md §1.3); the E2B side of the core `Provider::prepare`.
 
 use crate::PROVIDER;
 use crate::provider::{E2bProvider, ONE_OBJECT_MAX_BODY};
 use crate::wire::{
     TemplateAlias, TemplateBuildStart, TemplateBuildStatus, TemplateCreate, TemplateCreated,
-    TemplateStep,
+    TemplateStep, TemplateWithBuilds,
 };
+use sandbox_sdk_core::fleet::PrepareSpec;
 use sandbox_sdk_core::http::{Method, encode_path_segment};
 use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
@@ -123,41 +124,82 @@ impl TemplateSpec {
 }
 
 impl E2bProvider {
-    /// Returns the id of a template built from `spec`, building it first when no template of
-    /// that content exists (found by its hash-derived name). Waits for the build; a failed build
-    /// is an error carrying the service's reason.
+    /// Returns the id of a template built from `spec`, found by its content-hash name
+    /// ([`TemplateSpec::template_name`]): reused when its latest build is ready, waited for when
+    /// a build is in progress, built again when its latest build failed (a failed build is
+    /// never reused), built new when there is none. A build that fails is an error carrying
+    /// the service's reason.
     pub async fn prepare_template(&self, spec: &TemplateSpec) -> Result<String> {
+        Ok(self.prepare_named(&spec.template_name(), spec).await?.0)
+    }
+
+    /// [`prepare_template`](Self::prepare_template) under `name`; also says whether an existing
+    /// template was used (nothing built by this call).
+    pub(crate) async fn prepare_named(
+        &self,
+        name: &str,
+        spec: &TemplateSpec,
+    ) -> Result<(String, bool)> {
         if spec.from_image.is_none() == spec.from_template.is_none() {
             return Err(Error::validation(
                 "a template needs exactly one of from_image and from_template",
             )
             .with_provider(PROVIDER)
-            .with_operation("prepare_template"));
+            .with_operation("prepare"));
         }
-        let name = spec.template_name();
         let api = &self.shared.api;
         let found = api
             .request(
                 Method::Get,
-                &format!("/templates/aliases/{}", encode_path_segment(&name)),
+                &format!("/templates/aliases/{}", encode_path_segment(name)),
             )
-            .operation("prepare_template")
+            .operation("prepare")
             .max_body(ONE_OBJECT_MAX_BODY)
             .send_json::<TemplateAlias>()
             .await;
         match found {
-            Ok(alias) => return Ok(alias.template_id),
+            Ok(alias) => {
+                let template: TemplateWithBuilds = api
+                    .request(
+                        Method::Get,
+                        &format!("/templates/{}", encode_path_segment(&alias.template_id)),
+                    )
+                    .operation("prepare")
+                    .max_body(ONE_OBJECT_MAX_BODY)
+                    .send_json()
+                    .await?;
+                let latest = template.builds.iter().max_by_key(|b| {
+                    b.created_at
+                        .as_deref()
+                        .and_then(sandbox_sdk_core::time::parse_rfc3339)
+                });
+                match latest.map(|b| b.status.as_str()) {
+                    Some("ready") => return Ok((template.template_id, true)),
+                    Some("building" | "waiting") => {
+                        let build = latest.map(|b| b.build_id.clone()).unwrap_or_default();
+                        self.wait_build(name, &template.template_id, &build).await?;
+                        return Ok((template.template_id, true));
+                    }
+                    status => tracing::info!(
+                        template = name,
+                        latest_build = status.unwrap_or("none"),
+                        "prepare: the template's latest build is not usable; building it again"
+                    ),
+                }
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        // POST /v3/templates with a name that exists starts a new build of that template
+        // (PROTOCOL.md §1.3: it answers the template id and a new build id).
         let created: TemplateCreated = api
             .request(Method::Post, "/v3/templates")
             .json(&TemplateCreate {
-                name: name.clone(),
+                name: name.to_owned(),
                 cpu_count: spec.cpu_count,
                 memory_mb: spec.memory_mb,
             })
-            .operation("prepare_template")
+            .operation("prepare")
             .max_body(ONE_OBJECT_MAX_BODY)
             .send_json()
             .await?;
@@ -171,10 +213,20 @@ impl E2bProvider {
                 start_cmd: spec.start_cmd.clone(),
                 ready_cmd: spec.ready_cmd.clone(),
             })
-            .operation("prepare_template")
+            .operation("prepare")
             .send_empty()
             .await?;
-        // Check at once, then 25 ms doubling up to the poll interval, until the build timeout.
+        self.wait_build(name, &created.template_id, &created.build_id)
+            .await?;
+        Ok((created.template_id, false))
+    }
+
+    /// Polls `GET /templates/{tid}/builds/{bid}/status` (at once, then 25 ms doubling up to the
+    /// poll interval, within the build timeout) until `ready`; `error` fails with the reason.
+    async fn wait_build(&self, name: &str, template_id: &str, build_id: &str) -> Result<()> {
+        let api = &self.shared.api;
+        let tid = encode_path_segment(template_id);
+        let bid = encode_path_segment(build_id);
         let mut backoff = Backoff::new(self.shared.template_poll_interval)
             .within(self.shared.template_build_timeout);
         loop {
@@ -185,12 +237,12 @@ impl E2bProvider {
                 )
                 .query("logsOffset", 0)
                 .query("limit", 0)
-                .operation("prepare_template")
+                .operation("prepare")
                 .max_body(ONE_OBJECT_MAX_BODY)
                 .send_json()
                 .await?;
             match status.status.as_str() {
-                "ready" => return Ok(created.template_id),
+                "ready" => return Ok(()),
                 "error" => {
                     let reason = match status.reason {
                         Some(serde_json::Value::String(s)) => s,
@@ -206,7 +258,7 @@ impl E2bProvider {
                         format!("template {name} failed to build: {reason}"),
                     )
                     .with_provider(PROVIDER)
-                    .with_operation("prepare_template"));
+                    .with_operation("prepare"));
                 }
                 _ => {}
             }
@@ -219,10 +271,30 @@ impl E2bProvider {
                     ),
                 )
                 .with_provider(PROVIDER)
-                .with_operation("prepare_template"));
+                .with_operation("prepare"));
             }
         }
     }
+}
+
+/// The template a core [`PrepareSpec`] asks for: its image, a `USER root` step when there are
+/// steps (E2B builds run as `user` otherwise, and the core model runs steps as root), each
+/// step as a `RUN`, and the shape's CPUs and memory. Disk is not part of an E2B template (the
+/// plan sets it), so the shape's disk is not sent.
+pub fn template_spec(spec: &PrepareSpec) -> TemplateSpec {
+    let mut template = TemplateSpec::from_image(&spec.image);
+    if !spec.steps.is_empty() {
+        template = template.step("USER", vec!["root".to_owned()]);
+    }
+    for step in &spec.steps {
+        template = template.run(step);
+    }
+    if let Some(shape) = spec.shape {
+        template = template
+            .cpu_count(shape.cpus)
+            .memory_mb(u64::from(shape.memory_gib) * 1024);
+    }
+    template
 }
 
 #[cfg(test)]

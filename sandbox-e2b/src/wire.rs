@@ -465,6 +465,30 @@ pub struct TemplateAlias {
     pub template_id: String,
 }
 
+/// `GET /templates/{templateID}` answer (`TemplateWithBuilds`), the fields prepare reads.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TemplateWithBuilds {
+    /// Template id.
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    /// Its builds.
+    #[serde(default)]
+    pub builds: Vec<TemplateBuild>,
+}
+
+/// One build of a template (`TemplateBuild`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TemplateBuild {
+    /// Build id.
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// `building`, `waiting`, `ready` or `error`.
+    pub status: String,
+    /// RFC 3339 creation time.
+    #[serde(rename = "createdAt", default)]
+    pub created_at: Option<String>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // envd process RPC
 // ---------------------------------------------------------------------------------------------

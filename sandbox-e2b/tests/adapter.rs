@@ -1787,7 +1787,139 @@ async fn prepare_builds_once_then_reuses_by_content_hash() {
         .expect(1)
         .mount(&server)
         .await;
+    // The reused template's latest build is checked: ready, so nothing is built.
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl1"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(template_with_builds(
+                "tpl1",
+                &[("b1", "ready", "2026-12-01T00:00:00Z")],
+            )),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
     assert_eq!(p.prepare_template(&spec).await.unwrap(), "tpl1");
+}
+
+/// A `TemplateWithBuilds` answer with `(buildID, status, createdAt)` builds.
+fn template_with_builds(id: &str, builds: &[(&str, &str, &str)]) -> serde_json::Value {
+    serde_json::json!({
+        "templateID": id, "public": false, "aliases": [], "names": [],
+        "createdAt": "2026-12-01T00:00:00Z", "updatedAt": "2026-12-01T00:00:00Z",
+        "lastSpawnedAt": null, "spawnCount": 0,
+        "builds": builds.iter().map(|(b, status, at)| serde_json::json!({
+            "buildID": b, "status": status, "createdAt": at, "updatedAt": at,
+            "cpuCount": 2, "memoryMB": 2048
+        })).collect::<Vec<_>>()
+    })
+}
+
+#[tokio::test]
+async fn a_template_whose_latest_build_failed_is_built_again_not_reused() {
+    let server = MockServer::start().await;
+    let spec = TemplateSpec::from_image("ubuntu:24.04").run("echo again");
+    let name = spec.template_name();
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/aliases/{name}")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"templateID": "tpl4", "public": false})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    // An older ready build does not make the template usable: the latest one failed.
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl4"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(template_with_builds(
+                "tpl4",
+                &[
+                    ("old", "ready", "2026-11-01T00:00:00Z"),
+                    ("bad", "error", "2026-11-30T00:00:00Z"),
+                ],
+            )),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v3/templates"))
+        .and(body_json(serde_json::json!({"name": name})))
+        .respond_with(ResponseTemplate::new(202).set_body_json(serde_json::json!({
+            "templateID": "tpl4", "buildID": "new", "public": false, "names": [name], "tags": [], "aliases": [name]
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/templates/tpl4/builds/new"))
+        .respond_with(ResponseTemplate::new(202))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl4/builds/new/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl4", "buildID": "new", "status": "ready", "logs": [], "logEntries": []
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        fast_polling(&server).prepare_template(&spec).await.unwrap(),
+        "tpl4"
+    );
+}
+
+#[tokio::test]
+async fn a_build_in_progress_is_waited_for_not_started_again() {
+    let server = MockServer::start().await;
+    let spec = TemplateSpec::from_image("ubuntu:24.04").run("echo wait");
+    let name = spec.template_name();
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/aliases/{name}")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"templateID": "tpl5", "public": false})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl5"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(template_with_builds(
+                "tpl5",
+                &[("b5", "building", "2026-12-01T00:00:00Z")],
+            )),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl5/builds/b5/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl5", "buildID": "b5", "status": "building", "logs": [], "logEntries": []
+        })))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/templates/tpl5/builds/b5/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": "tpl5", "buildID": "b5", "status": "ready", "logs": [], "logEntries": []
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        fast_polling(&server).prepare_template(&spec).await.unwrap(),
+        "tpl5"
+    );
 }
 
 #[tokio::test]

@@ -20,8 +20,10 @@ use sandbox_conformance::{
 };
 use sandbox_e2b::wire::NetworkConfig;
 use sandbox_e2b::{CreateOptions, E2bBuilder, E2bProvider};
+use sandbox_sdk_core::fleet::{PrepareSpec, Prepared, Usage};
 use sandbox_sdk_core::{
-    Capabilities, Capability, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxStream,
+    Capabilities, Capability, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxInfo,
+    SandboxStream,
 };
 use std::sync::Arc;
 
@@ -57,6 +59,22 @@ impl Provider for Private {
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
         self.0.list(filter)
     }
+
+    async fn destroy(&self, id: &str) -> Result<()> {
+        Provider::destroy(&self.0, id).await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        self.0.find_by_idempotency_key(key).await
+    }
+
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        self.0.usage(sandbox, to).await
+    }
+
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.0.prepare(spec).await
+    }
 }
 
 /// The adapter pointed at a simulator, as a user would point it at E2B (API key, API URL,
@@ -73,8 +91,14 @@ fn adapter(url: &str, key: &str) -> Result<Arc<dyn Provider>> {
     Ok(Arc::new(Private(provider)))
 }
 
+/// Why the prepare scenarios do not run here.
+const TEMPLATES: &str = "the simulator does not build templates (`/v3/templates`); prepare is \
+    proven by the replayed prepare scenarios";
+
 fn suite() -> Suite {
     Suite::simulated("e2b", adapter)
+        .not_simulated("prepare_reuse", TEMPLATES)
+        .not_simulated("prepare_failure", TEMPLATES)
         .covered_elsewhere(
             Capability::EgressControl,
             "adapter::create_options_send_egress_rules_and_volumes",

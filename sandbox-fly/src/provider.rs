@@ -255,7 +255,30 @@ pub(crate) fn to_info(machine: &Machine) -> SandboxInfo {
         .created_at
         .as_deref()
         .and_then(sandbox_sdk_core::time::parse_rfc3339);
+    info.updated_at = machine
+        .updated_at
+        .as_deref()
+        .and_then(sandbox_sdk_core::time::parse_rfc3339);
     info.region = machine.region.clone();
+    if let Some(guest) = machine.config.as_ref().and_then(|c| c.guest.as_ref()) {
+        info.resources.cpus = guest.cpus;
+        info.resources.memory_mb = guest.memory_mb;
+    }
+    // The machine's recent events (PROTOCOL.md §4: `status` is the state after the event,
+    // `timestamp` Unix milliseconds), oldest first: the state history usage estimates use.
+    let mut history: Vec<sandbox_sdk_core::StateChange> = machine
+        .events
+        .iter()
+        .filter_map(|e| {
+            let at = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(
+                u64::try_from(e.timestamp?).ok()?,
+            ))?;
+            let state = map_state(e.status.as_deref()?);
+            (state != SandboxState::Unknown).then_some(sandbox_sdk_core::StateChange { at, state })
+        })
+        .collect();
+    history.sort_by_key(|c| c.at);
+    info.history = history;
     info
 }
 
@@ -298,6 +321,36 @@ impl Provider for FlyProvider {
                 futures::stream::iter(items)
             })
             .boxed()
+    }
+
+    /// `DELETE …/machines/{id}?force=true`: a running or suspended machine is destroyed where
+    /// it is, without being started or leased first. A machine already gone is `NotFound`.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.api.destroy(id, true, None).await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        Ok(self.find_by_key(key).await?.as_ref().map(to_info))
+    }
+
+    /// Unsupported: the Machines API has no usage meter. The client's emulation estimates
+    /// usage from the listing and the price table.
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> Result<sandbox_sdk_core::fleet::Usage> {
+        Err(Error::not_supported(PROVIDER, "usage").with_sandbox_id(&sandbox.id))
+    }
+
+    /// Unsupported: on Fly the image reference is the prepared form. Build the image (image and
+    /// steps) with your own tooling, push it to a registry Fly can pull from, and pass its
+    /// reference as [`CreateSpec::template`]; the Machines API has no image builder.
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        Err(Error::not_supported(PROVIDER, "prepare"))
     }
 }
 
@@ -430,5 +483,39 @@ mod tests {
         assert_eq!(info.metadata.get("team").map(String::as_str), Some("x"));
         assert_eq!(user_metadata(&info.metadata).len(), 1);
         assert!(info.created_at.is_some());
+    }
+
+    #[test]
+    fn machine_events_become_the_state_history_oldest_first() {
+        let m: Machine = serde_json::from_str(
+            r#"{"id":"m1","state":"stopped","created_at":"2023-11-08T01:52:30Z","config":{"guest":{"cpus":2,"memory_mb":4096}},"events":[
+                {"type":"stop","status":"stopped","source":"user","timestamp":1699410000000},
+                {"type":"start","status":"started","source":"user","timestamp":1699408800000},
+                {"type":"launch","status":"created","source":"user","timestamp":1699408750000},
+                {"type":"odd","status":"who-knows","timestamp":1699408760000},
+                {"type":"start","status":"started"}
+            ]}"#,
+        )
+        .unwrap();
+        let info = to_info(&m);
+        let states: Vec<SandboxState> = info.history.iter().map(|c| c.state).collect();
+        assert_eq!(
+            states,
+            [
+                SandboxState::Creating,
+                SandboxState::Running,
+                SandboxState::Stopped
+            ]
+        );
+        assert!(info.history.windows(2).all(|w| w[0].at <= w[1].at));
+        assert_eq!(info.resources.cpus, Some(2));
+        // 20 minutes running between the start and the stop.
+        let usage = sandbox_sdk_core::fleet::estimate(
+            &info,
+            std::time::UNIX_EPOCH + Duration::from_millis(1_699_411_200_000),
+            None,
+        );
+        assert_eq!(usage.running, Duration::from_secs(1200));
+        assert_eq!(usage.held, Duration::from_secs(1200));
     }
 }

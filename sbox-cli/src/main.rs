@@ -1,6 +1,7 @@
 //! `sbox`: drive sandboxes of any provider of `sandbox-sdk-core` from the shell, and serve the
 //! capability-gated agent tools of `sandbox-tools` over MCP.
 
+mod fleet;
 mod mcp;
 mod progress;
 mod registry;
@@ -8,8 +9,10 @@ mod registry;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use registry::Registered;
+use sandbox_sdk_core::fleet::{Owner, ReapPolicy};
 use sandbox_sdk_core::{Command, CreateSpec, ListFilter, ProcessEvent, ProviderExt, Sandbox};
-use sandbox_tools::{OWNER_LABEL, ToolConfig, ToolSet};
+use sandbox_tools::{ToolConfig, ToolSet};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
@@ -20,6 +23,24 @@ use tokio::io::AsyncWriteExt;
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+}
+
+/// Whose sandboxes: the owner label `{prefix}_owner = {owner}` (by default
+/// `sandbox_tools_owner = sandbox-tools`, the label `sbox create` and `sbox mcp` put on theirs).
+#[derive(Debug, clap::Args)]
+struct OwnerArg {
+    /// The owner id.
+    #[arg(long)]
+    owner: Option<String>,
+    /// The owner label's prefix (the label key is PREFIX_owner).
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
+impl OwnerArg {
+    fn owner(&self) -> Result<Owner, Fail> {
+        fleet::owner(self.prefix.as_deref(), self.owner.as_deref())
+    }
 }
 
 /// Which provider: `local`, `e2b`, `daytona` or `fly` (credentials from the provider's usual
@@ -86,6 +107,53 @@ enum Cmd {
         /// The port inside the sandbox.
         port: u16,
     },
+    /// Destroy the owner's sandboxes that a rule picks (or, with --dry-run, only say which), and
+    /// print what was done to each and why. Sandboxes without the owner's label are never
+    /// touched; with no rule given nothing is destroyed.
+    Reap {
+        #[command(flatten)]
+        provider: ProviderArg,
+        #[command(flatten)]
+        owner: OwnerArg,
+        /// Only say what would be destroyed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Reap sandboxes created longer ago than this (90s, 30m, 12h, 7d).
+        #[arg(long, value_parser = fleet::parse_duration)]
+        max_age: Option<std::time::Duration>,
+        /// Reap sandboxes idle longer than this, where the provider tracks activity.
+        #[arg(long, value_parser = fleet::parse_duration)]
+        max_idle: Option<std::time::Duration>,
+        /// Reap sandboxes stopped or paused longer than this.
+        #[arg(long, value_parser = fleet::parse_duration)]
+        max_stopped: Option<std::time::Duration>,
+        /// Reap failed sandboxes.
+        #[arg(long)]
+        failed: bool,
+        /// Keep this sandbox and reap every other one of the owner (repeatable).
+        #[arg(long = "keep", value_name = "ID")]
+        keep: Vec<String>,
+    },
+    /// Print the shapes the provider offers within its limits, with their cost per hour
+    /// running and stopped.
+    Shapes {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// A price table (the format of sandbox-core/prices.json) put over the shipped one.
+        #[arg(long)]
+        prices: Option<PathBuf>,
+    },
+    /// Print what each of the owner's sandboxes ran and cost so far (metered where the
+    /// provider meters it, estimated otherwise).
+    Usage {
+        #[command(flatten)]
+        provider: ProviderArg,
+        #[command(flatten)]
+        owner: OwnerArg,
+        /// A price table put over the shipped one.
+        #[arg(long)]
+        prices: Option<PathBuf>,
+    },
     /// Serve the agent tools over MCP on stdin/stdout.
     Mcp {
         #[command(flatten)]
@@ -131,10 +199,13 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
         }
         Cmd::Create { provider, template } => {
             let registered = registry::provider(&provider.provider)?;
-            let mut spec = CreateSpec::new().metadata(OWNER_LABEL, owner());
+            let mut spec = CreateSpec::new();
             if let Some(template) = template {
                 spec = spec.template(template);
             }
+            let spec = fleet::owner(None, None)?
+                .label(&spec)
+                .map_err(|e| e.to_string())?;
             let sandbox = registered
                 .provider()
                 .create(&spec)
@@ -144,10 +215,11 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
         }
         Cmd::Ls { provider, ours } => {
             let registered = registry::provider(&provider.provider)?;
-            let mut filter = ListFilter::new();
-            if ours {
-                filter = filter.metadata(OWNER_LABEL, owner());
-            }
+            let filter = if ours {
+                fleet::owner(None, None)?.filter()
+            } else {
+                ListFilter::new()
+            };
             let infos = registered
                 .provider()
                 .list_all(&filter)
@@ -189,6 +261,58 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 println!("{name}: {value}");
             }
         }
+        Cmd::Reap {
+            provider,
+            owner,
+            dry_run,
+            max_age,
+            max_idle,
+            max_stopped,
+            failed,
+            keep,
+        } => {
+            let registered = registry::provider(&provider.provider)?;
+            let mut policy = ReapPolicy::new().dry_run(dry_run);
+            policy.max_age = max_age;
+            policy.max_idle = max_idle;
+            policy.max_stopped = max_stopped;
+            policy.failed = failed;
+            if !keep.is_empty() {
+                policy = policy.keep_only(keep);
+            }
+            if max_age.is_none()
+                && max_idle.is_none()
+                && max_stopped.is_none()
+                && !failed
+                && policy.keep.is_none()
+            {
+                eprintln!(
+                    "sbox: no rule given (--max-age, --max-idle, --max-stopped, --failed, --keep): nothing will be reaped"
+                );
+            }
+            let (table, clean) =
+                fleet::reap(registered.provider(), &owner.owner()?, &policy).await?;
+            print!("{table}");
+            if !clean {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Shapes { provider, prices } => {
+            let prices = fleet::prices(prices.as_deref())?;
+            print!("{}", fleet::shapes(&provider.provider, &prices).await?);
+        }
+        Cmd::Usage {
+            provider,
+            owner,
+            prices,
+        } => {
+            let registered = registry::provider(&provider.provider)?;
+            let prices = fleet::prices(prices.as_deref())?;
+            print!(
+                "{}",
+                fleet::usage(registered.provider(), &owner.owner()?, prices).await?
+            );
+        }
         Cmd::Mcp {
             provider,
             sandbox,
@@ -225,12 +349,6 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The owner label value sbox creates and lists with: the tool set's, so `sbox mcp` can
-/// connect to sandboxes `sbox create` made.
-fn owner() -> String {
-    ToolConfig::default().owner
 }
 
 fn pretty(value: &serde_json::Value) -> String {

@@ -1,6 +1,7 @@
 //! The one provider registry: a provider name to a provider, credentials from each provider's
 //! usual environment variables.
 
+use sandbox_sdk_core::fleet::ShapeLimits;
 use sandbox_sdk_core::local::LocalProvider;
 use sandbox_sdk_core::{Provider, Sandbox};
 use std::sync::Arc;
@@ -61,6 +62,37 @@ pub fn provider(name: &str) -> Result<Registered, String> {
 /// The capability map of the provider named `name`, without credentials.
 pub fn capabilities(name: &str) -> Result<sandbox_sdk_core::Capabilities, String> {
     sandbox_sdk::capabilities_of(name).map_err(|e| e.to_string())
+}
+
+/// The per-sandbox limits the provider named `name` reports through its API, where it has such
+/// an endpoint: Daytona's organization usage (`GET /organizations/{id}/usage`), for the region
+/// `DAYTONA_TARGET` names (the first one reported otherwise). `Ok(None)` for providers that
+/// report none (their documented limits in the price table apply).
+pub async fn shape_limits(name: &str) -> Result<Option<ShapeLimits>, String> {
+    if name != "daytona" {
+        return Ok(None);
+    }
+    let provider = sandbox_sdk::daytona::DaytonaBuilder::from_env()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let regions = provider.limits().await.map_err(|e| e.to_string())?;
+    let target = std::env::var("DAYTONA_TARGET")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let region = regions
+        .iter()
+        .find(|r| target.as_deref().is_none_or(|t| r.region == t))
+        .or(regions.first());
+    let whole = |v: Option<f64>| {
+        v.filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v.floor().min(f64::from(u32::MAX)) as u32)
+    };
+    Ok(region.map(|r| ShapeLimits {
+        max_cpus: whole(r.max_cpu),
+        max_memory_gib: whole(r.max_memory_gb),
+        min_disk_gib: None,
+        max_disk_gib: whole(r.max_disk_gb),
+    }))
 }
 
 #[cfg(test)]

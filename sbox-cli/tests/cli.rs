@@ -264,3 +264,93 @@ fn large_copies_show_progress_only_when_asked_or_on_a_terminal() {
     );
     assert_eq!(std::fs::metadata(&back).unwrap().len(), 5 * 1024 * 1024);
 }
+
+#[test]
+fn shapes_prints_the_ladder_within_the_documented_limits_with_its_prices() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sbox(dir.path(), &["shapes", "--provider", "e2b"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("shapes of e2b: limits from its documentation; USD as of "),
+        "{text}"
+    );
+    assert!(
+        text.contains("2x4                 10 (10..20)  $0.1656      $0.0000"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("8x16"),
+        "E2B's documented limit is 8 GiB: {text}"
+    );
+
+    // local has no prices until the caller gives some.
+    let out = sbox(dir.path(), &["shapes", "--provider", "local"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no prices for \"local\""), "{out:?}");
+    let prices = dir.path().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"local": {"currency": "USD", "vcpu_hour": 0.01, "memory_gib_hour": 0.001,
+            "disk_gib_hour": 0, "stopped_disk_gib_hour": 0, "as_of": "2027-01-01",
+            "source": "our own machines", "note": "", "limits": {"max_cpus": 2},
+            "default_disk_gib": 5}}"#,
+    )
+    .unwrap();
+    let out = sbox(
+        dir.path(),
+        &[
+            "shapes",
+            "--provider",
+            "local",
+            "--prices",
+            prices.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(
+        text.contains("as of 2027-01-01, from our own machines"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2x4                 5         $0.0240"),
+        "{text}"
+    );
+    assert!(!text.contains("4x8"), "{text}");
+
+    std::fs::write(&prices, r#"{"local": {"vcpu_hour": -1}}"#).unwrap();
+    let out = sbox(
+        dir.path(),
+        &[
+            "shapes",
+            "--provider",
+            "local",
+            "--prices",
+            prices.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("prices.json"), "{out:?}");
+}
+
+#[test]
+fn reap_without_a_rule_destroys_nothing_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sbox(dir.path(), &["reap", "--provider", "local", "--dry-run"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("no rule given"), "{out:?}");
+    assert!(
+        stdout(&out).ends_with("reap (dry run): 0 planned, 0 destroyed, 0 failed, 0 skipped\n"),
+        "{out:?}"
+    );
+    let out = sbox(
+        dir.path(),
+        &["reap", "--provider", "local", "--max-age", "3 weeks"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap refuses the duration: {out:?}"
+    );
+}

@@ -96,3 +96,78 @@ async fn cp_uploads_and_downloads_through_a_replayed_e2b() {
     assert_eq!(std::fs::read_to_string(&back).unwrap(), data);
     server.verify().await.unwrap();
 }
+
+/// The owner of the conformance kit's fleet cassettes (`sandbox_sdk_owner=conformance-owner`).
+const OWNER: [&str; 4] = ["--prefix", "sandbox_sdk", "--owner", "conformance-owner"];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reap_dry_run_against_a_replayed_e2b_plans_and_destroys_nothing() {
+    // One list filtered by the owner label; nothing else may be sent.
+    let server = serve("reap_dry_run", false).await;
+    let mut args = vec![
+        "reap",
+        "--provider",
+        "e2b",
+        "--keep",
+        "cfsbx0002",
+        "--dry-run",
+    ];
+    args.extend(OWNER);
+    let out = sbox(&server, &args).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{:?}", server.misses());
+    assert!(
+        text.starts_with(
+            "reap (dry run) of e2b sandboxes owned by sandbox_sdk_owner=conformance-owner\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("cfsbx0001  running  would destroy  not in the keep-set"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cfsbx0002  running  left alone     in the keep-set"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("reap (dry run): 1 planned, 0 destroyed, 0 failed, 1 skipped\n"),
+        "{text}"
+    );
+    server.verify().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reap_against_a_replayed_e2b_destroys_only_what_the_policy_picks() {
+    // The list, then exactly one DELETE /sandboxes/cfsbx0001.
+    let server = serve("reap", false).await;
+    let mut args = vec!["reap", "--provider", "e2b", "--keep", "cfsbx0002"];
+    args.extend(OWNER);
+    let out = sbox(&server, &args).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{:?}", server.misses());
+    assert!(text.contains("cfsbx0001  running  destroyed"), "{text}");
+    assert!(
+        text.ends_with("reap: 1 planned, 1 destroyed, 0 failed, 1 skipped\n"),
+        "{text}"
+    );
+    server.verify().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_of_the_owners_sandboxes_on_a_replayed_e2b_is_estimated() {
+    // The owner's listing is the only request: E2B has no meter, so usage is estimated from it.
+    let server = serve("reap_dry_run", false).await;
+    let mut args = vec!["usage", "--provider", "e2b"];
+    args.extend(OWNER);
+    let out = sbox(&server, &args).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{:?}", server.misses());
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("cfsbx")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows.iter().all(|r| r.ends_with("estimated")), "{text}");
+    // 2 vCPU and 512 MiB (priced as 1 GiB) since 2026-12-01T00:00Z: a cost, not a dash.
+    assert!(rows.iter().all(|r| r.contains('$')), "{text}");
+    assert!(text.contains("2 sandbox(es), $"), "{text}");
+    server.verify().await.unwrap();
+}

@@ -192,9 +192,12 @@ mod tests {
 
     #[test]
     fn every_cargo_step_shares_one_feature_set() {
+        // fmt has no features; the no-default-features check and packaging exist to build
+        // something else on purpose.
+        let own_features = ["fmt", "no default features", "package"];
         for step in steps(true).into_iter().chain(steps(false)) {
             if let Action::Cargo(args) = &step.action
-                && args[0] != "fmt"
+                && !own_features.contains(&step.name)
             {
                 assert!(args.contains(&"--all-features"), "{}", step.name);
                 assert!(args.contains(&"--workspace"), "{}", step.name);

@@ -100,7 +100,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "readme",
         usage: "readme [--check]",
-        about: "regenerate the capability table in README.md (--check: fail if it is stale)",
+        about: "regenerate the capability and cost tables in README.md (--check: fail if either is stale)",
         run: readme::run,
     },
     Task {

@@ -382,6 +382,53 @@ impl Provider for FakeProvider {
         .flatten()
         .boxed()
     }
+
+    async fn destroy(&self, id: &str) -> sandbox_sdk_core::Result<()> {
+        self.json(
+            "destroy",
+            reqwest::Method::DELETE,
+            &format!("/v1/sandboxes/{id}"),
+            &[],
+            None,
+        )
+        .await
+        .map(drop)
+        .map_err(|e| e.with_sandbox_id(id))
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+    ) -> sandbox_sdk_core::Result<Option<SandboxInfo>> {
+        let v = self
+            .json(
+                "find_by_idempotency_key",
+                reqwest::Method::GET,
+                "/v1/sandboxes",
+                &[("idempotency_key", key)],
+                None,
+            )
+            .await?;
+        Ok(v["sandboxes"]
+            .as_array()
+            .and_then(|a| a.first())
+            .map(info_from))
+    }
+
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> sandbox_sdk_core::Result<sandbox_sdk_core::fleet::Usage> {
+        Err(unsupported("usage").with_sandbox_id(&sandbox.id))
+    }
+
+    async fn prepare(
+        &self,
+        _spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> sandbox_sdk_core::Result<sandbox_sdk_core::fleet::Prepared> {
+        Err(unsupported("prepare"))
+    }
 }
 
 /// One sandbox of the fake provider.

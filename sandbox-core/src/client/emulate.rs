@@ -12,6 +12,10 @@
 //!   exec; results are marked ([`Transfer::emulated`], [`Download::emulated`]) and
 //!   `capabilities()` reports `files_upload: Emulated`. The sandbox needs `sh`, coreutils or
 //!   busybox.
+//! - **usage** (`usage == Unsupported`): [`Provider::usage`] is [estimated](crate::fleet::estimate)
+//!   from the sandbox's listing (creation and update times, state, CPUs and memory) and the
+//!   price table ([`PriceTable::builtin`] unless [`EmulateProvider::with_prices`] says
+//!   otherwise), marked `estimated`; `capabilities()` reports `usage: Emulated`. Nothing is sent.
 
 use super::shell::{build_script, shell_quote};
 use crate::access::{PreviewLink, SshAccess};
@@ -21,6 +25,7 @@ use crate::exec::{Command, EventStream, ExitStatus, Output, Process, ProcessEven
 use crate::files::{
     Download, FileInfo, FileKind, ListOptions, Transfer, UploadBody, validate_path,
 };
+use crate::fleet::{PrepareSpec, Prepared, PriceTable, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -44,6 +49,9 @@ const WRONG_KIND: i32 = 4;
 fn emulated_caps(mut caps: Capabilities) -> Capabilities {
     if caps.files_upload == Level::Unsupported {
         caps.files_upload = Level::Emulated;
+    }
+    if caps.usage == Level::Unsupported {
+        caps.usage = Level::Emulated;
     }
     caps
 }
@@ -365,12 +373,22 @@ const STAT_FORMAT: &str = "'%F|%s|%a|%Y'";
 #[derive(Debug, Clone)]
 pub struct EmulateProvider {
     inner: Arc<dyn Provider>,
+    prices: Arc<PriceTable>,
 }
 
 impl EmulateProvider {
-    /// Wraps `inner`.
+    /// Wraps `inner`; usage estimates use the shipped price table.
     pub fn new(inner: Arc<dyn Provider>) -> Self {
-        EmulateProvider { inner }
+        EmulateProvider {
+            inner,
+            prices: Arc::new(PriceTable::builtin()),
+        }
+    }
+
+    /// Prices usage estimates with `prices` instead of the shipped table.
+    pub fn with_prices(mut self, prices: Arc<PriceTable>) -> Self {
+        self.prices = prices;
+        self
     }
 }
 
@@ -393,6 +411,22 @@ impl Provider for EmulateProvider {
     }
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
         self.inner.list(filter)
+    }
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.inner.destroy(id).await
+    }
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        self.inner.find_by_idempotency_key(key).await
+    }
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        if self.inner.capabilities().usage.is_available() {
+            return self.inner.usage(sandbox, to).await;
+        }
+        let prices = self.prices.get(self.inner.name());
+        Ok(crate::fleet::estimate(sandbox, to, prices))
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }
 

@@ -12,19 +12,30 @@
 //! in order.
 //!
 //! A create that timed out on one provider was looked up there for its window
-//! ([`crate::idempotency`]) before the fallback moves on; a sandbox it made later than that is
-//! left behind on that provider (its id is unknown to us).
+//! ([`crate::idempotency`]) before the fallback moves on, but the provider may still make the
+//! sandbox after that (or an earlier attempt of the retry layer may have). So once a later
+//! provider has made the sandbox the caller gets, every provider the create fell back from is
+//! looked up under the idempotency key in the background ([`FallbackProvider::loser_lookup`]:
+//! at once, then backing off, for a bounded window), and a sandbox that appears there is
+//! destroyed: the caller ends up with exactly one sandbox. Each such look-up ends with a
+//! [`LoserEvent`] (destroyed, already gone, none appeared, or the destroy failed) passed to
+//! [`OnLoser`] (the client connects [`Hooks::on_fallback_loser`](super::Hooks::on_fallback_loser))
+//! and a `tracing` event. A sandbox with the winner's own id is never touched.
 //!
-//! Everything else concerns a sandbox that already exists somewhere, so `connect` and `list` go
-//! to the primary only; `name()` and `capabilities()` are the primary's. Sandboxes made by a
-//! fallback provider are returned as that provider made them (their `provider()` says which).
+//! Everything else concerns a sandbox that already exists somewhere, so `connect`, `list`,
+//! `destroy`, `find_by_idempotency_key` and `usage` go to the primary only; `name()` and
+//! `capabilities()` are the primary's. Sandboxes made by a fallback provider are returned as
+//! that provider made them (their `provider()` says which).
 
 use crate::capability::Capabilities;
 use crate::error::{Attempt, Error, ErrorKind, Result};
-use crate::lifecycle::{CreateSpec, ListFilter};
+use crate::fleet::{PrepareSpec, Prepared, Usage};
+use crate::idempotency::{CreateLookup, look_up_within};
+use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
 use crate::provider::{Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the fallback layer reports when it moves on to the next provider.
 #[derive(Debug)]
@@ -39,6 +50,55 @@ pub struct FallbackEvent<'a> {
 
 /// A callback run each time `create` falls back.
 pub type OnFallback = Arc<dyn Fn(&FallbackEvent<'_>) + Send + Sync>;
+
+/// How long the fallback layer looks for a sandbox a provider it fell back from may still make:
+/// 2 minutes, starting 1 s apart and doubling up to 15 s.
+pub const DEFAULT_LOSER_LOOKUP: CreateLookup = CreateLookup::new(Duration::from_secs(120))
+    .intervals(Duration::from_secs(1), Duration::from_secs(15));
+
+/// How the look-up for a sandbox a provider it fell back from may have made ended.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum LoserOutcome {
+    /// It appeared and was destroyed.
+    Destroyed {
+        /// Its id.
+        sandbox_id: String,
+    },
+    /// It appeared, and was gone by the time it was destroyed.
+    Gone {
+        /// Its id.
+        sandbox_id: String,
+    },
+    /// None appeared within the look-up window.
+    NoneAppeared,
+    /// It appeared and could not be destroyed: it is still there.
+    DestroyFailed {
+        /// Its id.
+        sandbox_id: String,
+        /// Why.
+        error: Error,
+    },
+}
+
+/// What the fallback layer reports about a provider it fell back from, once the look-up for a
+/// sandbox that provider may have made under the key has ended.
+#[derive(Debug)]
+pub struct LoserEvent<'a> {
+    /// The provider that was fallen back from.
+    pub provider: &'a str,
+    /// The provider that made the sandbox the caller got.
+    pub winner: &'a str,
+    /// The id of the caller's sandbox.
+    pub winner_id: &'a str,
+    /// The idempotency key looked up.
+    pub key: &'a str,
+    /// How it ended.
+    pub outcome: &'a LoserOutcome,
+}
+
+/// A callback run when the look-up for a fallen-back provider's sandbox ends.
+pub type OnLoser = Arc<dyn Fn(&LoserEvent<'_>) + Send + Sync>;
 
 /// Whether `error` says its provider is unavailable, so another provider may succeed: a transport
 /// failure, a timeout, a rate limit or quota, or a 5xx answer.
@@ -56,6 +116,8 @@ pub struct FallbackProvider {
     primary: Arc<dyn Provider>,
     fallbacks: Vec<Arc<dyn Provider>>,
     on_fallback: Option<OnFallback>,
+    loser_lookup: CreateLookup,
+    on_loser: Option<OnLoser>,
 }
 
 impl std::fmt::Debug for FallbackProvider {
@@ -64,6 +126,8 @@ impl std::fmt::Debug for FallbackProvider {
             .field("primary", &self.primary)
             .field("fallbacks", &self.fallbacks)
             .field("on_fallback", &self.on_fallback.is_some())
+            .field("loser_lookup", &self.loser_lookup)
+            .field("on_loser", &self.on_loser.is_some())
             .finish()
     }
 }
@@ -75,6 +139,8 @@ impl FallbackProvider {
             primary,
             fallbacks,
             on_fallback: None,
+            loser_lookup: DEFAULT_LOSER_LOOKUP,
+            on_loser: None,
         }
     }
 
@@ -82,6 +148,78 @@ impl FallbackProvider {
     pub fn on_fallback(mut self, callback: OnFallback) -> Self {
         self.on_fallback = Some(callback);
         self
+    }
+
+    /// How long and how often a provider fallen back from is looked up under the key for a
+    /// sandbox it may still make (default [`DEFAULT_LOSER_LOOKUP`]).
+    pub fn loser_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.loser_lookup = lookup;
+        self
+    }
+
+    /// Runs `callback` when such a look-up ends.
+    pub fn on_loser(mut self, callback: OnLoser) -> Self {
+        self.on_loser = Some(callback);
+        self
+    }
+
+    /// Looks `loser` up under `key` in the background and destroys what appears (see the
+    /// module docs).
+    fn reap_loser(&self, loser: Arc<dyn Provider>, key: &str, winner: &dyn Sandbox) {
+        let settings = self.loser_lookup;
+        let on_loser = self.on_loser.clone();
+        let key = key.to_owned();
+        let (winner, winner_id) = (winner.provider().to_owned(), winner.id().to_owned());
+        tokio::spawn(async move {
+            let found = look_up_within(&settings, || async {
+                let found = loser.find_by_idempotency_key(&key).await?;
+                Ok(found.filter(|info| info.id != winner_id))
+            })
+            .await;
+            let outcome = match found {
+                None => LoserOutcome::NoneAppeared,
+                Some(info) => match loser.destroy(&info.id).await {
+                    Ok(()) => LoserOutcome::Destroyed {
+                        sandbox_id: info.id,
+                    },
+                    Err(e) if e.kind() == ErrorKind::NotFound => LoserOutcome::Gone {
+                        sandbox_id: info.id,
+                    },
+                    Err(error) => LoserOutcome::DestroyFailed {
+                        sandbox_id: info.id,
+                        error,
+                    },
+                },
+            };
+            match &outcome {
+                LoserOutcome::Destroyed { sandbox_id } => tracing::info!(
+                    provider = loser.name(),
+                    sandbox_id = %sandbox_id,
+                    winner = %winner,
+                    "fallback: destroyed the sandbox a provider fallen back from made under the key"
+                ),
+                LoserOutcome::DestroyFailed { sandbox_id, error } => tracing::warn!(
+                    provider = loser.name(),
+                    sandbox_id = %sandbox_id,
+                    error = %error,
+                    "fallback: could not destroy the sandbox a provider fallen back from made under the key; it is left behind"
+                ),
+                LoserOutcome::Gone { .. } | LoserOutcome::NoneAppeared => tracing::debug!(
+                    provider = loser.name(),
+                    outcome = ?outcome,
+                    "fallback: no sandbox left behind by the provider fallen back from"
+                ),
+            }
+            if let Some(callback) = on_loser {
+                callback(&LoserEvent {
+                    provider: loser.name(),
+                    winner: &winner,
+                    winner_id: &winner_id,
+                    key: &key,
+                    outcome: &outcome,
+                });
+            }
+        });
     }
 }
 
@@ -104,9 +242,15 @@ impl Provider for FallbackProvider {
         let providers: Vec<&Arc<dyn Provider>> = std::iter::once(&self.primary)
             .chain(&self.fallbacks)
             .collect();
+        let key = spec.idempotency_key.as_deref().unwrap_or_default();
         for (i, provider) in providers.iter().enumerate() {
             let error = match provider.create(spec).await {
-                Ok(sandbox) => return Ok(sandbox),
+                Ok(sandbox) => {
+                    for loser in &providers[..i] {
+                        self.reap_loser(Arc::clone(loser), key, sandbox.as_ref());
+                    }
+                    return Ok(sandbox);
+                }
                 Err(error) => error.or_context(provider.name(), "create", None),
             };
             if !is_unavailable(&error) {
@@ -143,5 +287,22 @@ impl Provider for FallbackProvider {
 
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
         self.primary.list(filter)
+    }
+
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.primary.destroy(id).await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        self.primary.find_by_idempotency_key(key).await
+    }
+
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        self.primary.usage(sandbox, to).await
+    }
+
+    /// The primary's: a prepared template belongs to the provider that made it.
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.primary.prepare(spec).await
     }
 }

@@ -8,13 +8,15 @@
 //! `kill_process`; every file operation needs `files_upload` (native or emulated); `watch` needs
 //! `files_watch`; `stop`, `pause`, `set_timeout`, `preview_link` (`expose_port`), `ssh_access`
 //! (`ssh`), `fork`, `snapshot`, `metrics` need their own; `resume` needs `pause` or `stop`.
-//! `create`, `connect`, `info` and `destroy` are never gated.
+//! `usage` needs `usage`. `create`, `connect`, `info`, `destroy` (of a sandbox, or by id) and
+//! `find_by_idempotency_key` are never gated.
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Capability};
 use crate::error::{Error, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::operation::{self, Requirement};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
@@ -85,6 +87,29 @@ impl Provider for GateProvider {
             Ok(()) => self.inner.list(filter),
             Err(error) => stream::once(async { Err(error) }).boxed(),
         }
+    }
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.inner.destroy(id).await
+    }
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        self.inner.find_by_idempotency_key(key).await
+    }
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        check(
+            &self.inner.capabilities(),
+            self.inner.name(),
+            operation::USAGE,
+        )
+        .map_err(|e| e.with_sandbox_id(&sandbox.id))?;
+        self.inner.usage(sandbox, to).await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        check(
+            &self.inner.capabilities(),
+            self.inner.name(),
+            operation::PREPARE,
+        )?;
+        self.inner.prepare(spec).await
     }
 }
 

@@ -3,16 +3,18 @@
 //! [`HooksProvider`] calls [`Hooks::before_create`] before a create, [`Hooks::after_create`] after
 //! one succeeded, and [`Hooks::on_error`] once for each error returned to the caller (from the
 //! provider, its list stream, its sandboxes, and their process and download streams), with provider, operation and sandbox id filled
-//! in. [`Hooks::on_retry`] is called by the retry layer and [`Hooks::on_fallback`] by the fallback
-//! layer; the [`Client`](super::Client) builder connects them.
+//! in. [`Hooks::on_retry`] is called by the retry layer, [`Hooks::on_fallback`] and
+//! [`Hooks::on_fallback_loser`] by the fallback layer; the [`Client`](super::Client) builder
+//! connects them.
 
-use super::fallback::FallbackEvent;
+use super::fallback::{FallbackEvent, LoserEvent};
 use super::retry::RetryEvent;
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::Capabilities;
 use crate::error::{Error, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -33,6 +35,9 @@ pub trait Hooks: Send + Sync {
     fn on_retry(&self, _event: &RetryEvent<'_>) {}
     /// Each time `create` falls back from one provider to the next.
     fn on_fallback(&self, _event: &FallbackEvent<'_>) {}
+    /// When the look-up for a sandbox a provider fallen back from may have made under the
+    /// idempotency key ends (destroyed, none appeared, ...).
+    fn on_fallback_loser(&self, _event: &LoserEvent<'_>) {}
     /// For each error returned to the caller; its provider, operation and sandbox id are set.
     fn on_error(&self, _error: &Error) {}
 }
@@ -120,6 +125,25 @@ impl Provider for HooksProvider {
                 error
             })
             .boxed()
+    }
+    async fn destroy(&self, id: &str) -> Result<()> {
+        let result = self.inner.destroy(id).await;
+        self.hooks
+            .seen(result, self.inner.name(), "destroy", Some(id))
+    }
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        let result = self.inner.find_by_idempotency_key(key).await;
+        self.hooks
+            .seen(result, self.inner.name(), "find_by_idempotency_key", None)
+    }
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        let result = self.inner.usage(sandbox, to).await;
+        self.hooks
+            .seen(result, self.inner.name(), "usage", Some(&sandbox.id))
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        let result = self.inner.prepare(spec).await;
+        self.hooks.seen(result, self.inner.name(), "prepare", None)
     }
 }
 

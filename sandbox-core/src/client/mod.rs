@@ -7,7 +7,7 @@
 //! [`Client::builder`] composes, from the outside in:
 //!
 //! ```text
-//! Trace( Hooks( Fallback[ Gate(Retry(Emulate(primary))), Gate(Retry(Emulate(fallback))), ... ] ) )
+//! Trace( Hooks( Owner( Fallback[ Gate(Retry(Emulate(primary))), Gate(Retry(Emulate(fallback))), ... ] ) ) )
 //! ```
 //!
 //! - **Emulate** is innermost, so the capabilities everything above sees include what it
@@ -16,6 +16,9 @@
 //!   fallback (a provider is retried before the next one is tried). Its final errors are marked
 //!   non-retryable, so nothing above retries again.
 //! - **Gate** refuses unsupported operations before any of that runs.
+//! - **Owner** (only with [`ClientBuilder::owner`]) labels every create before fallback sees it,
+//!   so whichever provider makes the sandbox, it carries the owner's label; and scopes `list`
+//!   to the owner.
 //! - **Fallback** only exists with more than one provider; **Hooks** only when hooks are set.
 //!   Hooks see each error once, as the caller does; their `on_retry` is wired into every retry
 //!   layer. **Trace** is outermost, so its spans cover retries (which record `attempt`).
@@ -34,21 +37,28 @@ mod emulate;
 mod fallback;
 mod gate;
 mod hooks;
+mod owner;
 mod retry;
 mod shell;
 mod trace;
 
 pub use emulate::{CHUNK, EmulateProvider, EmulateSandbox, ExitMarker};
-pub use fallback::{FallbackEvent, FallbackProvider, OnFallback, is_unavailable};
+pub use fallback::{
+    DEFAULT_LOSER_LOOKUP, FallbackEvent, FallbackProvider, LoserEvent, LoserOutcome, OnFallback,
+    OnLoser, is_unavailable,
+};
 pub use gate::{GateProvider, GateSandbox, check_exec};
 pub use hooks::{Hooks, HooksProvider, HooksSandbox};
+pub use owner::OwnerProvider;
 pub use retry::{OnRetry, RetryEvent, RetryPolicy, RetryProvider, RetrySandbox};
 pub use shell::{fold_into_shell, quote_argv, shell_quote, shell_script};
 pub use trace::{TraceProvider, TraceSandbox};
 
 use crate::capability::Capabilities;
 use crate::error::Result;
-use crate::lifecycle::{CreateSpec, ListFilter};
+use crate::fleet::{Owner, PrepareSpec, Prepared, PriceTable, Usage};
+use crate::idempotency::CreateLookup;
+use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
 use crate::provider::{Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
 use std::fmt;
@@ -69,6 +79,9 @@ impl Client {
             retry: RetryPolicy::default(),
             hooks: None,
             emulate: true,
+            owner: None,
+            prices: None,
+            loser_lookup: DEFAULT_LOSER_LOOKUP,
         }
     }
 
@@ -85,6 +98,9 @@ pub struct ClientBuilder {
     retry: RetryPolicy,
     hooks: Option<Arc<dyn Hooks>>,
     emulate: bool,
+    owner: Option<Owner>,
+    prices: Option<Arc<PriceTable>>,
+    loser_lookup: CreateLookup,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -98,6 +114,9 @@ impl fmt::Debug for ClientBuilder {
             .field("retry", &self.retry)
             .field("hooks", &self.hooks.is_some())
             .field("emulate", &self.emulate)
+            .field("owner", &self.owner)
+            .field("prices", &self.prices.is_some())
+            .field("loser_lookup", &self.loser_lookup)
             .finish()
     }
 }
@@ -129,6 +148,26 @@ impl ClientBuilder {
         self
     }
 
+    /// Labels every sandbox this client creates with `owner` and scopes its listings to them
+    /// ([`OwnerProvider`]).
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Prices usage estimates with `prices` (default: [`PriceTable::builtin`]).
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Some(Arc::new(prices));
+        self
+    }
+
+    /// How long a provider `create` fell back from is looked up under the idempotency key for a
+    /// sandbox it may still make, which is then destroyed (default [`DEFAULT_LOSER_LOOKUP`]).
+    pub fn loser_lookup(mut self, lookup: CreateLookup) -> Self {
+        self.loser_lookup = lookup;
+        self
+    }
+
     /// Builds the client.
     pub fn build(self) -> Client {
         let on_retry: Option<OnRetry> = self.hooks.clone().map(|hooks| {
@@ -137,7 +176,11 @@ impl ClientBuilder {
         });
         let layer = |provider: Arc<dyn Provider>| -> Arc<dyn Provider> {
             let provider: Arc<dyn Provider> = if self.emulate {
-                Arc::new(EmulateProvider::new(provider))
+                let mut emulate = EmulateProvider::new(provider);
+                if let Some(prices) = &self.prices {
+                    emulate = emulate.with_prices(prices.clone());
+                }
+                Arc::new(emulate)
             } else {
                 provider
             };
@@ -152,14 +195,23 @@ impl ClientBuilder {
             primary
         } else {
             let fallbacks = self.fallbacks.iter().cloned().map(layer).collect();
-            let mut fallback = FallbackProvider::new(primary, fallbacks);
+            let mut fallback =
+                FallbackProvider::new(primary, fallbacks).loser_lookup(self.loser_lookup);
             if let Some(hooks) = self.hooks.clone() {
-                fallback = fallback.on_fallback(Arc::new(move |event: &FallbackEvent<'_>| {
-                    hooks.on_fallback(event)
-                }));
+                let on_loser = hooks.clone();
+                fallback = fallback
+                    .on_fallback(Arc::new(move |event: &FallbackEvent<'_>| {
+                        hooks.on_fallback(event)
+                    }))
+                    .on_loser(Arc::new(move |event: &LoserEvent<'_>| {
+                        on_loser.on_fallback_loser(event)
+                    }));
             }
             Arc::new(fallback)
         };
+        if let Some(owner) = self.owner {
+            provider = Arc::new(OwnerProvider::new(provider, owner));
+        }
         if let Some(hooks) = self.hooks {
             provider = Arc::new(HooksProvider::new(provider, hooks));
         }
@@ -186,5 +238,17 @@ impl Provider for Client {
     }
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
         self.inner.list(filter)
+    }
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.inner.destroy(id).await
+    }
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        self.inner.find_by_idempotency_key(key).await
+    }
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        self.inner.usage(sandbox, to).await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Which calls are retried (only on [`Error::is_retryable`] errors):
 //!
-//! - provider: `connect`; `create` **only when `spec.idempotency_key` is set** (without a key it
+//! - provider: `connect`, `destroy` (by id, as the sandbox's), `find_by_idempotency_key`,
+//!   `usage`; `create` **only when `spec.idempotency_key` is set** (without a key it
 //!   is sent exactly once, whatever the error); `list` only for its first page, i.e. until the
 //!   stream has yielded its first item (an error after that ends the stream as is);
 //! - sandbox: `info`, `stat`, `list_files`, `download` (the call that starts it, not the stream),
@@ -29,6 +30,7 @@ use crate::capability::Capabilities;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -273,6 +275,40 @@ where
     }
 }
 
+/// Retries a destroy (`destroy` of the sandbox or of the provider by id): an attempt that failed
+/// ambiguously may have destroyed the sandbox, so a later attempt's `NotFound` means the
+/// destroy happened, and the caller gets success.
+async fn retry_destroy<F, Fut>(
+    config: &Config,
+    provider: &str,
+    sandbox_id: &str,
+    mut destroy: F,
+) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let may_be_gone = std::sync::atomic::AtomicBool::new(false);
+    let may_be_gone = &may_be_gone;
+    retry(config, provider, "destroy", Some(sandbox_id), || {
+        let attempt = destroy();
+        async move {
+            let gone_already = may_be_gone.load(std::sync::atomic::Ordering::Relaxed);
+            match attempt.await {
+                Err(e) if gone_already && e.kind() == ErrorKind::NotFound => Ok(()),
+                Err(e) => {
+                    if e.is_ambiguous() {
+                        may_be_gone.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e)
+                }
+                ok => ok,
+            }
+        }
+    })
+    .await
+}
+
 /// A provider whose calls are retried by a [`RetryPolicy`] (see the module docs for which).
 #[derive(Debug, Clone)]
 pub struct RetryProvider {
@@ -359,6 +395,39 @@ impl Provider for RetryProvider {
             }
         };
         stream::once(first_page).flatten().boxed()
+    }
+
+    async fn destroy(&self, id: &str) -> Result<()> {
+        retry_destroy(&self.config, self.inner.name(), id, || {
+            self.inner.destroy(id)
+        })
+        .await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        retry(
+            &self.config,
+            self.inner.name(),
+            "find_by_idempotency_key",
+            None,
+            || self.inner.find_by_idempotency_key(key),
+        )
+        .await
+    }
+
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        retry(
+            &self.config,
+            self.inner.name(),
+            "usage",
+            Some(&sandbox.id),
+            || self.inner.usage(sandbox, to),
+        )
+        .await
+    }
+    /// Not retried: a build may have been started; a second `prepare` finds it by name.
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        self.inner.prepare(spec).await
     }
 }
 
@@ -454,22 +523,8 @@ impl Sandbox for RetrySandbox {
         self.retry("resume", || self.inner.resume()).await
     }
     async fn destroy(&self) -> Result<()> {
-        // An attempt that failed ambiguously may have destroyed the sandbox: then the retry's
-        // NotFound means the destroy happened, and the caller gets success.
-        let may_be_gone = std::sync::atomic::AtomicBool::new(false);
-        let may_be_gone = &may_be_gone;
-        self.retry("destroy", || async move {
-            let gone_already = may_be_gone.load(std::sync::atomic::Ordering::Relaxed);
-            match self.inner.destroy().await {
-                Err(e) if gone_already && e.kind() == ErrorKind::NotFound => Ok(()),
-                Err(e) => {
-                    if e.is_ambiguous() {
-                        may_be_gone.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    Err(e)
-                }
-                ok => ok,
-            }
+        retry_destroy(&self.config, self.inner.provider(), self.inner.id(), || {
+            self.inner.destroy()
         })
         .await
     }

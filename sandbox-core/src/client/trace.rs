@@ -7,6 +7,7 @@ use crate::capability::Capabilities;
 use crate::error::Result;
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
+use crate::fleet::{PrepareSpec, Prepared, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -97,6 +98,34 @@ impl Provider for TraceProvider {
             inner: self.inner.list(filter),
         }
         .boxed()
+    }
+    async fn destroy(&self, id: &str) -> Result<()> {
+        traced(
+            span(self.inner.name(), "destroy", Some(id)),
+            self.inner.destroy(id),
+        )
+        .await
+    }
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        traced(
+            span(self.inner.name(), "find_by_idempotency_key", None),
+            self.inner.find_by_idempotency_key(key),
+        )
+        .await
+    }
+    async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {
+        traced(
+            span(self.inner.name(), "usage", Some(&sandbox.id)),
+            self.inner.usage(sandbox, to),
+        )
+        .await
+    }
+    async fn prepare(&self, spec: &PrepareSpec) -> Result<Prepared> {
+        traced(
+            span(self.inner.name(), "prepare", None),
+            self.inner.prepare(spec),
+        )
+        .await
     }
 }
 

@@ -74,7 +74,8 @@
 //! What it does not do (each is `Unsupported` in [`CAPABILITIES`] and fails with `NotSupported`):
 //! stop, time to live (`set_timeout`; [`CreateSpec::timeout`](crate::CreateSpec) is ignored), pty,
 //! running as another user, file watching, code interpreter, egress control, SSH, proxied fetch,
-//! snapshots, fork, volumes, GPUs, regions, secrets, metrics, usage. A
+//! snapshots, fork, volumes, GPUs, regions, secrets, metrics, usage (the client's emulation
+//! estimates running time from the listing, with no cost), prepare. A
 //! [`CreateSpec::template`](crate::CreateSpec) is refused with `NotSupported`; `resources` and
 //! `region` are ignored.
 //!
@@ -339,6 +340,9 @@ impl LocalProvider {
             state,
             uid,
             created_at,
+            updated_at: Mutex::new(created_at),
+            last_activity: Mutex::new(None),
+            history: Mutex::new(Vec::new()),
             metadata: BTreeMap::new(),
             env: BTreeMap::new(),
             host_env: self.host_env.clone(),
@@ -416,6 +420,12 @@ impl LocalProvider {
             state,
             uid,
             created_at: SystemTime::now(),
+            updated_at: Mutex::new(SystemTime::now()),
+            last_activity: Mutex::new(None),
+            history: Mutex::new(vec![crate::lifecycle::StateChange {
+                at: SystemTime::now(),
+                state: SandboxState::Running,
+            }]),
             metadata: spec.metadata.clone(),
             env: spec.env.clone(),
             host_env: self.host_env.clone(),
@@ -487,6 +497,34 @@ impl Provider for LocalProvider {
         infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Box::pin(futures::stream::iter(infos.into_iter().map(Ok)))
     }
+
+    /// Destroys a live sandbox of this process by id, as [`Sandbox::destroy`] does.
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.connect_local(id)?.destroy().await
+    }
+
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        let spec = CreateSpec {
+            idempotency_key: Some(key.to_owned()),
+            ..CreateSpec::default()
+        };
+        Ok(find_by_key(&lock(&REGISTRY), &spec).map(|sandbox| sandbox.inner.info()))
+    }
+
+    /// `usage` is unsupported: a local sandbox costs nothing to meter. The client's emulation
+    /// estimates running time from the listing.
+    async fn usage(
+        &self,
+        sandbox: &SandboxInfo,
+        _to: std::time::SystemTime,
+    ) -> Result<crate::fleet::Usage> {
+        Err(Error::not_supported(NAME, "usage").with_sandbox_id(&sandbox.id))
+    }
+
+    /// Unsupported: a local sandbox is a directory on this machine, with no image to build.
+    async fn prepare(&self, _spec: &crate::fleet::PrepareSpec) -> Result<crate::fleet::Prepared> {
+        Err(Error::not_supported(NAME, "prepare"))
+    }
 }
 
 /// One local sandbox. Handles are cheap to clone and share the sandbox; dropping one does not
@@ -517,6 +555,12 @@ struct Inner {
     /// The uid owning the sandbox (the current user).
     uid: u32,
     created_at: SystemTime,
+    /// When it was last created, paused or resumed (`SandboxInfo::updated_at`).
+    updated_at: Mutex<SystemTime>,
+    /// When a command was last started in it (`SandboxInfo::last_activity_at`).
+    last_activity: Mutex<Option<SystemTime>>,
+    /// Its state changes in this process (`SandboxInfo::history`).
+    history: Mutex<Vec<crate::lifecycle::StateChange>>,
     metadata: BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     idempotency_key: Option<String>,
@@ -544,6 +588,9 @@ impl Inner {
         info.raw_state = Some(state.as_str().to_owned());
         info.metadata = self.metadata.clone();
         info.created_at = Some(self.created_at);
+        info.updated_at = Some(*lock(&self.updated_at));
+        info.last_activity_at = *lock(&self.last_activity);
+        info.history = lock(&self.history).clone();
         info
     }
 
@@ -612,6 +659,7 @@ impl Inner {
     async fn exec(self: &Arc<Self>, command: &Command) -> Result<Process> {
         command.validate()?;
         self.running()?;
+        *lock(&self.last_activity) = Some(SystemTime::now());
         if command.pty.is_some() {
             return Err(Error::not_supported(NAME, "pty"));
         }
@@ -905,6 +953,16 @@ impl LocalSandbox {
         let inner = &self.inner;
         inner.alive()?;
         inner.paused.store(paused, Ordering::SeqCst);
+        let now = SystemTime::now();
+        *lock(&inner.updated_at) = now;
+        lock(&inner.history).push(crate::lifecycle::StateChange {
+            at: now,
+            state: if paused {
+                SandboxState::Paused
+            } else {
+                SandboxState::Running
+            },
+        });
         let states: Vec<Arc<ProcState>> = lock(&inner.processes).values().cloned().collect();
         let signal = if paused {
             Signal::SIGSTOP

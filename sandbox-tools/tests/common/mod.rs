@@ -33,6 +33,28 @@ impl Provider for CapsProvider {
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
         self.inner.list(filter)
     }
+    async fn destroy(&self, id: &str) -> Result<()> {
+        self.inner.destroy(id).await
+    }
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+    ) -> Result<Option<sandbox_sdk_core::SandboxInfo>> {
+        self.inner.find_by_idempotency_key(key).await
+    }
+    async fn usage(
+        &self,
+        sandbox: &sandbox_sdk_core::SandboxInfo,
+        to: std::time::SystemTime,
+    ) -> Result<sandbox_sdk_core::fleet::Usage> {
+        self.inner.usage(sandbox, to).await
+    }
+    async fn prepare(
+        &self,
+        spec: &sandbox_sdk_core::fleet::PrepareSpec,
+    ) -> Result<sandbox_sdk_core::fleet::Prepared> {
+        self.inner.prepare(spec).await
+    }
 }
 
 /// A local provider keeping its sandboxes under a fresh temp directory.
