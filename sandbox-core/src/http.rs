@@ -1409,6 +1409,8 @@ impl Response {
 
     /// Reads the whole body and decodes it as JSON. A body that does not decode is
     /// [`ErrorKind::Provider`], naming the operation and serde's message (quoted values removed).
+    /// After a 2xx status it is also [ambiguous](Error::is_ambiguous): the server said it acted,
+    /// so a create answered this way is looked up by its key rather than left behind.
     pub async fn json<T: DeserializeOwned>(self) -> Result<T> {
         let site = self.site.clone();
         let status = self.status;
@@ -1425,7 +1427,8 @@ impl Response {
                     redact_serde_message(&e.to_string())
                 ),
             )
-            .with_status(status);
+            .with_status(status)
+            .with_ambiguous((200..300).contains(&status));
             if let Some(id) = request_id {
                 error = error.with_request_id(id);
             }

@@ -548,6 +548,9 @@ async fn bad_json_is_a_provider_error_naming_the_operation_not_the_body() {
     assert!(text.contains("could not decode"), "{text}");
     assert!(!text.contains("tok-1"), "{text}");
     assert_eq!(error.request_id(), Some("r-7"));
+    // The 200 says the server acted: a create answered this way may have made a sandbox
+    // (`cargo xtask faults` found keyed creates orphaning one under `malformed`).
+    assert!(error.is_ambiguous(), "{error:?}");
 }
 
 #[tokio::test]

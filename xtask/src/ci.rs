@@ -5,7 +5,7 @@
 //! crate in `target/`. To add a step, add one line to [`steps`].
 
 use crate::args::Args;
-use crate::{Result, conformance, deps, fixtures, mcp, outside, readme, shell, sim};
+use crate::{Result, conformance, deps, faults, fixtures, mcp, outside, readme, shell, sim};
 use std::time::{Duration, Instant};
 
 /// What a step does.
@@ -107,6 +107,12 @@ fn steps(nextest: bool) -> Vec<Step> {
         ),
         Step::task("readme", "cargo xtask readme --check", readme::check).fix(readme::FIX),
         Step::task("conformance", "cargo xtask conformance", conformance::check),
+        Step::task(
+            "reliability matrix",
+            "cargo xtask faults --check",
+            faults::check,
+        )
+        .fix(faults::FIX),
         Step::task("fixtures", "cargo xtask fixtures", fixtures::check),
         Step::task("dependencies", "cargo xtask deps", deps::check),
         Step::task("mcp client", "cargo xtask mcp-check", mcp::check),

@@ -12,6 +12,7 @@ mod capabilities;
 mod ci;
 mod conformance;
 mod deps;
+mod faults;
 mod fixtures;
 mod fly_check;
 mod mcp;
@@ -102,6 +103,12 @@ const TASKS: &[Task] = &[
         usage: "readme [--check]",
         about: "regenerate the capability and cost tables in README.md (--check: fail if either is stale)",
         run: readme::run,
+    },
+    Task {
+        name: "faults",
+        usage: "faults [--check]",
+        about: "the reliability matrix: faults x operations x adapters against the simulators, into RELIABILITY.md (--check: fail if it is stale)",
+        run: faults::run,
     },
     Task {
         name: "bench",
