@@ -23,6 +23,10 @@ fn adapter(url: &str, token: &str) -> Result<Arc<dyn Provider>> {
         .expose_port(8080)
         .request_timeout(REPLAY_REQUEST_TIMEOUT)
         .create_lookup(REPLAY_CREATE_LOOKUP)
+        // A command that ends within the launch wait comes back whole, not streamed: with the
+        // default 1 s, `exec_streaming`'s 1 s command raced it. 200 ms keeps that scenario
+        // about streaming, whatever the machine's load.
+        .launch_wait(std::time::Duration::from_millis(200))
         .build()?;
     Ok(Arc::new(provider))
 }
