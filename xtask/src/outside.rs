@@ -42,12 +42,39 @@ fn stages() -> Vec<Stage> {
             &["clippy", "--all-targets", "--", "-D", "warnings"],
             false,
         ),
+        // The fleet scenarios (owner_scope, reap*, usage) cannot be recorded, and the
+        // example ships no hand-written cassettes: they are left out here (the kit's fake
+        // replays them from hand-written cassettes).
         stage(
             "record from the live service (and derive)",
-            &["test", "--test", "conformance"],
+            &[
+                "test",
+                "--test",
+                "conformance",
+                "--",
+                "--skip",
+                "owner_scope",
+                "--skip",
+                "reap",
+                "--skip",
+                "usage",
+            ],
             true,
         ),
-        stage("replay, snapshots and tamper checks", &["test"], false),
+        stage(
+            "replay, snapshots and tamper checks",
+            &[
+                "test",
+                "--",
+                "--skip",
+                "owner_scope",
+                "--skip",
+                "reap",
+                "--skip",
+                "usage",
+            ],
+            false,
+        ),
     ]
 }
 

@@ -89,7 +89,7 @@ async fn an_adapter_that_drops_its_credential_fails_replay_saying_so() {
     let report = suite.run("connect").await;
     let message = failure(&report.outcome);
     assert!(
-        message.contains("header x-api-key: expected")
+        message.contains("credentials: header x-api-key does not carry the API key")
             && message.contains("<a different credential>"),
         "{message}"
     );
