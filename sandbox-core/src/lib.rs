@@ -24,6 +24,7 @@ mod lifecycle;
 mod provider;
 
 pub mod client;
+pub mod emulate;
 pub mod fleet;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -32,6 +33,7 @@ pub mod idempotency;
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;
+pub mod shell;
 pub mod time;
 pub mod wait;
 

@@ -6,9 +6,10 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt, stream};
 use proptest::prelude::*;
 use sandbox_sdk_core::client::{
-    Client, EmulateSandbox, ExitMarker, FallbackEvent, FallbackProvider, Hooks, RetryEvent,
-    RetryPolicy, RetryProvider, fold_into_shell, shell_quote,
+    Client, FallbackEvent, FallbackProvider, Hooks, RetryEvent, RetryPolicy, RetryProvider,
 };
+use sandbox_sdk_core::emulate::{EmulateSandbox, ExitMarker};
+use sandbox_sdk_core::shell::{fold_into_shell, shell_quote};
 use sandbox_sdk_core::{
     Capabilities, Command, CreateSpec, Download, Error, ErrorKind, ExitStatus, FileEventStream,
     FileInfo, FileKind, Level, ListFilter, ListOptions, Metrics, PreviewLink, Process,
@@ -1150,7 +1151,7 @@ async fn files_over_exec_round_trip_binary_data() {
     let sandbox = client.create(&CreateSpec::new()).await.unwrap();
     assert_eq!(sandbox.capabilities().files_upload, Level::Emulated);
 
-    let data: Vec<u8> = (0..(2 * sandbox_sdk_core::client::CHUNK + 1234))
+    let data: Vec<u8> = (0..(2 * sandbox_sdk_core::emulate::CHUNK + 1234))
         .map(|i| (i * 7 % 256) as u8)
         .collect();
     let transfer = sandbox

@@ -262,7 +262,7 @@ async fn the_process_timeout_kills_the_group_and_ends_with_a_timeout_error() {
 #[tokio::test]
 async fn the_timeout_error_of_a_command_with_secret_args_does_not_show_them() {
     let sb = sandbox().await;
-    let folded = sandbox_sdk_core::client::fold_into_shell(
+    let folded = sandbox_sdk_core::shell::fold_into_shell(
         &Command::new("sleep")
             .arg("100")
             .env("TOKEN", "canary-timeout-secret"),

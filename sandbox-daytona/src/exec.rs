@@ -21,8 +21,8 @@ use crate::sandbox::Toolbox;
 use crate::wire::{CreateSessionBody, SessionDto, SessionExecAnswer, SessionExecBody};
 use bytes::Bytes;
 use futures::StreamExt;
-use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
 use sandbox_sdk_core::http::{Method, encode_path_segment};
+use sandbox_sdk_core::shell::{quote_argv, shell_quote, shell_script};
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
     PtySize, Result,

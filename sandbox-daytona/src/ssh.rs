@@ -11,8 +11,8 @@ use crate::wire::SshAccessDto;
 use bytes::Bytes;
 use futures::StreamExt;
 use russh::ChannelMsg;
-use sandbox_sdk_core::client::{quote_argv, shell_quote, shell_script};
 use sandbox_sdk_core::http::Method;
+use sandbox_sdk_core::shell::{quote_argv, shell_quote, shell_script};
 use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, ExitStatus, Process, ProcessControl, ProcessEvent, PtySize, Result,

@@ -33,16 +33,13 @@
 //! # Ok(()) }
 //! ```
 
-mod emulate;
 mod fallback;
 mod gate;
 mod hooks;
 mod owner;
 mod retry;
-mod shell;
 mod trace;
 
-pub use emulate::{CHUNK, EmulateProvider, EmulateSandbox, ExitMarker};
 pub use fallback::{
     DEFAULT_LOSER_LOOKUP, FallbackEvent, FallbackProvider, LoserEvent, LoserOutcome, OnFallback,
     OnLoser, is_unavailable,
@@ -51,10 +48,10 @@ pub use gate::{GateProvider, GateSandbox, check_exec};
 pub use hooks::{Hooks, HooksProvider, HooksSandbox};
 pub use owner::OwnerProvider;
 pub use retry::{OnRetry, RetryEvent, RetryPolicy, RetryProvider, RetrySandbox};
-pub use shell::{fold_into_shell, quote_argv, shell_quote, shell_script};
 pub use trace::{TraceProvider, TraceSandbox};
 
 use crate::capability::Capabilities;
+use crate::emulate::EmulateProvider;
 use crate::error::Result;
 use crate::fleet::{Owner, PrepareSpec, Prepared, PriceTable, Usage};
 use crate::idempotency::CreateLookup;

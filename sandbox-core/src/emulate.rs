@@ -2,7 +2,7 @@
 //!
 //! - **cwd/env** (`flags.per_command_env_cwd == false`): a command with a cwd or env is sent as
 //!   `["sh", "-c", "cd -- 'CWD' && export K='V' && exec 'prog' 'arg'..."]` (see
-//!   [`shell_script`](super::shell_script)); the quoting passes any string but NUL byte for byte.
+//!   [`shell_script`](crate::shell::shell_script)); the quoting passes any string but NUL byte for byte.
 //! - **exit codes** (`flags.exit_code_native == false`): the script ends by printing a random
 //!   marker and `$?` to stdout; [`ExitMarker`] strips it from the stream (also when it is split
 //!   across chunks) and the exit event becomes `ExitStatus { emulated: true, .. }`. If the
@@ -17,7 +17,6 @@
 //!   price table ([`PriceTable::builtin`] unless [`EmulateProvider::with_prices`] says
 //!   otherwise), marked `estimated`; `capabilities()` reports `usage: Emulated`. Nothing is sent.
 
-use super::shell::{build_script, shell_quote};
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Level};
 use crate::error::{Error, ErrorKind, Result};
@@ -28,6 +27,7 @@ use crate::files::{
 use crate::fleet::{PrepareSpec, Prepared, PriceTable, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
+use crate::shell::{build_script, shell_quote};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;

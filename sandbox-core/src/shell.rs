@@ -12,7 +12,7 @@ use crate::exec::{Command, validate_env_name};
 /// Quotes `word` for POSIX `sh` so that it reaches the program byte for byte.
 ///
 /// ```
-/// use sandbox_sdk_core::client::shell_quote;
+/// use sandbox_sdk_core::shell::shell_quote;
 /// assert_eq!(shell_quote("it's $HOME").unwrap(), r#"'it'\''s $HOME'"#);
 /// assert!(shell_quote("a\0b").is_err());
 /// ```
@@ -52,7 +52,7 @@ pub fn quote_argv(argv: &[String]) -> Result<String> {
 /// names). Run the result as `["sh", "-c", script]` with no cwd or env of its own.
 ///
 /// ```
-/// use sandbox_sdk_core::{Command, client::shell_script};
+/// use sandbox_sdk_core::{Command, shell::shell_script};
 /// let cmd = Command::new("echo").arg("a b").cwd("/tmp").env("K", "v'1");
 /// assert_eq!(
 ///     shell_script(&cmd).unwrap(),
