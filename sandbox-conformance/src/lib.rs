@@ -78,6 +78,7 @@
 //! [`SuiteReport::summary_line`] count them apart from real passes.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod adapter;
 pub mod cassette;
 mod derive;
 mod proxy;
@@ -94,6 +95,7 @@ pub mod scenarios;
 pub mod sim;
 mod suite;
 
+pub use adapter::{AdapterSuite, RecordFn, Vars};
 pub use proxy::LoggedRequest;
 pub use record::{RECORD_ENV, RecordTarget, Router, SharedService};
 pub use scenarios::{SCENARIOS, ScenarioInfo};
