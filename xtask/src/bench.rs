@@ -23,12 +23,14 @@ const BENCH_ARGS: &[&str] = &["bench", "-p", "sandbox-bench", "--bench", "sdk"];
 /// `BENCHMARKS.md`.
 pub fn run(mut args: Args) -> Result {
     let quick = args.flag("--quick");
-    args.finish()?;
+    let groups = args.rest()?;
     let machine = Machine::detect();
-    let mut cargo_args = BENCH_ARGS.to_vec();
+    let mut cargo_args: Vec<&str> = BENCH_ARGS.to_vec();
+    cargo_args.push("--");
     if quick {
-        cargo_args.extend(["--", "--quick"]);
+        cargo_args.push("--quick");
     }
+    cargo_args.extend(groups.iter().map(String::as_str));
     eprintln!("running: cargo {}", cargo_args.join(" "));
     let output = shell::cargo_command()
         .args(&cargo_args)
@@ -46,17 +48,87 @@ pub fn run(mut args: Args) -> Result {
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let rows = parse_rows(&stdout)?;
-    let markdown = render(&rows, &machine, quick);
+    let path = shell::workspace_root().join(OUTPUT);
+    let markdown = if groups.is_empty() || quick {
+        render(&rows, &machine, quick)
+    } else {
+        let current = std::fs::read_to_string(&path)
+            .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+        splice(&current, &rows, &machine)
+    };
     if quick {
         println!("{markdown}");
         eprintln!("(--quick: {OUTPUT} left unchanged)");
     } else {
-        let path = shell::workspace_root().join(OUTPUT);
         std::fs::write(&path, markdown)
             .map_err(|e| format!("could not write {}: {e}", path.display()))?;
         eprintln!("wrote {} ({} measurements)", path.display(), rows.len());
     }
     Ok(())
+}
+
+/// `current` with the sections of the groups in `rows` replaced by (or, when new, added as)
+/// fresh ones, and a line under Machine saying when and under what load they were re-run.
+fn splice(current: &str, rows: &[Row], machine: &Machine) -> String {
+    let tail_at = current
+        .find("## How these are measured")
+        .unwrap_or(current.len());
+    let (head, tail) = current.split_at(tail_at);
+    let mut sections: Vec<String> = sections(head).into_iter().map(str::to_owned).collect();
+    let rerun = groups_of(rows);
+    for group in &rerun {
+        let fresh = render_group(rows, group);
+        let title = format!("## {group}\n");
+        match sections.iter().position(|s| s.starts_with(&title)) {
+            Some(i) => sections[i] = fresh,
+            None => sections.push(fresh),
+        }
+    }
+    let note = format!(
+        "- Re-run alone on {} (load average {}): {}\n",
+        machine.date,
+        machine.load,
+        rerun
+            .iter()
+            .map(|g| format!("`{g}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(machine_section) = sections.iter_mut().find(|s| s.starts_with("## Machine\n")) {
+        let body = machine_section.trim_end().to_owned();
+        let kept: Vec<&str> = body
+            .lines()
+            .filter(|l| {
+                !(l.starts_with("- Re-run alone on ")
+                    && rerun.iter().any(|g| l.ends_with(&format!("`{g}`"))))
+            })
+            .collect();
+        *machine_section = format!("{}\n{note}\n", kept.join("\n"));
+    }
+    format!("{}{tail}", sections.concat())
+}
+
+/// Markdown cut before each `## ` heading (the first part is what precedes the first one).
+fn sections(text: &str) -> Vec<&str> {
+    let mut starts: Vec<usize> = text.match_indices("\n## ").map(|(i, _)| i + 1).collect();
+    starts.insert(0, 0);
+    starts.push(text.len());
+    starts
+        .windows(2)
+        .map(|w| &text[w[0]..w[1]])
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The groups of `rows`, in order of first appearance.
+fn groups_of(rows: &[Row]) -> Vec<&str> {
+    let mut groups: Vec<&str> = Vec::new();
+    for row in rows {
+        if !groups.contains(&row.group.as_str()) {
+            groups.push(&row.group);
+        }
+    }
+    groups
 }
 
 /// One measurement, as the benchmark printed it.
@@ -196,6 +268,42 @@ fn cell(s: &str) -> String {
 }
 
 /// The whole of `BENCHMARKS.md`.
+/// One group's section: its heading and table.
+fn render_group(rows: &[Row], group: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## {group}\n");
+    let _ = writeln!(
+        out,
+        "| Benchmark | SDK | Baseline | Ratio | Runs (IQR) | Notes |\n\
+         |---|---:|---:|---:|---:|---|"
+    );
+    for row in rows.iter().filter(|r| r.group == group) {
+        let ratio = row
+            .ratio
+            .map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"));
+        let runs = if row.iterations > 1 {
+            format!("{} ({:.0}%)", row.iterations, row.iqr_percent)
+        } else {
+            "1".to_owned()
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} {} | {} {} ({}) | {} | {} | {} |",
+            cell(&row.name),
+            num(row.sdk),
+            row.unit,
+            num(row.baseline),
+            row.unit,
+            cell(&row.baseline_name),
+            ratio,
+            runs,
+            cell(&row.notes)
+        );
+    }
+    let _ = writeln!(out);
+    out
+}
+
 fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -226,43 +334,8 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
         let _ = writeln!(out, "- Mode: `--quick` (small sizes, few iterations)");
     }
     let _ = writeln!(out);
-    let mut groups: Vec<&str> = Vec::new();
-    for row in rows {
-        if !groups.contains(&row.group.as_str()) {
-            groups.push(&row.group);
-        }
-    }
-    for group in groups {
-        let _ = writeln!(out, "## {group}\n");
-        let _ = writeln!(
-            out,
-            "| Benchmark | SDK | Baseline | Ratio | Runs (IQR) | Notes |\n\
-             |---|---:|---:|---:|---:|---|"
-        );
-        for row in rows.iter().filter(|r| r.group == group) {
-            let ratio = row
-                .ratio
-                .map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"));
-            let runs = if row.iterations > 1 {
-                format!("{} ({:.0}%)", row.iterations, row.iqr_percent)
-            } else {
-                "1".to_owned()
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {} {} | {} {} ({}) | {} | {} | {} |",
-                cell(&row.name),
-                num(row.sdk),
-                row.unit,
-                num(row.baseline),
-                row.unit,
-                cell(&row.baseline_name),
-                ratio,
-                runs,
-                cell(&row.notes)
-            );
-        }
-        let _ = writeln!(out);
+    for group in groups_of(rows) {
+        out.push_str(&render_group(rows, group));
     }
     let _ = writeln!(
         out,
@@ -283,8 +356,9 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
          ```sh\n\
          cargo xtask bench            # runs everything in release mode and rewrites BENCHMARKS.md\n\
          cargo xtask bench --quick    # small sizes, prints the table, leaves BENCHMARKS.md alone\n\
+         cargo xtask bench load       # re-runs the named groups and replaces their sections only\n\
          # or the benchmark alone (JSON lines on stdout, a summary on stderr):\n\
-         cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local]\n\
+         cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [load]\n\
          ```\n\n\
          The benchmark's source is `sandbox-bench/benches/sdk/`; this file is written by\n\
          `xtask/src/bench.rs`."
@@ -295,6 +369,40 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_rerun_alone_replaces_its_section_and_says_when() {
+        let machine = Machine {
+            date: "2026-12-01 20:00 UTC".into(),
+            cpus: 2,
+            cpu_model: "cpu".into(),
+            kernel: "k".into(),
+            rustc: "rustc".into(),
+            load: "1.00 1.00 1.00".into(),
+        };
+        let old_row = parse_rows(LINE).unwrap();
+        let current = render(&old_row, &machine, false);
+        let fresh = parse_rows(
+            &LINE
+                .replace("\"HTTP\"", "\"load\"")
+                .replace("900.0", "12.5"),
+        )
+        .unwrap();
+        let spliced = splice(&current, &fresh, &machine);
+        assert!(spliced.contains("## HTTP\n"), "the other group stays");
+        assert!(spliced.contains("## load\n"), "the new group is added");
+        assert!(spliced.contains(
+            "- Re-run alone on 2026-12-01 20:00 UTC (load average 1.00 1.00 1.00): `load`"
+        ));
+        assert!(
+            spliced.find("## load").unwrap() < spliced.find("## How these are measured").unwrap()
+        );
+        let again = splice(&spliced, &fresh, &machine);
+        assert_eq!(
+            again, spliced,
+            "re-running the same group again replaces, not repeats"
+        );
+    }
 
     const LINE: &str = r#"{"group":"HTTP","name":"download 64 MiB","baseline_name":"raw reqwest","unit":"MiB/s","higher_is_better":true,"sdk":900.0,"baseline":1000.0,"ratio":1.1111,"iterations":9,"iqr_percent":4.2,"notes":"a | b"}"#;
 

@@ -126,8 +126,8 @@ const TASKS: &[Task] = &[
     },
     Task {
         name: "bench",
-        usage: "bench [--quick]",
-        about: "speed and memory against raw baselines, in release mode, into BENCHMARKS.md",
+        usage: "bench [--quick] [GROUP...]",
+        about: "speed and memory against raw baselines, in release mode, into BENCHMARKS.md (groups named: only their sections are replaced)",
         run: bench::run,
     },
 ];

@@ -7,6 +7,7 @@
 //! through the provider's usual environment variables, which the simulator prints. There is no
 //! raw client doing the same three protocols here: the row's baseline is the goal for
 //! the client's peak RSS, 64 MiB (an outside measurement put E2B's official client at 52.7 MiB).
+//! Errors are counted into the row (the first three are printed), not fatal: they are data.
 
 use crate::harness::{Config, Record, Result, mib};
 use futures::{StreamExt, stream};
@@ -55,9 +56,6 @@ pub async fn run(config: &Config) -> Result {
             ),
         }
         .emit();
-        if errors != 0 {
-            return Err(format!("{provider} load: {errors} errors").into());
-        }
     }
     Ok(())
 }
