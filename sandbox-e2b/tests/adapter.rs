@@ -203,13 +203,13 @@ async fn create_options_send_egress_rules_and_volumes() {
         auto_pause: Some(true),
         auto_resume: Some(true),
         allow_internet_access: Some(false),
-        network: Some(sandbox_e2b::wire::NetworkConfig {
+        network: Some(sandbox_e2b::NetworkConfig {
             allow_public_traffic: Some(false),
             allow_out: vec!["api.example.com".into()],
             deny_out: vec!["0.0.0.0/0".into()],
             ..Default::default()
         }),
-        volume_mounts: vec![sandbox_e2b::wire::VolumeMount {
+        volume_mounts: vec![sandbox_e2b::VolumeMount {
             name: volume.name.clone(),
             path: "/data".into(),
         }],
@@ -269,7 +269,10 @@ async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
 async fn create_sends_the_idempotency_key_header_mapped_when_needed() {
     for (key, header_value) in [
         ("job-42", "job-42".to_owned()),
-        ("Job 42", sandbox_e2b::idempotency_header_value("Job 42")),
+        (
+            "Job 42",
+            sandbox_e2b::testing::idempotency_header_value("Job 42"),
+        ),
     ] {
         let server = MockServer::start().await;
         Mock::given(method("GET"))
@@ -887,7 +890,7 @@ async fn snapshots_metrics_logs_network() {
         .mount(&server)
         .await;
     sandbox
-        .update_network(&sandbox_e2b::wire::NetworkUpdate {
+        .update_network(&sandbox_e2b::NetworkUpdate {
             deny_out: vec!["0.0.0.0/0".into()],
             ..Default::default()
         })
@@ -1658,7 +1661,7 @@ async fn upload_urls_carry_user_and_expiration() {
     let exp: u64 = q["signature_expiration"].parse().unwrap();
     assert_eq!(
         q["signature"],
-        sandbox_e2b::file_signature("/tmp/x", "write", "root", TOKEN, Some(exp))
+        sandbox_e2b::testing::file_signature("/tmp/x", "write", "root", TOKEN, Some(exp))
     );
 }
 

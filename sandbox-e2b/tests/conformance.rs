@@ -13,7 +13,8 @@ use sandbox_conformance::{
     LoggedRequest, REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, RecordTarget, Suite, cassette,
     conformance_tests,
 };
-use sandbox_e2b::{E2bBuilder, ENVD_PORT, envd_base_url};
+use sandbox_e2b::E2bBuilder;
+use sandbox_e2b::testing::{ENVD_PORT, envd_base_url};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::Path;
 use std::sync::Arc;
