@@ -46,16 +46,16 @@ fn replay_suite(dir: &Path) -> Suite {
     ))
 }
 
-/// Capabilities no core trait operation reaches; E2B's inherent methods are proven in adapter.rs.
+/// Capabilities no core trait operation reaches; E2B's inherent methods are proven in create.rs.
 fn covered(suite: Suite) -> Suite {
     suite
         .covered_elsewhere(
             Capability::EgressControl,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
         .covered_elsewhere(
             Capability::Volumes,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
 }
 

@@ -100,11 +100,11 @@ fn suite() -> Suite {
         .not_simulated("prepare_failure", TEMPLATES)
         .covered_elsewhere(
             Capability::EgressControl,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
         .covered_elsewhere(
             Capability::Volumes,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
 }
 
