@@ -27,10 +27,10 @@ impl E2bProvider {
 /// `E2B_API_URL`, `E2B_SANDBOX_URL`. `Debug` never shows the API key.
 ///
 /// ```
-/// use sandbox_e2b::E2bBuilder;
+/// use sandbox_e2b::E2bProvider;
 /// use std::time::Duration;
 ///
-/// let provider = E2bBuilder::new()
+/// let provider = E2bProvider::builder()
 ///     .api_key("e2b_0123456789abcdef0123456789abcdef01234567")
 ///     .api_url("http://127.0.0.1:3000")
 ///     .sandbox_url("http://127.0.0.1:3000")
@@ -87,7 +87,8 @@ impl E2bBuilder {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// Like [`E2bBuilder::from_env`], reading variables through `lookup` (for tests).
+    /// Like [`E2bBuilder::from_env`], reading each variable through `lookup` instead of the
+    /// process environment (a configuration file, a secret store, a test's map).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         E2bBuilder {
             api_key: non_empty(lookup(env::API_KEY)),

@@ -44,9 +44,8 @@ impl E2bProvider {
 
     /// Creates a sandbox with E2B-specific options (`POST /v2/sandboxes`).
     ///
-    /// With [`CreateSpec::idempotency_key`] a sandbox already labelled with the key
-    /// ([`IDEMPOTENCY_METADATA_KEY`](crate::config::IDEMPOTENCY_METADATA_KEY)) is connected to instead;
-    /// otherwise the create is sent once with E2B's `Idempotency-Key` header (the key itself
+    /// With [`CreateSpec::idempotency_key`] a sandbox already labelled with the key (metadata
+    /// `sandbox-sdk-idempotency-key`) is connected to instead; otherwise the create is sent once with E2B's `Idempotency-Key` header (the key itself
     /// when it is 1–255 characters of `[a-z0-9-]`, else `sdk-` and its SHA-256 in hex), and a
     /// failure that leaves it unknown whether the sandbox was made (a timeout, a connection
     /// lost after sending, 500/502/504) is settled by looking the label up for the builder's

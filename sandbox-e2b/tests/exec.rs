@@ -11,7 +11,7 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 mod support;
 use support::*;
 
-/// Example A of PROTOCOL.md: headers, enveloped body, stdout, exit 0.
+/// PROTOCOL.md §9 Example A: headers, enveloped body, stdout, exit 0.
 #[tokio::test]
 async fn exec_streams_stdout_and_sends_no_deadline_by_default() {
     let server = MockServer::start().await;

@@ -100,7 +100,7 @@ async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
 
 #[tokio::test]
 async fn connect_with_a_ttl_then_sets_exactly_that_ttl() {
-    // Connect only ever extends the TTL (PROTOCOL.md §1.2), so a shorter TTL than the sandbox
+    // Connect only ever extends the TTL (PROTOCOL.md §2.3), so a shorter TTL than the sandbox
     // has left would be ignored; the follow-up `POST /sandboxes/{id}/timeout` applies it.
     let server = MockServer::start().await;
     connect_call()
@@ -178,7 +178,7 @@ async fn mkdir_for(server: &MockServer, id: &str, token: &str) {
 
 #[tokio::test]
 async fn resume_picks_up_a_new_domain_and_envd_token() {
-    // PROTOCOL.md §0: a `domain` in the connect answer replaces the client's for envd; the
+    // PROTOCOL.md §3.2: a `domain` in the connect answer replaces the client's for envd; the
     // envd token is the one the answer carries.
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
@@ -255,8 +255,8 @@ async fn connect_without_a_ttl_leaves_the_ttl_alone() {
 
 #[tokio::test]
 async fn pause_conflicts_other_than_already_paused_are_errors() {
-    // PROTOCOL.md §1.2: a 409 on pause means "already paused" (SDK returns false), but a 409
-    // also comes for a sandbox still changing state (§0's "still transitioning"): that pause
+    // PROTOCOL.md §2.3: a 409 on pause means "already paused" (SDK returns false), but a 409
+    // also comes for a sandbox still changing state (§3.5's "still transitioning"): that pause
     // did not happen, so it is an error, not `false`.
     for body in [
         format!(r#"{{"code":409,"message":"Sandbox {SB} state change in progress"}}"#),

@@ -52,8 +52,8 @@ impl Api {
         // HTTP/1.1 for all envd traffic (/files, Connect streams, unary calls): the sandbox
         // proxy pads responses with an empty HTTP/2 DATA frame about every 32 KiB, and h2
         // closes a connection with ENHANCE_YOUR_CALM after 100 of them over its lifetime,
-        // failing a download past ~3 MiB and every stream sharing its connection (PROTOCOL.md
-        // §3.4). The control plane keeps what it negotiates.
+        // failing a download past ~3 MiB and every stream sharing its connection
+        // (PROTOCOL.md §3.4). The control plane keeps what it negotiates.
         let mut envd = HttpClient::builder(PROVIDER, &config.envd_base())
             .http1_only(true)
             .timeout(config.request_timeout)

@@ -118,8 +118,8 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    /// Checks `created`: its `domain` replaces the client's for envd and hosts (PROTOCOL.md
-    /// §3.2), and its envd token is the one sent.
+    /// Checks `created`: its `domain` replaces the client's for envd and hosts
+    /// (PROTOCOL.md §3.2), and its envd token is the one sent.
     ///
     /// The answer's `domain` and sandbox id both become part of host names
     /// (`https://{port}-{id}.{domain}`), so both are checked first: a host name of letters,
