@@ -60,8 +60,9 @@
 //!   responses); Connect streams are never compressed, as no
 //!   `Connect-Accept-Encoding` is sent.
 
-// Modules in the order imports may point: each uses only modules below it (see
-// `cargo xtask skeleton`).
+// Imports point one way, from each rank to the ranks after it: builder; provider, sandbox;
+// lifecycle, exec, files (the operations); api (the only code that speaks HTTP); config, wire,
+// error, capabilities.
 mod api;
 mod builder;
 mod capabilities;
