@@ -154,7 +154,7 @@ impl E2bSandbox {
 
     /// Replaces the sandbox's egress rules (`PUT /sandboxes/{id}/network`).
     pub async fn update_network(&self, update: &NetworkUpdate) -> Result<()> {
-        lifecycle::update_network(&self.api, &self.id, update).await
+        self.api.update_network(&self.id, update).await
     }
 
     /// Resource samples between `start` and `end` (Unix seconds), oldest first.

@@ -12,8 +12,8 @@ use crate::config::{
 };
 use crate::error::{Failure, map_error};
 use crate::wire::{
-    AutoResume, LogEntry, NetworkConfig, NetworkUpdate, NewSandbox, SandboxCreated, SandboxDetail,
-    SandboxMetric, SnapshotWire, Volume, VolumeMount, secs,
+    AutoResume, LogEntry, NetworkConfig, NewSandbox, SandboxCreated, SandboxDetail, SandboxMetric,
+    SnapshotWire, Volume, VolumeMount, secs,
 };
 use futures::{StreamExt, TryStreamExt};
 use sandbox_sdk_core::http::checked_answer_host;
@@ -485,11 +485,6 @@ pub(crate) async fn fork(
             }
         })
         .collect())
-}
-
-/// Replaces the sandbox's egress rules (`PUT /sandboxes/{id}/network`).
-pub(crate) async fn update_network(api: &Api, id: &str, update: &NetworkUpdate) -> Result<()> {
-    api.update_network(id, update).await
 }
 
 /// Resource samples between `start` and `end` (Unix seconds), oldest first.
