@@ -1,51 +1,6 @@
 //! An adapter's conformance suite declared once: replayed from its cassettes by default,
 //! recorded from the live service when [`RECORD_ENV`](crate::RECORD_ENV) is set, with the
 //! variables recording needs named in one place.
-//!
-//! ```no_run
-//! // tests/conformance.rs of an adapter crate `acme-sandbox`.
-//! use sandbox_conformance::{AdapterSuite, RecordTarget, Suite, Vars, conformance_tests};
-//! use sandbox_sdk_core::Provider;
-//! use std::path::Path;
-//! use std::sync::Arc;
-//! # mod acme_sandbox { pub struct AcmeBuilder; impl AcmeBuilder {
-//! #   pub fn new() -> Self { AcmeBuilder }
-//! #   pub fn api_key(self, _: &str) -> Self { self }
-//! #   pub fn base_url(self, _: &str) -> Self { self }
-//! #   pub fn build(self) -> sandbox_sdk_core::Result<sandbox_sdk_core::local::LocalProvider> { Ok(Default::default()) } } }
-//! use acme_sandbox::AcmeBuilder;
-//!
-//! fn adapter() -> AdapterSuite {
-//!     AdapterSuite::new("acme", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"), |url| {
-//!         let provider = AcmeBuilder::new()
-//!             .api_key(sandbox_conformance::cassette::TOKEN)
-//!             .base_url(url)
-//!             .build()?;
-//!         Ok(Arc::new(provider) as Arc<dyn Provider>)
-//!     })
-//!     .record_var("ACME_API_KEY", "a live API key (acme keys create)")
-//!     .record(record_target)
-//! }
-//!
-//! /// The live service behind the recording proxy, from the adapter's variables.
-//! fn record_target(vars: &Vars, out_dir: &Path) -> Result<RecordTarget, String> {
-//!     let key = vars.require("ACME_API_KEY")?;
-//!     let secret = key.clone();
-//!     let target = RecordTarget::one_host(
-//!         move |url| {
-//!             let provider = AcmeBuilder::new().api_key(&key).base_url(url).build()?;
-//!             Ok(Arc::new(provider) as Arc<dyn Provider>)
-//!         },
-//!         "https://api.acme.dev",
-//!         out_dir,
-//!     )
-//!     .map_err(|e| e.to_string())?;
-//!     Ok(target.secret(secret))
-//! }
-//!
-//! conformance_tests!(Suite::from_env(&adapter()));
-//! # fn main() {}
-//! ```
 
 use crate::record::RecordTarget;
 use crate::suite::Suite;
@@ -59,6 +14,51 @@ pub type RecordFn = Arc<dyn Fn(&Vars, &Path) -> Result<RecordTarget, String> + S
 
 /// What an adapter's `tests/conformance.rs` declares once; [`Suite::from_env`] turns it into
 /// the suite to run.
+///
+/// ```no_run
+/// // tests/conformance.rs of an adapter crate `acme-sandbox`.
+/// use sandbox_conformance::{AdapterSuite, RecordTarget, Suite, Vars, conformance_tests};
+/// use sandbox_sdk_core::Provider;
+/// use std::path::Path;
+/// use std::sync::Arc;
+/// # mod acme_sandbox { pub struct AcmeBuilder; impl AcmeBuilder {
+/// #   pub fn new() -> Self { AcmeBuilder }
+/// #   pub fn api_key(self, _: &str) -> Self { self }
+/// #   pub fn base_url(self, _: &str) -> Self { self }
+/// #   pub fn build(self) -> sandbox_sdk_core::Result<sandbox_sdk_core::local::LocalProvider> { Ok(Default::default()) } } }
+/// use acme_sandbox::AcmeBuilder;
+///
+/// fn adapter() -> AdapterSuite {
+///     AdapterSuite::new("acme", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"), |url| {
+///         let provider = AcmeBuilder::new()
+///             .api_key(sandbox_conformance::cassette::TOKEN)
+///             .base_url(url)
+///             .build()?;
+///         Ok(Arc::new(provider) as Arc<dyn Provider>)
+///     })
+///     .record_var("ACME_API_KEY", "a live API key (acme keys create)")
+///     .record(record_target)
+/// }
+///
+/// /// The live service behind the recording proxy, from the adapter's variables.
+/// fn record_target(vars: &Vars, out_dir: &Path) -> Result<RecordTarget, String> {
+///     let key = vars.require("ACME_API_KEY")?;
+///     let secret = key.clone();
+///     let target = RecordTarget::one_host(
+///         move |url| {
+///             let provider = AcmeBuilder::new().api_key(&key).base_url(url).build()?;
+///             Ok(Arc::new(provider) as Arc<dyn Provider>)
+///         },
+///         "https://api.acme.dev",
+///         out_dir,
+///     )
+///     .map_err(|e| e.to_string())?;
+///     Ok(target.secret(secret))
+/// }
+///
+/// conformance_tests!(Suite::from_env(&adapter()));
+/// # fn main() {}
+/// ```
 #[derive(Clone)]
 pub struct AdapterSuite {
     provider: String,

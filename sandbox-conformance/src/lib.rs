@@ -30,37 +30,10 @@
 //!    `SCENARIOS.md`. A scenario whose capability the adapter declares unsupported needs no
 //!    cassette of its own: it checks the call fails fast with `NotSupported` and sends nothing,
 //!    using `connect.json` to get a sandbox.
-//! 3. Add `tests/conformance.rs`:
-//!
-//! ```no_run
-//! // tests/conformance.rs of a third-party adapter crate `acme-sandbox`.
-//! use sandbox_conformance::{Suite, conformance_tests};
-//! use sandbox_sdk_core::{Capability, Provider};
-//! use std::sync::Arc;
-//! # mod acme_sandbox { pub struct AcmeProvider; impl AcmeProvider {
-//! #   pub fn builder() -> Self { AcmeProvider }
-//! #   pub fn api_key(self, _: &str) -> Self { self }
-//! #   pub fn base_url(self, _: &str) -> Self { self }
-//! #   pub fn build(self) -> sandbox_sdk_core::Result<sandbox_sdk_core::local::LocalProvider> { Ok(Default::default()) } } }
-//!
-//! fn suite() -> Suite {
-//!     Suite::replay(
-//!         |base_url| {
-//!             let provider = acme_sandbox::AcmeProvider::builder()
-//!                 .api_key(sandbox_conformance::cassette::TOKEN)
-//!                 .base_url(base_url)
-//!                 .build()?;
-//!             Ok(Arc::new(provider) as Arc<dyn Provider>)
-//!         },
-//!         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes"),
-//!     )
-//!     // A capability no trait operation can show, proven by the adapter's own test:
-//!     .covered_elsewhere(Capability::Region, "create::sends_region")
-//! }
-//!
-//! conformance_tests!(suite());
-//! # fn main() {}
-//! ```
+//! 3. Add `tests/conformance.rs`: declare the suite once with [`AdapterSuite`] (the replay
+//!    factory, the variables recording needs, how to record) and generate its tests with
+//!    `conformance_tests!(Suite::from_env(&adapter()))`; [`AdapterSuite`] and the README show
+//!    a whole file.
 //!
 //! `cargo test --test conformance` then runs `connect`, `lifecycle`, `exec_exit_codes`, … and
 //! `capability_coverage` as separate tests. A failing scenario prints what it expected, the

@@ -1370,3 +1370,26 @@ async fn a_path_secret_never_reaches_messages() {
     assert_no_secret(&shown);
     assert!(shown.contains("/links/<redacted>/expire"), "{shown}");
 }
+
+// The same inputs as the `error_body` fuzz target (`cargo xtask fuzz`), as a proptest in CI:
+// whatever a server answers, mapping it neither panics nor quotes more than the limits allow.
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn any_error_answer_maps_without_panicking_and_stays_bounded(
+        status in 0u16..1000,
+        retry_after in "\\PC{0,40}",
+        body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096),
+        json in "\\{\"(message|error|detail)\": *\"\\PC{0,300}\"\\}",
+    ) {
+        for body in [body, json.into_bytes()] {
+            let response = ErrorResponse::new(status, body).with_header("retry-after", &retry_after);
+            let _ = response.retry_after();
+            let _ = response.provider_message();
+            let error = sandbox_sdk_core::http::default_error_mapper(&response);
+            let shown = format!("{error} {error:?}");
+            proptest::prop_assert!(shown.len() < 16 * 1024, "{} bytes shown", shown.len());
+        }
+    }
+}

@@ -63,6 +63,17 @@ impl Args {
         Ok(Some(value))
     }
 
+    /// Takes every remaining argument that is not a flag (names such as fuzz targets); fails on
+    /// a flag the task did not take.
+    pub fn rest(self) -> Result<Vec<String>> {
+        if let Some(flag) = self.rest.iter().find(|a| a.starts_with('-')) {
+            return Err(format!(
+                "unexpected argument {flag} (see `cargo xtask help`)"
+            ));
+        }
+        Ok(self.rest)
+    }
+
     /// Fails when any argument was not taken by the task.
     pub fn finish(self) -> Result {
         match self.rest.as_slice() {

@@ -15,6 +15,7 @@ mod deps;
 mod faults;
 mod fixtures;
 mod fly_check;
+mod fuzz;
 mod mcp;
 mod outside;
 mod readme;
@@ -98,6 +99,12 @@ const TASKS: &[Task] = &[
         usage: "record --provider NAME [--scenario S]",
         about: "record cassettes from the live service through a scrubbing proxy",
         run: record::run,
+    },
+    Task {
+        name: "fuzz",
+        usage: "fuzz [--secs N] [TARGET...]",
+        about: "run each fuzz target (cargo-fuzz) for N seconds (default 30) from its checked-in corpus; fails on a crash",
+        run: fuzz::run,
     },
     Task {
         name: "skeleton",

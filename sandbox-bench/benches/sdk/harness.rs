@@ -270,7 +270,7 @@ pub fn write_file(path: &std::path::Path, n: u64) -> Result {
 }
 
 /// Reads a `kB` field (`VmRSS`, `VmHWM`) of `/proc/self/status`, in bytes.
-fn status_field(name: &str) -> Result<u64> {
+pub fn status_field(name: &str) -> Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     let line = status
         .lines()

@@ -3,7 +3,7 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [load]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
@@ -16,17 +16,27 @@ mod fly;
 mod fly_server;
 mod harness;
 mod http;
+mod load;
 mod local;
 mod server;
 
 use harness::{Config, PROBE_FLAG, Result};
 
 /// The groups, in the order they run.
-const GROUPS: &[&str] = &["http", "local", "e2b", "daytona", "fly"];
+const GROUPS: &[&str] = &["http", "local", "e2b", "daytona", "fly", "load"];
 
 #[tokio::main]
 async fn main() -> Result {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, provider, rest @ ..] = args.as_slice() {
+        if flag == load::SERVE_FLAG {
+            return load::serve(provider).await;
+        }
+        if flag == load::LOAD_FLAG {
+            let n = rest.first().ok_or("--load needs a count")?.parse()?;
+            return load::load(provider, n).await;
+        }
+    }
     if let Some(i) = args.iter().position(|a| a == PROBE_FLAG) {
         let case = args.get(i + 1).ok_or("--probe needs a case")?;
         let n: u64 = args.get(i + 2).ok_or("--probe needs a size")?.parse()?;
@@ -77,6 +87,9 @@ async fn main() -> Result {
     }
     if wanted("fly") {
         fly::run(&config).await?;
+    }
+    if wanted("load") {
+        load::run(&config).await?;
     }
     Ok(())
 }

@@ -111,9 +111,14 @@ impl Host {
             .as_ref()
             .map(|r| r.handle().clone())
             .expect("the host runtime lives as long as the host");
-        tokio::task::spawn_blocking(move || handle.block_on(fut))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        match tokio::task::spawn_blocking(move || handle.block_on(fut)).await {
+            Ok(output) => output,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Cancelled: the runtime is shutting down and drops this task with it.
+                Err(_) => std::future::pending().await,
+            },
+        }
     }
 
     /// The lock that orders the lifecycle steps of machine `id`.
