@@ -1,54 +1,24 @@
-//! Configuration of the E2B provider: [`E2bBuilder`], read from the environment or set in code.
+//! [`E2bBuilder`]: the provider's settings, read from the environment or set in code, checked
+//! and resolved into a [`Config`] the provider runs with. It builds and does nothing else.
 
-use crate::PROVIDER;
-use crate::envd::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT};
-use crate::error::{Failure, map_error};
-use crate::provider::{E2bProvider, Shared};
-use sandbox_sdk_core::http::{ErrorResponse, HttpClient};
+use crate::api::Api;
+use crate::config::{
+    Config, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DOMAIN, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TEMPLATE_BUILD_TIMEOUT, DEFAULT_TEMPLATE_POLL_INTERVAL,
+    DEFAULT_TRANSFER_IDLE_TIMEOUT, PROVIDER, env,
+};
+use crate::provider::E2bProvider;
 use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// The domain used when neither the builder nor `E2B_DOMAIN` names one.
-pub const DEFAULT_DOMAIN: &str = "e2b.app";
-/// The port envd listens on inside every sandbox.
-pub const ENVD_PORT: u16 = 49983;
-/// Domains whose envd is reached through the shared host `sandbox.{domain}` with routing headers
-/// (the list the official SDKs carry); any other domain gets `{port}-{id}.{domain}`.
-pub const SHARED_HOST_DOMAINS: &[&str] = &[
-    "e2b.app",
-    "e2b.dev",
-    "e2b.pro",
-    "e2b-staging.dev",
-    "e2b-tango.dev",
-    "e2b-juliett.dev",
-    "foxtrot-2.e2b.dev",
-];
-
-/// How long an ambiguous create's idempotency key is looked up by default: 30 s.
-///
-/// E2B makes a sandbox in well under a second, and a few seconds when it is busy; the
-/// sandbox is listable once the create has finished on the server. 30 s covers a create the
-/// server was still finishing when the client gave up (the client's default request timeout is
-/// 60 s, so a create that slow has already failed once), and is short enough that a lost create
-/// is reported in bounded time. `Idempotency-Key` is a second line of defence when the window
-/// passes and the create is sent again.
-pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(30);
-
-/// Environment variables read by [`E2bBuilder::from_env`].
-pub mod env {
-    /// The API key (`e2b_…`). Required.
-    pub const API_KEY: &str = "E2B_API_KEY";
-    /// The domain (default `e2b.app`): control plane `https://api.{domain}`, envd on the
-    /// sandbox hosts of that domain.
-    pub const DOMAIN: &str = "E2B_DOMAIN";
-    /// Overrides the control-plane base URL.
-    pub const API_URL: &str = "E2B_API_URL";
-    /// Overrides the envd base URL of every sandbox: one server, told apart by the
-    /// `E2b-Sandbox-Id` routing header.
-    pub const SANDBOX_URL: &str = "E2B_SANDBOX_URL";
+impl E2bProvider {
+    /// An empty builder, the same as [`E2bBuilder::new`]; [`E2bBuilder::from_env`] starts from
+    /// the environment instead.
+    pub fn builder() -> E2bBuilder {
+        E2bBuilder::new()
+    }
 }
 
 /// Builds an [`E2bProvider`].
@@ -57,10 +27,10 @@ pub mod env {
 /// `E2B_API_URL`, `E2B_SANDBOX_URL`. `Debug` never shows the API key.
 ///
 /// ```
-/// use sandbox_e2b::E2bBuilder;
+/// use sandbox_e2b::E2bProvider;
 /// use std::time::Duration;
 ///
-/// let provider = E2bBuilder::new()
+/// let provider = E2bProvider::builder()
 ///     .api_key("e2b_0123456789abcdef0123456789abcdef01234567")
 ///     .api_url("http://127.0.0.1:3000")
 ///     .sandbox_url("http://127.0.0.1:3000")
@@ -117,7 +87,8 @@ impl E2bBuilder {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// Like [`E2bBuilder::from_env`], reading variables through `lookup` (for tests).
+    /// Like [`E2bBuilder::from_env`], reading each variable through `lookup` instead of the
+    /// process environment (a configuration file, a secret store, a test's map).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         E2bBuilder {
             api_key: non_empty(lookup(env::API_KEY)),
@@ -268,63 +239,19 @@ impl E2bBuilder {
                 Error::validation(format!("invalid E2B domain {domain:?}")).with_provider(PROVIDER)
             );
         }
-        let api_url = self.api_url_or_default();
-        let timeout = self.request_timeout.unwrap_or(Duration::from_secs(60));
-        let mapper = |r: &ErrorResponse| {
-            map_error(Failure {
-                status: r.status,
-                body: &r.body,
-                retry_after: r.retry_after(),
-                should_retry: r.headers.get("should-retry"),
-                operation: &r.operation,
-                sandbox_id: r.sandbox_id.as_deref(),
-                request_id: r.request_id.as_deref(),
-            })
-        };
-        let user_agent = concat!("sandbox-sdk-rs-e2b/", env!("CARGO_PKG_VERSION"));
-        let mut api = HttpClient::builder(PROVIDER, &api_url)
-            .auth_header("X-API-Key", api_key)
-            .timeout(timeout)
-            .user_agent(user_agent)
-            .error_mapper(mapper);
-        for pem in &self.root_certificates {
-            api = api.root_certificate_pem(pem);
-        }
-        #[cfg(feature = "gzip")]
-        let api = api.gzip(self.gzip);
-        let api = api.build()?;
-        let envd_base = match &self.sandbox_url {
-            Some(url) => url.clone(),
-            None => format!("https://sandbox.{domain}"),
-        };
-        // HTTP/1.1 for all envd traffic (/files, Connect streams, unary calls): the sandbox
-        // proxy pads responses with an empty HTTP/2 DATA frame about every 32 KiB, and h2
-        // closes a connection with ENHANCE_YOUR_CALM after 100 of them over its lifetime,
-        // failing a download past ~3 MiB and every stream sharing its connection (PROTOCOL.md,
-        // "HTTP/1.1 for file downloads, always"). The control plane keeps what it negotiates.
-        let mut envd = HttpClient::builder(PROVIDER, &envd_base)
-            .http1_only(true)
-            .timeout(timeout)
-            .user_agent(user_agent)
-            .error_mapper(mapper);
-        for pem in &self.root_certificates {
-            envd = envd.root_certificate_pem(pem);
-        }
-        #[cfg(feature = "gzip")]
-        let envd = envd.gzip(self.gzip);
-        let envd = envd.build()?;
-        Ok(E2bProvider::from_shared(Arc::new(Shared {
-            api,
-            envd,
+        let config = Config {
+            api_key,
+            api_url: self.api_url_or_default(),
             domain,
             sandbox_url: self.sandbox_url,
             user: self.user,
+            request_timeout: self.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
             template_poll_interval: self
                 .template_poll_interval
-                .unwrap_or(Duration::from_secs(5)),
+                .unwrap_or(DEFAULT_TEMPLATE_POLL_INTERVAL),
             template_build_timeout: self
                 .template_build_timeout
-                .unwrap_or(Duration::from_secs(30 * 60)),
+                .unwrap_or(DEFAULT_TEMPLATE_BUILD_TIMEOUT),
             create_lookup: self
                 .create_lookup
                 .unwrap_or(CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW)),
@@ -334,7 +261,11 @@ impl E2bBuilder {
             transfer_idle_timeout: self
                 .transfer_idle_timeout
                 .unwrap_or(DEFAULT_TRANSFER_IDLE_TIMEOUT),
-        })))
+            root_certificates: self.root_certificates,
+            #[cfg(feature = "gzip")]
+            gzip: self.gzip,
+        };
+        Ok(E2bProvider::new(Api::new(config)?))
     }
 }
 

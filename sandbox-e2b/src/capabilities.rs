@@ -2,9 +2,9 @@
 //! unsupported because E2B has no usage meter: the client's emulation estimates it). Every
 //! `Native` entry is exercised by the conformance suite,
 //! except `egress_control` and `volumes`, which no core trait operation reaches: they are E2B
-//! inherent methods ([`crate::CreateOptions`], [`crate::E2bSandbox::update_network`],
-//! [`crate::E2bProvider::create_volume`]) proven by `tests/adapter.rs` and marked
-//! `covered_elsewhere` in `tests/conformance.rs`.
+//! inherent methods (`CreateOptions`, `E2bSandbox::update_network`,
+//! `E2bProvider::create_volume`) proven by `tests/create.rs` and marked `covered_elsewhere` in
+//! `tests/conformance.rs`.
 
 use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 

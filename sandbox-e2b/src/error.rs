@@ -1,6 +1,6 @@
 //! The one function that turns an E2B answer into an [`Error`].
 //!
-//! E2B has four error dialects (PROTOCOL.md §2.6), all handled by [`map_error`]:
+//! E2B has five error dialects (PROTOCOL.md §8), all handled by [`map_error`]:
 //!
 //! | Producer | Status | Body |
 //! |---|---|---|
@@ -13,20 +13,20 @@
 //! Only the provider's `message` text is kept; nothing else from the body or headers (which may
 //! hold tokens) reaches the error.
 //!
-//! Retryability follows the E2B Python SDK 2.63 (`e2b/retry.py`, PROTOCOL.md "Retry rules"): a
+//! Retryability follows the E2B Python SDK 2.63 (`e2b/retry.py`, PROTOCOL.md §2.2): a
 //! `Should-Retry` response header decides when present (`true` retries, any other value never
 //! does, 429 included); without it an HTTP 429, 502, 503 or 504 is retryable and any other HTTP
 //! error is not, except where the answer itself says more (an edge-proxy "sandbox was not found"
 //! 502 is `NotRunning` and final; a "still transitioning" 409 is worth another try).
 
-use crate::PROVIDER;
+use crate::config::PROVIDER;
 use sandbox_sdk_core::{Error, ErrorKind};
 use serde::Deserialize;
 use std::time::Duration;
 
 /// An error answer, as seen by the mapping function.
 #[derive(Debug, Clone, Copy)]
-pub struct Failure<'a> {
+pub(crate) struct Failure<'a> {
     /// HTTP status (200 for a Connect end-stream error).
     pub status: u16,
     /// The response body (or the end-stream JSON).
@@ -66,7 +66,7 @@ struct ConnectError {
 }
 
 /// What kind a Connect error code is.
-pub fn connect_code_kind(code: &str) -> ErrorKind {
+pub(crate) fn connect_code_kind(code: &str) -> ErrorKind {
     match code {
         "canceled" => ErrorKind::Cancelled,
         "invalid_argument" | "out_of_range" => ErrorKind::Validation,
@@ -99,7 +99,7 @@ fn status_kind(status: u16) -> ErrorKind {
 /// transport) replaced by `<redacted>`: for 2xx bodies the adapter quotes itself (Connect
 /// end-stream errors, a stream request answered with something else, fork results), which
 /// core's transport does not see as errors and so does not scrub.
-pub fn scrub(body: &[u8], secrets: &[String]) -> Vec<u8> {
+pub(crate) fn scrub(body: &[u8], secrets: &[String]) -> Vec<u8> {
     let mut out = body.to_vec();
     let mut secrets: Vec<&String> = secrets.iter().filter(|s| s.len() >= 6).collect();
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -133,7 +133,7 @@ fn clean(message: &str) -> String {
 }
 
 /// Turns any E2B error answer into an [`Error`]: the one mapping function of this adapter.
-pub fn map_error(f: Failure<'_>) -> Error {
+pub(crate) fn map_error(f: Failure<'_>) -> Error {
     let parsed: Option<Body> = serde_json::from_slice(f.body).ok();
     let mut retryable = None;
     let (kind, message) = match parsed {

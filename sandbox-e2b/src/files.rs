@@ -1,27 +1,28 @@
-//! Files over envd: the `/files` HTTP endpoint for bytes, the `filesystem.Filesystem` Connect
-//! service for metadata and watches, and signed URLs.
+//! Files over envd (PROTOCOL.md §6, §7): bytes through `/files` (multipart for buffers, raw
+//! octets or one streamed part from readers, streamed downloads), metadata and watches through
+//! `filesystem.Filesystem`, and signed `/files` URLs.
 
-use crate::envd::{ConnectStream, Envd, LIST_DIR_MAX_BODY, UNARY_MAX_BODY};
+use crate::api::connect::ConnectStream;
+use crate::api::envd::{Envd, port_host};
+use crate::config::{ENVD_PORT, PROVIDER};
 use crate::error::bad_response;
-use crate::wire::{
-    EntryInfo, EntryResponse, ListDirRequest, ListDirResponse, MoveRequest, PathRequest,
-    WatchRequest, WatchResponse, WrittenEntry,
-};
+use crate::wire::{EntryInfo, WatchResponse, secs};
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt;
-use sandbox_sdk_core::http::{Method, Multipart};
+use sandbox_sdk_core::http::Multipart;
 use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
-    Download, ErrorKind, FileEvent, FileEventKind, FileEventStream, FileInfo, FileKind,
+    Download, Error, ErrorKind, FileEvent, FileEventKind, FileEventStream, FileInfo, FileKind,
     ListOptions, Result, Transfer, UploadBody, validate_path,
 };
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Our view of an envd `EntryInfo`.
-pub fn file_info(entry: EntryInfo) -> FileInfo {
+fn file_info(entry: EntryInfo) -> FileInfo {
     let kind = match entry.kind.as_deref() {
         Some("FILE_TYPE_FILE") => FileKind::File,
         Some("FILE_TYPE_DIRECTORY") => FileKind::Dir,
@@ -60,7 +61,8 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-/// `v1_` + base64 (no padding) of `sha256("<path>:<operation>:<user>:<token>[:<expiration>]")`.
+/// `v1_` + base64 (no padding) of `sha256("<path>:<operation>:<user>:<token>[:<expiration>]")`
+/// (PROTOCOL.md §7.3).
 pub fn file_signature(
     path: &str,
     operation: &str,
@@ -79,213 +81,183 @@ pub fn file_signature(
     )
 }
 
-impl Envd {
-    fn files_request(
-        &self,
-        method: Method,
-        path: &str,
-        operation: &str,
-    ) -> sandbox_sdk_core::http::Request {
-        let mut req = self
-            .request(method, "/files", operation)
-            .query("path", path);
-        if let Some(user) = &self.user {
-            req = req.query("username", user);
-        }
-        req
-    }
+/// Uploads a reader to `path` in constant memory: a raw `application/octet-stream` body when
+/// envd takes one (`raw`: envd >= 0.5.7), else one streamed multipart part. The transfer counts
+/// the bytes actually read.
+pub(crate) async fn upload(
+    envd: &Envd,
+    path: &str,
+    body: UploadBody,
+    raw: bool,
+) -> Result<Transfer> {
+    validate_path(path)?;
+    let counted = Arc::new(AtomicU64::new(0));
+    let reader: UploadBody = Box::pin(Counted {
+        inner: body,
+        count: counted.clone(),
+    });
+    envd.upload(path, reader, raw).await?;
+    Ok(Transfer {
+        bytes: counted.load(Ordering::Relaxed),
+        emulated: false,
+    })
+}
 
-    /// `POST /files` from a reader, streamed in constant memory through the transport's reader
-    /// path (256 KiB reads): a raw `application/octet-stream` body when envd takes one
-    /// (≥ 0.5.7), else one streamed multipart part. No total limit: the response head must come
-    /// within the request timeout of the last byte sent, and the answer's body within
-    /// `transfer_idle`. The transfer counts the bytes actually read.
-    pub(crate) async fn upload_stream(
-        &self,
-        path: &str,
-        body: UploadBody,
-        raw: bool,
-    ) -> Result<Transfer> {
-        validate_path(path)?;
-        let counted = Arc::new(AtomicU64::new(0));
-        let reader: UploadBody = Box::pin(Counted {
-            inner: body,
-            count: counted.clone(),
-        });
-        let request = self
-            .files_request(Method::Post, path, "upload")
-            .idle_timeout(self.transfer_idle);
-        let request = if raw {
-            request.body_stream(reader, "application/octet-stream")
-        } else {
-            request.multipart(Multipart::new().stream(
-                "file",
-                path,
-                "application/octet-stream",
-                reader,
-                None,
-            ))
-        };
-        let _written: Vec<WrittenEntry> = request.max_body(UNARY_MAX_BODY).send_json().await?;
-        Ok(Transfer {
-            bytes: counted.load(Ordering::Relaxed),
-            emulated: false,
-        })
-    }
+/// Writes `data` to `path` as one multipart part (what both SDKs send by default).
+pub(crate) async fn write_file(envd: &Envd, path: &str, data: Bytes) -> Result<Transfer> {
+    validate_path(path)?;
+    let len = data.len() as u64;
+    envd.write_file(path, data).await?;
+    Ok(Transfer {
+        bytes: len,
+        emulated: false,
+    })
+}
 
-    /// `POST /files` as multipart (what both SDKs send by default): part `file`, filename = the
-    /// full destination path.
-    pub(crate) async fn upload_multipart(&self, path: &str, data: Bytes) -> Result<Transfer> {
-        validate_path(path)?;
-        let len = data.len() as u64;
-        let form = Multipart::new().bytes("file", path, "application/octet-stream", data);
-        let _written: Vec<WrittenEntry> = self
-            .files_request(Method::Post, path, "write_file")
-            .multipart(form)
-            .max_body(UNARY_MAX_BODY)
-            .send_json()
-            .await?;
-        Ok(Transfer {
-            bytes: len,
-            emulated: false,
-        })
+/// Writes several files in one multipart request (one part per file, named by its path).
+pub(crate) async fn write_files(envd: &Envd, files: Vec<(String, Bytes)>) -> Result<Transfer> {
+    let mut form = Multipart::new();
+    let mut total = 0u64;
+    for (path, data) in files {
+        validate_path(&path)?;
+        total += data.len() as u64;
+        form = form.bytes("file", &path, "application/octet-stream", data);
     }
+    envd.write_files(form).await?;
+    Ok(Transfer {
+        bytes: total,
+        emulated: false,
+    })
+}
 
-    /// `GET /files`, streamed as it is read: the response head must arrive within the request
-    /// timeout, then each chunk within `transfer_idle` of the previous one; no total limit.
-    pub(crate) async fn download(&self, path: &str) -> Result<Download> {
-        validate_path(path)?;
-        let response = self
-            .files_request(Method::Get, path, "download")
-            .idle_timeout(self.transfer_idle)
-            .send()
-            .await?;
-        Ok(Download::new(response.bytes_stream()))
+/// Downloads `path`, streamed as it is read.
+pub(crate) async fn download(envd: &Envd, path: &str) -> Result<Download> {
+    validate_path(path)?;
+    envd.download(path).await
+}
+
+/// The entry at `path`.
+pub(crate) async fn stat(envd: &Envd, path: &str) -> Result<FileInfo> {
+    validate_path(path)?;
+    envd.stat(path, "stat")
+        .await?
+        .entry
+        .map(file_info)
+        .ok_or_else(|| bad_response("stat", Some(&envd.sandbox_id), "no entry"))
+}
+
+/// The entries under `path`, `options.depth` levels deep (at least 1).
+pub(crate) async fn list_dir(
+    envd: &Envd,
+    path: &str,
+    options: ListOptions,
+) -> Result<Vec<FileInfo>> {
+    validate_path(path)?;
+    let r = envd.list_dir(path, options.depth.max(1)).await?;
+    Ok(r.entries.into_iter().map(file_info).collect())
+}
+
+/// Makes directory `path` (and its parents); one that exists already is fine.
+pub(crate) async fn mkdir(envd: &Envd, path: &str) -> Result<()> {
+    validate_path(path)?;
+    match envd.make_dir(path).await {
+        Ok(_) => Ok(()),
+        // An existing directory is not an error (a file in the way is invalid_argument).
+        Err(e) if e.kind() == ErrorKind::Conflict => Ok(()),
+        Err(e) => Err(e),
     }
+}
 
-    pub(crate) async fn stat(&self, path: &str) -> Result<FileInfo> {
-        validate_path(path)?;
-        let r: EntryResponse = self
-            .unary(
-                "filesystem.Filesystem/Stat",
-                "stat",
-                &PathRequest { path: path.into() },
-            )
-            .await?;
-        r.entry
-            .map(file_info)
-            .ok_or_else(|| bad_response("stat", Some(&self.sandbox_id), "no entry"))
-    }
+/// `Stat`, then `Remove`. envd's `Remove` is Go's `os.RemoveAll`, which answers `{}` for a
+/// path that does not exist; the trait wants `NotFound` there, and `Stat` gives it
+/// (`not_found`, PROTOCOL.md §6.1). One extra unary call per remove. `Stat` follows symlinks,
+/// so a dangling symlink is reported `NotFound` and left in place.
+pub(crate) async fn remove(envd: &Envd, path: &str) -> Result<()> {
+    validate_path(path)?;
+    envd.stat(path, "remove").await?;
+    envd.remove(path).await
+}
 
-    pub(crate) async fn list_dir(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
-        validate_path(path)?;
-        let r: ListDirResponse = self
-            .unary_capped(
-                "filesystem.Filesystem/ListDir",
-                "list_files",
-                &ListDirRequest {
-                    path: path.into(),
-                    depth: options.depth.max(1),
-                },
-                LIST_DIR_MAX_BODY,
-            )
-            .await?;
-        Ok(r.entries.into_iter().map(file_info).collect())
-    }
+/// Moves `from` to `to`.
+pub(crate) async fn rename(envd: &Envd, from: &str, to: &str) -> Result<()> {
+    validate_path(from)?;
+    validate_path(to)?;
+    envd.move_entry(from, to).await?;
+    Ok(())
+}
 
-    pub(crate) async fn make_dir(&self, path: &str) -> Result<()> {
-        validate_path(path)?;
-        let r: Result<EntryResponse> = self
-            .unary(
-                "filesystem.Filesystem/MakeDir",
-                "mkdir",
-                &PathRequest { path: path.into() },
-            )
-            .await;
-        match r {
-            Ok(_) => Ok(()),
-            // An existing directory is not an error (a file in the way is invalid_argument).
-            Err(e) if e.kind() == ErrorKind::Conflict => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `Stat`, then `Remove`. envd's `Remove` is Go's `os.RemoveAll`, which answers `{}` for a
-    /// path that does not exist; the trait wants `NotFound` there, and `Stat` gives it
-    /// (`not_found`, PROTOCOL.md §2.4). One extra unary call per remove. `Stat` follows
-    /// symlinks, so a dangling symlink is reported `NotFound` and left in place.
-    pub(crate) async fn remove(&self, path: &str) -> Result<()> {
-        validate_path(path)?;
-        let _: EntryResponse = self
-            .unary(
-                "filesystem.Filesystem/Stat",
-                "remove",
-                &PathRequest { path: path.into() },
-            )
-            .await?;
-        let _: serde_json::Value = self
-            .unary(
-                "filesystem.Filesystem/Remove",
-                "remove",
-                &PathRequest { path: path.into() },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub(crate) async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        validate_path(from)?;
-        validate_path(to)?;
-        let _: EntryResponse = self
-            .unary(
-                "filesystem.Filesystem/Move",
-                "rename",
-                &MoveRequest {
-                    source: from.into(),
-                    destination: to.into(),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// `WatchDir`: waits for `start` (within the request timeout), then streams changes until
-    /// the stream ends, with no timeout.
-    pub(crate) async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
-        validate_path(path)?;
-        let open = async {
-            let mut stream = self
-                .server_stream(
-                    "filesystem.Filesystem/WatchDir",
-                    "watch",
-                    &WatchRequest {
-                        path: path.into(),
-                        recursive,
-                    },
-                    None,
-                    None,
-                )
-                .await?;
-            loop {
-                match stream.next_json::<WatchResponse>().await {
-                    None => {
-                        return Err(bad_response(
-                            "watch",
-                            Some(&self.sandbox_id),
-                            "the watch ended before it started",
-                        ));
-                    }
-                    Some(Err(e)) => return Err(e),
-                    Some(Ok(r)) if r.start.is_some() => return Ok(stream),
-                    Some(Ok(_)) => {}
+/// `WatchDir`: waits for `start` (within the request timeout), then streams changes until the
+/// stream ends, with no timeout.
+pub(crate) async fn watch(envd: &Envd, path: &str, recursive: bool) -> Result<FileEventStream> {
+    validate_path(path)?;
+    let open = async {
+        let mut stream = envd.watch_dir(path, recursive).await?;
+        loop {
+            match stream.next_json::<WatchResponse>().await {
+                None => {
+                    return Err(bad_response(
+                        "watch",
+                        Some(&envd.sandbox_id),
+                        "the watch ended before it started",
+                    ));
                 }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(r)) if r.start.is_some() => return Ok(stream),
+                Some(Ok(_)) => {}
             }
-        };
-        let stream = self
-            .establish(None, "watch", "the watch did not start", open)
-            .await?;
-        Ok(watch_events(stream, path.to_owned()))
+        }
+    };
+    let stream = envd
+        .establish(None, "watch", "the watch did not start", open)
+        .await?;
+    Ok(watch_events(stream, path.to_owned()))
+}
+
+/// A signed `/files` URL for `path` on sandbox `envd` in `domain`: `operation` is `read` or
+/// `write`, valid for `expires_in` when given (PROTOCOL.md §7.3). Always on the per-sandbox
+/// host, since whoever uses it cannot add routing headers.
+pub(crate) fn signed_url(
+    envd: &Envd,
+    domain: &str,
+    path: &str,
+    operation: &str,
+    expires_in: Option<Duration>,
+) -> Result<String> {
+    validate_path(path)?;
+    let token = envd.access_token.as_deref().ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotSupported,
+            "this sandbox has no envd access token, so its file URLs need no signature",
+        )
+        .with_provider(PROVIDER)
+        .with_sandbox_id(&envd.sandbox_id)
+    })?;
+    let user = envd.user.as_deref();
+    let expiration = expires_in.map(|d| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs()
+            .saturating_add(secs(d))
+    });
+    let signature = file_signature(path, operation, user.unwrap_or(""), token, expiration);
+    let mut url = url::Url::parse(&format!(
+        "https://{}/files",
+        port_host(ENVD_PORT, &envd.sandbox_id, domain)
+    ))
+    .map_err(|e| Error::validation(format!("invalid sandbox URL: {e}")))?;
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("path", path);
+        if let Some(user) = user {
+            q.append_pair("username", user);
+        }
+        q.append_pair("signature", &signature);
+        if let Some(exp) = expiration {
+            q.append_pair("signature_expiration", &exp.to_string());
+        }
     }
+    Ok(url.into())
 }
 
 /// An upload reader that counts the bytes read from it, so the transfer reports what was sent.

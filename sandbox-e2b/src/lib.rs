@@ -7,18 +7,22 @@
 //!
 //! It speaks E2B's real protocols: the REST control plane (`X-API-Key`), and envd inside each
 //! sandbox — Connect-RPC (JSON) for processes and filesystem metadata, with an explicit frame
-//! decoder ([`connect::FrameDecoder`]) for server streams, and the `/files` endpoint for bytes.
+//! decoder for server streams, and the `/files` endpoint for bytes. `PROTOCOL.md` beside this
+//! crate's `Cargo.toml` holds the wire facts the code relies on.
 //!
-//! Environment: `E2B_API_KEY` (required), `E2B_DOMAIN`, `E2B_API_URL`, `E2B_SANDBOX_URL`; see
-//! [`E2bBuilder`].
+//! Build a provider with [`E2bProvider::builder()`] or [`E2bBuilder::from_env()`] (or
+//! [`E2bBuilder::from_lookup`] to read the variables from elsewhere). Environment:
+//! `E2B_API_KEY` (required), `E2B_DOMAIN`, `E2B_API_URL`, `E2B_SANDBOX_URL`; see
+//! [`E2bBuilder`]. The core crate is re-exported as [`sandbox_sdk_core`], so this crate alone
+//! is enough as a dependency.
 //!
 //! ```no_run
 //! use sandbox_e2b::E2bBuilder;
-//! use sandbox_sdk_core::prelude::*;
-//! use sandbox_sdk_core::{Command, CreateSpec};
+//! use sandbox_e2b::sandbox_sdk_core::prelude::*;
+//! use sandbox_e2b::sandbox_sdk_core::{Command, CreateSpec};
 //! use std::time::Duration;
 //!
-//! # async fn demo() -> sandbox_sdk_core::Result<()> {
+//! # async fn demo() -> sandbox_e2b::sandbox_sdk_core::Result<()> {
 //! let provider = E2bBuilder::from_env().build()?;
 //! let sandbox = provider
 //!     .create(&CreateSpec::new().timeout(Duration::from_secs(300)))
@@ -56,34 +60,43 @@
 //!   responses); Connect streams are never compressed, as no
 //!   `Connect-Accept-Encoding` is sent.
 
+// Imports point one way, from each rank to the ranks after it: builder; provider, sandbox;
+// lifecycle, exec, files (the operations); api (the only code that speaks HTTP); config, wire,
+// error, capabilities.
+mod api;
 mod builder;
 mod capabilities;
-pub mod connect;
-mod envd;
-pub mod error;
+mod config;
+mod error;
+mod exec;
 mod files;
-mod process;
+mod lifecycle;
 mod provider;
 mod sandbox;
-mod templates;
-pub mod wire;
+mod wire;
 
-/// The provider's name.
-pub const PROVIDER: &str = "e2b";
+pub use sandbox_sdk_core;
 
-pub use builder::{
-    DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DOMAIN, E2bBuilder, ENVD_PORT, SHARED_HOST_DOMAINS, env,
-};
+pub use builder::E2bBuilder;
 pub use capabilities::CAPABILITIES;
-pub use envd::{
-    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TRANSFER_IDLE_TIMEOUT, KEEPALIVE_SECS, LIST_DIR_MAX_BODY,
-    PROCESS_LIST_MAX_BODY, UNARY_MAX_BODY, envd_base_url, port_host,
+pub use config::{
+    DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DOMAIN, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TEMPLATE,
+    DEFAULT_TRANSFER_IDLE_TIMEOUT, IDEMPOTENCY_METADATA_KEY, KEEPALIVE_SECS, NAME_METADATA_KEY,
+    PROVIDER, PauseMode, env,
 };
-pub use files::file_signature;
-pub use process::{SHELL, TIMEOUT_GRACE, exit_status, start_request};
-pub use provider::{
-    CreateOptions, DEFAULT_TEMPLATE, E2bProvider, IDEMPOTENCY_HEADER, IDEMPOTENCY_METADATA_KEY,
-    ListQuery, NAME_METADATA_KEY, ONE_OBJECT_MAX_BODY, idempotency_header_value, map_state,
-};
-pub use sandbox::{E2bSandbox, ForkOutcome, LogQuery, PauseMode};
-pub use templates::{TemplateSpec, template_spec};
+pub use exec::{SHELL, TIMEOUT_GRACE};
+pub use lifecycle::templates::TemplateSpec;
+pub use lifecycle::{CreateOptions, ListQuery, LogQuery};
+pub use provider::E2bProvider;
+pub use sandbox::{E2bSandbox, ForkOutcome};
+pub use wire::{LogEntry, NetworkConfig, NetworkUpdate, TemplateStep, Volume, VolumeMount};
+
+/// Internals the crate's own integration tests check against (envd addressing, signatures,
+/// header mapping). Not part of the API: it may change in any release.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::api::envd::envd_base_url;
+    pub use crate::config::ENVD_PORT;
+    pub use crate::files::file_signature;
+    pub use crate::lifecycle::idempotency_header_value;
+}

@@ -1,116 +1,34 @@
 //! [`E2bSandbox`]: one sandbox, through the core [`Sandbox`] trait and E2B-specific methods.
+//! Each method hands its work to the operation modules (lifecycle, exec, files).
 
-use crate::PROVIDER;
-use crate::builder::ENVD_PORT;
+use crate::api::Api;
+use crate::api::envd::{Envd, port_host};
 use crate::capabilities::CAPABILITIES;
-use crate::envd::{Envd, PROCESS_LIST_MAX_BODY, UNARY_MAX_BODY, envd_base_url, port_host};
-use crate::error::{Failure, bad_response, map_error};
-use crate::files::file_signature;
-use crate::process;
-use crate::provider::{E2bProvider, ONE_OBJECT_MAX_BODY, Shared};
-use crate::wire::{
-    ForkBody, ForkResult, ListResponse, LogEntry, LogsWire, NetworkUpdate, PauseBody,
-    SandboxCreated, SandboxMetric, Selector, SnapshotBody, SnapshotWire, TimeoutBody,
-};
+use crate::config::{PROVIDER, PauseMode};
+use crate::error::bad_response;
+use crate::lifecycle::{self, Answer, LogQuery, Reach};
+use crate::wire::{LogEntry, NetworkUpdate};
+use crate::{exec, files};
 use bytes::Bytes;
-use sandbox_sdk_core::http::{Method, checked_answer_host, encode_path_segment};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, ListOptions,
     Metrics, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo,
-    SshAccess, Transfer, UploadBody,
+    Transfer, UploadBody,
 };
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// How [`E2bSandbox::pause_with`] pauses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PauseMode {
-    /// Keep memory and running processes (E2B's default).
-    #[default]
-    Memory,
-    /// Keep only the filesystem; processes restart on resume.
-    FilesystemOnly,
-}
-
-/// Which logs [`E2bSandbox::logs`] returns.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LogQuery {
-    /// Start at this time, in Unix milliseconds.
-    pub cursor: Option<u64>,
-    /// How many entries (the service's default is 1000).
-    pub limit: Option<u32>,
-    /// `forward` or `backward`.
-    pub direction: Option<String>,
-    /// `debug`, `info`, `warn` or `error`.
-    pub level: Option<String>,
-    /// Text to search for.
-    pub search: Option<String>,
-}
+use std::time::Duration;
 
 /// One child of [`E2bSandbox::fork_many`]: the new sandbox, or why it did not start.
 pub type ForkOutcome = Result<E2bSandbox>;
-
-/// How to reach a sandbox, as the service's latest answer for it says: replaced when a resume
-/// returns another domain or envd token.
-#[derive(Clone)]
-struct Conn {
-    envd: Envd,
-    domain: String,
-    traffic_token: Option<String>,
-}
-
-impl Conn {
-    /// From a create/connect answer: its `domain` replaces the client's for envd and hosts
-    /// (PROTOCOL.md §0), and its envd token is the one sent.
-    ///
-    /// The answer's `domain` and sandbox id both become part of host names
-    /// (`https://{port}-{id}.{domain}`), so both are checked first: a host name of letters,
-    /// digits, `-` and `.` only (the id without `.`). An answer such as `domain: "a@evil.com"`,
-    /// `"evil.com/x"` or `"http://…"` is a `Provider` error, and no request (nor the envd
-    /// token) goes anywhere it names.
-    fn from_answer(shared: &Shared, created: &SandboxCreated) -> Result<Self> {
-        let domain = match created.domain.as_deref().filter(|d| !d.is_empty()) {
-            Some(domain) => checked_answer_host(domain)
-                .map_err(|e| e.with_provider(PROVIDER))?
-                .to_owned(),
-            None => shared.domain.clone(),
-        };
-        let id = &created.sandbox_id;
-        if id.contains('.') || checked_answer_host(id).is_err() {
-            return Err(Error::new(
-                ErrorKind::Provider,
-                "the provider answered with a sandbox id this SDK will not use: only letters, digits and '-' are allowed",
-            )
-            .with_provider(PROVIDER)
-            .with_retryable(false));
-        }
-        let base = envd_base_url(shared.sandbox_url.as_deref(), &domain, &created.sandbox_id);
-        let http = shared.envd.with_base_url(&base)?;
-        let envd = Envd {
-            http,
-            sandbox_id: created.sandbox_id.clone(),
-            access_token: created.envd_access_token.clone(),
-            user: shared.user.clone(),
-            request_timeout: shared.envd.timeout(),
-            stream_idle: shared.stream_idle_timeout,
-            transfer_idle: shared.transfer_idle_timeout,
-        };
-        Ok(Conn {
-            envd,
-            domain,
-            traffic_token: created.traffic_access_token.clone(),
-        })
-    }
-}
 
 /// A running E2B sandbox. Cheap to clone; clones share what a resume learns.
 #[derive(Clone)]
 pub struct E2bSandbox {
     id: String,
-    shared: Arc<Shared>,
-    conn: Arc<RwLock<Conn>>,
+    api: Arc<Api>,
+    reach: Arc<RwLock<Reach>>,
     envd_version: Option<String>,
     template: Option<String>,
     ttl: Arc<Mutex<Option<Duration>>>,
@@ -118,38 +36,18 @@ pub struct E2bSandbox {
 
 impl fmt::Debug for E2bSandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let conn = self.conn();
+        let reach = self.reach();
         f.debug_struct("E2bSandbox")
             .field("id", &self.id)
-            .field("domain", &conn.domain)
-            .field("envd", &conn.envd)
+            .field("domain", &reach.domain)
+            .field("envd", &reach.envd)
             .field(
                 "traffic_token",
-                &conn.traffic_token.as_ref().map(|_| "<redacted>"),
+                &reach.traffic_token.as_ref().map(|_| "<redacted>"),
             )
             .field("envd_version", &self.envd_version)
             .field("template", &self.template)
             .finish()
-    }
-}
-
-/// The time to live a new sandbox gets when none is asked for: `NewSandboxV2`'s `timeout`
-/// default, which the SDKs rely on (PROTOCOL.md §1.2).
-const DEFAULT_TTL: Duration = Duration::from_secs(300);
-
-/// Whole seconds, rounded up; saturates for absurd durations (`Duration::MAX`) instead of
-/// overflowing, so the service rejects them rather than the caller panicking.
-fn secs(d: Duration) -> u64 {
-    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
-}
-
-/// `SnapshotInfo` on the wire as ours.
-pub(crate) fn snapshot_info(s: SnapshotWire, sandbox_id: Option<String>) -> SnapshotInfo {
-    SnapshotInfo {
-        name: s.names.first().cloned(),
-        id: s.snapshot_id,
-        sandbox_id,
-        created_at: None,
     }
 }
 
@@ -168,40 +66,33 @@ fn version_at_least(version: &str, min: [u64; 3]) -> bool {
 }
 
 impl E2bSandbox {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        created: SandboxCreated,
-        ttl: Option<Duration>,
-    ) -> Result<Self> {
-        let conn = Conn::from_answer(&shared, &created)?;
-        Ok(E2bSandbox {
-            id: created.sandbox_id,
-            shared,
-            conn: Arc::new(RwLock::new(conn)),
-            envd_version: created.envd_version,
-            template: created.alias.or(created.template_id),
+    /// The sandbox of a checked answer, living `ttl` as the caller asked (`None`: as E2B
+    /// decides).
+    pub(crate) fn new(api: Arc<Api>, answer: Answer, ttl: Option<Duration>) -> Self {
+        E2bSandbox {
+            id: answer.id,
+            api,
+            reach: Arc::new(RwLock::new(answer.reach)),
+            envd_version: answer.envd_version,
+            template: answer.template,
             ttl: Arc::new(Mutex::new(ttl)),
-        })
+        }
     }
 
-    fn provider(&self) -> E2bProvider {
-        E2bProvider::from_shared(self.shared.clone())
-    }
-
-    fn path(&self, suffix: &str) -> String {
-        format!("/sandboxes/{}{suffix}", encode_path_segment(&self.id))
-    }
-
-    fn conn(&self) -> Conn {
-        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
+    fn reach(&self) -> Reach {
+        self.reach.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn envd(&self) -> Envd {
-        self.conn().envd
+        self.reach().envd
     }
 
     fn ttl(&self) -> Option<Duration> {
         *self.ttl.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_ttl(&self, ttl: Option<Duration>) {
+        *self.ttl.lock().unwrap_or_else(|p| p.into_inner()) = ttl;
     }
 
     /// The envd version the sandbox runs, when the service said.
@@ -211,7 +102,7 @@ impl E2bSandbox {
 
     /// The domain of the sandbox's hosts, as the service last said.
     pub fn domain(&self) -> String {
-        self.conn().domain
+        self.reach().domain
     }
 
     /// The template it was made from, when the service said.
@@ -221,37 +112,13 @@ impl E2bSandbox {
 
     /// Kills the sandbox: `true` when killed, `false` when it was already gone.
     pub async fn kill(&self) -> Result<bool> {
-        self.provider().kill(&self.id).await
+        lifecycle::kill(&self.api, &self.id).await
     }
 
     /// Pauses the sandbox, keeping memory or only the filesystem. `false` when it was already
     /// paused (a 409 saying so); a 409 for a state change in progress is a `Conflict` error.
     pub async fn pause_with(&self, mode: PauseMode) -> Result<bool> {
-        let r = self
-            .shared
-            .api
-            .request(Method::Post, &self.path("/pause"))
-            .json(&PauseBody {
-                memory: mode == PauseMode::Memory,
-            })
-            .operation("pause")
-            .sandbox_id(&self.id)
-            .send_empty()
-            .await;
-        match r {
-            Ok(()) => Ok(true),
-            // PROTOCOL.md §1.2: 409 on pause is "already paused" (the SDKs return false), but a
-            // 409 also answers a sandbox still changing state (REST "state change in progress",
-            // the proxy's "still transitioning", §0): that pause did not happen, so only a body
-            // saying "already paused" is `false`; any other conflict stays an error.
-            Err(e)
-                if e.kind() == ErrorKind::Conflict
-                    && e.message().to_ascii_lowercase().contains("already paused") =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
+        lifecycle::pause(&self.api, &self.id, mode).await
     }
 
     /// Resumes (or refreshes) the sandbox through connect with `timeout` as its time to live;
@@ -264,16 +131,12 @@ impl E2bSandbox {
     /// service returns another id, use the returned handle.
     pub async fn resume_with(&self, timeout: Option<Duration>) -> Result<E2bSandbox> {
         let timeout = timeout.or_else(|| self.ttl());
-        let created = self
-            .provider()
-            .connect_raw(&self.id, timeout, "resume")
-            .await?;
-        if created.sandbox_id != self.id {
-            return E2bSandbox::new(self.shared.clone(), created, timeout);
+        let answer = lifecycle::connect(&self.api, &self.id, timeout, "resume").await?;
+        if answer.id != self.id {
+            return Ok(E2bSandbox::new(self.api.clone(), answer, timeout));
         }
-        let conn = Conn::from_answer(&self.shared, &created)?;
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = conn;
-        *self.ttl.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
+        *self.reach.write().unwrap_or_else(|p| p.into_inner()) = answer.reach;
+        self.set_ttl(timeout);
         Ok(self.clone())
     }
 
@@ -281,65 +144,17 @@ impl E2bSandbox {
     /// failure leaves the others usable. Each child lives as long as the caller asked for this
     /// sandbox, or 300 s (the create default) when nothing was asked.
     pub async fn fork_many(&self, count: u32) -> Result<Vec<ForkOutcome>> {
-        if !(1..=100).contains(&count) {
-            return Err(Error::validation("fork count must be between 1 and 100")
-                .with_provider(PROVIDER)
-                .with_operation("fork"));
-        }
-        // PROTOCOL.md §1.2: the fork endpoint's own `timeout` default is 15 s, while a create
-        // (`POST /v2/sandboxes`, `NewSandboxV2`) defaults to 300 s, which is what the SDKs use. So
-        // the TTL is always sent: the one the caller asked for the parent, else that 300 s.
-        let ttl = self.ttl().unwrap_or(DEFAULT_TTL);
-        let results: Vec<ForkResult> = self
-            .shared
-            .api
-            .request(Method::Post, &self.path("/fork"))
-            .json(&ForkBody {
-                count,
-                timeout: Some(secs(ttl)),
-            })
-            .operation("fork")
-            .sandbox_id(&self.id)
-            .max_body(ONE_OBJECT_MAX_BODY)
-            .send_json()
-            .await?;
-        Ok(results
+        let ttl = lifecycle::fork_ttl(self.ttl());
+        let children = lifecycle::fork(&self.api, &self.id, count, ttl).await?;
+        Ok(children
             .into_iter()
-            .map(|r| match (r.sandbox, r.error) {
-                (Some(created), _) => E2bSandbox::new(self.shared.clone(), created, Some(ttl)),
-                (None, error) => {
-                    let (status, message) =
-                        error.map(|e| (e.code, e.message)).unwrap_or((None, None));
-                    let status = status.and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
-                    let body = serde_json::json!({
-                        "code": status,
-                        "message": message.unwrap_or_else(|| "fork failed".into()),
-                    })
-                    .to_string();
-                    Err(map_error(Failure {
-                        status,
-                        body: body.as_bytes(),
-                        retry_after: None,
-                        should_retry: None,
-                        operation: "fork",
-                        sandbox_id: Some(&self.id),
-                        request_id: None,
-                    }))
-                }
-            })
+            .map(|child| child.map(|answer| E2bSandbox::new(self.api.clone(), answer, Some(ttl))))
             .collect())
     }
 
     /// Replaces the sandbox's egress rules (`PUT /sandboxes/{id}/network`).
     pub async fn update_network(&self, update: &NetworkUpdate) -> Result<()> {
-        self.shared
-            .api
-            .request(Method::Put, &self.path("/network"))
-            .json(update)
-            .operation("update_network")
-            .sandbox_id(&self.id)
-            .send_empty()
-            .await
+        self.api.update_network(&self.id, update).await
     }
 
     /// Resource samples between `start` and `end` (Unix seconds), oldest first.
@@ -348,162 +163,35 @@ impl E2bSandbox {
         start: Option<u64>,
         end: Option<u64>,
     ) -> Result<Vec<Metrics>> {
-        let mut req = self
-            .shared
-            .api
-            .request(Method::Get, &self.path("/metrics"))
-            .operation("metrics")
-            .sandbox_id(&self.id);
-        if let Some(s) = start {
-            req = req.query("start", s);
-        }
-        if let Some(e) = end {
-            req = req.query("end", e);
-        }
-        let samples: Vec<SandboxMetric> = req.send_json().await?;
-        Ok(samples.into_iter().map(metrics).collect())
+        lifecycle::metrics_range(&self.api, &self.id, start, end).await
     }
 
     /// The sandbox's logs (`GET /v2/sandboxes/{id}/logs`).
     pub async fn logs(&self, query: &LogQuery) -> Result<Vec<LogEntry>> {
-        let mut req = self
-            .shared
-            .api
-            .request(
-                Method::Get,
-                &format!("/v2/sandboxes/{}/logs", encode_path_segment(&self.id)),
-            )
-            .operation("logs")
-            .sandbox_id(&self.id);
-        if let Some(c) = query.cursor {
-            req = req.query("cursor", c);
-        }
-        if let Some(l) = query.limit {
-            req = req.query("limit", l);
-        }
-        if let Some(d) = &query.direction {
-            req = req.query("direction", d);
-        }
-        if let Some(l) = &query.level {
-            req = req.query("level", l);
-        }
-        if let Some(s) = &query.search {
-            req = req.query("search", s);
-        }
-        let logs: LogsWire = req.send_json().await?;
-        Ok(logs.logs)
+        lifecycle::logs(&self.api, &self.id, query).await
     }
 
     /// Sends SIGTERM (`graceful`) or SIGKILL to a process by pid or tag.
     pub async fn signal_process(&self, pid_or_tag: &str, graceful: bool) -> Result<()> {
-        let signal = if graceful {
-            "SIGNAL_SIGTERM"
-        } else {
-            "SIGNAL_SIGKILL"
-        };
-        process::send_signal(&self.envd(), Selector::parse(pid_or_tag), signal).await
+        exec::signal(&self.envd(), pid_or_tag, graceful).await
     }
 
     /// Writes several files in one multipart request (one part per file).
     pub async fn write_files(&self, files: Vec<(String, Bytes)>) -> Result<Transfer> {
-        let mut form = sandbox_sdk_core::http::Multipart::new();
-        let mut total = 0u64;
-        for (path, data) in files {
-            sandbox_sdk_core::validate_path(&path)?;
-            total += data.len() as u64;
-            form = form.bytes("file", &path, "application/octet-stream", data);
-        }
-        let envd = self.envd();
-        let mut req = envd.request(Method::Post, "/files", "write_file");
-        if let Some(user) = &envd.user {
-            req = req.query("username", user);
-        }
-        let _written: Vec<crate::wire::WrittenEntry> = req
-            .multipart(form)
-            .max_body(UNARY_MAX_BODY)
-            .send_json()
-            .await?;
-        Ok(Transfer {
-            bytes: total,
-            emulated: false,
-        })
-    }
-
-    fn signed_url(
-        &self,
-        path: &str,
-        operation: &str,
-        user: Option<&str>,
-        expires_in: Option<Duration>,
-    ) -> Result<String> {
-        sandbox_sdk_core::validate_path(path)?;
-        let conn = self.conn();
-        let token = conn.envd.access_token.as_deref().ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotSupported,
-                "this sandbox has no envd access token, so its file URLs need no signature",
-            )
-            .with_provider(PROVIDER)
-            .with_sandbox_id(&self.id)
-        })?;
-        let user = user.or(conn.envd.user.as_deref());
-        let expiration = expires_in.map(|d| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs()
-                .saturating_add(secs(d))
-        });
-        let signature = file_signature(path, operation, user.unwrap_or(""), token, expiration);
-        let mut url = url::Url::parse(&format!(
-            "https://{}/files",
-            port_host(ENVD_PORT, &self.id, &conn.domain)
-        ))
-        .map_err(|e| Error::validation(format!("invalid sandbox URL: {e}")))?;
-        {
-            let mut q = url.query_pairs_mut();
-            q.append_pair("path", path);
-            if let Some(user) = user {
-                q.append_pair("username", user);
-            }
-            q.append_pair("signature", &signature);
-            if let Some(exp) = expiration {
-                q.append_pair("signature_expiration", &exp.to_string());
-            }
-        }
-        Ok(url.into())
+        files::write_files(&self.envd(), files).await
     }
 
     /// A signed URL that downloads `path` without headers (for secure sandboxes), valid for
     /// `expires_in` when given. It contains a signature: treat it as a secret.
     pub fn download_url(&self, path: &str, expires_in: Option<Duration>) -> Result<String> {
-        self.signed_url(path, "read", None, expires_in)
+        let reach = self.reach();
+        files::signed_url(&reach.envd, &reach.domain, path, "read", expires_in)
     }
 
     /// A signed URL that accepts an upload of `path` (`POST`, multipart or raw).
     pub fn upload_url(&self, path: &str, expires_in: Option<Duration>) -> Result<String> {
-        self.signed_url(path, "write", None, expires_in)
-    }
-}
-
-pub(crate) fn metrics(m: SandboxMetric) -> Metrics {
-    let timestamp = m
-        .timestamp_unix
-        .and_then(|t| u64::try_from(t).ok())
-        .map(|t| UNIX_EPOCH + Duration::from_secs(t))
-        .or_else(|| {
-            m.timestamp
-                .as_deref()
-                .and_then(sandbox_sdk_core::time::parse_rfc3339)
-        });
-    Metrics {
-        timestamp,
-        cpu_percent: m.cpu_used_pct,
-        cpu_count: m.cpu_count,
-        memory_used_bytes: m.mem_used,
-        memory_total_bytes: m.mem_total,
-        disk_used_bytes: m.disk_used,
-        disk_total_bytes: m.disk_total,
+        let reach = self.reach();
+        files::signed_url(&reach.envd, &reach.domain, path, "write", expires_in)
     }
 }
 
@@ -522,46 +210,23 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn info(&self) -> Result<SandboxInfo> {
-        self.provider().get_info(&self.id).await
+        lifecycle::info(&self.api, &self.id).await
     }
 
     async fn exec(&self, command: &Command) -> Result<Process> {
-        process::start(&self.envd(), command).await
+        exec::start(&self.envd(), command).await
     }
 
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {
-        let list: ListResponse = self
-            .envd()
-            .unary_capped(
-                "process.Process/List",
-                "processes",
-                &serde_json::json!({}),
-                PROCESS_LIST_MAX_BODY,
-            )
-            .await?;
-        Ok(list
-            .processes
-            .into_iter()
-            .map(|p| {
-                let mut argv = vec![p.config.cmd];
-                argv.extend(p.config.args);
-                ProcessInfo {
-                    pid: p.pid.to_string(),
-                    tag: p.tag,
-                    argv,
-                    cwd: p.config.cwd,
-                    running: true,
-                }
-            })
-            .collect())
+        exec::processes(&self.envd()).await
     }
 
     async fn attach(&self, pid: &str) -> Result<Process> {
-        process::attach(&self.envd(), Selector::parse(pid)).await
+        exec::attach(&self.envd(), pid).await
     }
 
     async fn kill_process(&self, pid: &str) -> Result<()> {
-        process::send_signal(&self.envd(), Selector::parse(pid), "SIGNAL_SIGKILL").await
+        exec::kill(&self.envd(), pid).await
     }
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
@@ -569,43 +234,39 @@ impl Sandbox for E2bSandbox {
             .envd_version
             .as_deref()
             .is_none_or(|v| version_at_least(v, [0, 5, 7]));
-        self.envd().upload_stream(path, body, raw_ok).await
+        files::upload(&self.envd(), path, body, raw_ok).await
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
-        self.envd().upload_multipart(path, data).await
+        files::write_file(&self.envd(), path, data).await
     }
 
     async fn download(&self, path: &str) -> Result<Download> {
-        self.envd().download(path).await
+        files::download(&self.envd(), path).await
     }
 
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
-        self.envd().list_dir(path, options).await
+        files::list_dir(&self.envd(), path, options).await
     }
 
     async fn stat(&self, path: &str) -> Result<FileInfo> {
-        self.envd().stat(path).await
+        files::stat(&self.envd(), path).await
     }
 
     async fn mkdir(&self, path: &str) -> Result<()> {
-        self.envd().make_dir(path).await
+        files::mkdir(&self.envd(), path).await
     }
 
     async fn remove(&self, path: &str) -> Result<()> {
-        self.envd().remove(path).await
+        files::remove(&self.envd(), path).await
     }
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.envd().rename(from, to).await
+        files::rename(&self.envd(), from, to).await
     }
 
     async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
-        self.envd().watch(path, recursive).await
-    }
-
-    async fn stop(&self) -> Result<()> {
-        Err(Error::not_supported(PROVIDER, "stop").with_sandbox_id(&self.id))
+        files::watch(&self.envd(), path, recursive).await
     }
 
     async fn pause(&self) -> Result<()> {
@@ -632,25 +293,12 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn destroy(&self) -> Result<()> {
-        sandbox_sdk_core::Provider::destroy(
-            &E2bProvider::from_shared(self.shared.clone()),
-            &self.id,
-        )
-        .await
+        lifecycle::destroy(&self.api, &self.id).await
     }
 
     async fn set_timeout(&self, timeout: Duration) -> Result<()> {
-        self.shared
-            .api
-            .request(Method::Post, &self.path("/timeout"))
-            .json(&TimeoutBody {
-                timeout: secs(timeout),
-            })
-            .operation("set_timeout")
-            .sandbox_id(&self.id)
-            .send_empty()
-            .await?;
-        *self.ttl.lock().unwrap_or_else(|p| p.into_inner()) = Some(timeout);
+        lifecycle::set_timeout(&self.api, &self.id, timeout).await?;
+        self.set_ttl(Some(timeout));
         Ok(())
     }
 
@@ -658,22 +306,18 @@ impl Sandbox for E2bSandbox {
         if port == 0 {
             return Err(Error::validation("port 0 cannot be exposed").with_provider(PROVIDER));
         }
-        let conn = self.conn();
+        let reach = self.reach();
         let mut headers = BTreeMap::new();
-        if let Some(token) = &conn.traffic_token {
+        if let Some(token) = &reach.traffic_token {
             headers.insert("e2b-traffic-access-token".to_owned(), token.clone());
         }
         Ok(PreviewLink {
-            url: format!("https://{}", port_host(port, &self.id, &conn.domain)),
+            url: format!("https://{}", port_host(port, &self.id, &reach.domain)),
             port,
             headers,
-            token: conn.traffic_token,
+            token: reach.traffic_token,
             expires_at: None,
         })
-    }
-
-    async fn ssh_access(&self, _ttl: Duration) -> Result<SshAccess> {
-        Err(Error::not_supported(PROVIDER, "ssh_access").with_sandbox_id(&self.id))
     }
 
     async fn fork(&self) -> Result<Box<dyn Sandbox>> {
@@ -685,19 +329,7 @@ impl Sandbox for E2bSandbox {
     }
 
     async fn snapshot(&self, name: Option<&str>) -> Result<SnapshotInfo> {
-        let s: SnapshotWire = self
-            .shared
-            .api
-            .request(Method::Post, &self.path("/snapshots"))
-            .json(&SnapshotBody {
-                name: name.map(str::to_owned),
-            })
-            .operation("snapshot")
-            .sandbox_id(&self.id)
-            .max_body(ONE_OBJECT_MAX_BODY)
-            .send_json()
-            .await?;
-        Ok(snapshot_info(s, Some(self.id.clone())))
+        lifecycle::snapshot(&self.api, &self.id, name).await
     }
 
     async fn metrics(&self) -> Result<Metrics> {
@@ -716,20 +348,5 @@ mod tests {
         assert!(version_at_least("0.5.7", [0, 5, 7]));
         assert!(!version_at_least("0.5.6", [0, 5, 7]));
         assert!(!version_at_least("0.4", [0, 5, 7]));
-    }
-
-    #[test]
-    fn metric_sample_maps_to_metrics() {
-        let m: SandboxMetric = serde_json::from_str(
-            r#"{"timestamp":"2026-01-01T00:00:00Z","timestampUnix":1767225600,"cpuCount":2,"cpuUsedPct":12.5,"memUsed":100,"memTotal":200,"memCache":5,"diskUsed":10,"diskTotal":20}"#,
-        )
-        .unwrap();
-        let m = metrics(m);
-        assert_eq!(m.cpu_percent, Some(12.5));
-        assert_eq!(m.memory_total_bytes, Some(200));
-        assert_eq!(
-            m.timestamp,
-            Some(UNIX_EPOCH + Duration::from_secs(1_767_225_600))
-        );
     }
 }

@@ -1,5 +1,7 @@
-//! Serde types matching E2B's JSON exactly (PROTOCOL.md §1.2, §1.3, §2.3, §2.4). Optional fields
-//! are left out when unset, unknown fields are ignored.
+//! Serde types matching E2B's JSON exactly (PROTOCOL.md §2.5, §2.6, §4.3, §5.1, §6.1). Optional
+//! fields are left out when unset, unknown fields are ignored. Crate-private, except the few shapes
+//! callers build or read through the inherent methods (network rules, volumes, log lines, template
+//! steps), which the crate root re-exports.
 
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -12,7 +14,7 @@ use std::fmt;
 
 /// `autoResume` of `NewSandboxV2`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AutoResume {
+pub(crate) struct AutoResume {
     /// Whether a paused sandbox resumes when traffic reaches it.
     pub enabled: bool,
 }
@@ -77,7 +79,7 @@ pub struct NetworkUpdate {
 /// `POST /v2/sandboxes` body (`NewSandboxV2`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NewSandbox {
+pub(crate) struct NewSandbox {
     /// Template id or alias.
     #[serde(rename = "templateID")]
     pub template_id: String,
@@ -116,7 +118,7 @@ pub struct NewSandbox {
 /// `Sandbox`: what create, connect, resume and fork return. `Debug` hides both tokens.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SandboxCreated {
+pub(crate) struct SandboxCreated {
     /// The sandbox id (the one to keep).
     #[serde(rename = "sandboxID")]
     pub sandbox_id: String,
@@ -164,7 +166,7 @@ impl fmt::Debug for SandboxCreated {
 
 /// `ConnectSandboxV2` body.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ConnectBody {
+pub(crate) struct ConnectBody {
     /// Time to live in seconds (only ever extended by the service).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
@@ -174,7 +176,7 @@ pub struct ConnectBody {
 /// `Debug` hides the envd access token.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SandboxDetail {
+pub(crate) struct SandboxDetail {
     /// The sandbox id.
     #[serde(rename = "sandboxID")]
     pub sandbox_id: String,
@@ -238,21 +240,21 @@ impl fmt::Debug for SandboxDetail {
 
 /// `{"timeout": s}` for `POST /sandboxes/{id}/timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct TimeoutBody {
+pub(crate) struct TimeoutBody {
     /// Seconds from now.
     pub timeout: u64,
 }
 
 /// `{"memory": bool}` for `POST /sandboxes/{id}/pause`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PauseBody {
+pub(crate) struct PauseBody {
     /// Keep memory (`false`: filesystem only).
     pub memory: bool,
 }
 
 /// `POST /sandboxes/{id}/fork` body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ForkBody {
+pub(crate) struct ForkBody {
     /// How many children (1..=100).
     pub count: u32,
     /// Time to live of each child in seconds.
@@ -262,7 +264,7 @@ pub struct ForkBody {
 
 /// REST `Error` object, as nested in fork results.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct RestError {
+pub(crate) struct RestError {
     /// HTTP status.
     #[serde(default)]
     pub code: Option<i64>,
@@ -273,7 +275,7 @@ pub struct RestError {
 
 /// One element of the fork answer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ForkResult {
+pub(crate) struct ForkResult {
     /// The child, when it started.
     #[serde(default)]
     pub sandbox: Option<SandboxCreated>,
@@ -294,14 +296,14 @@ pub struct Volume {
 
 /// `NewVolume`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NewVolume {
+pub(crate) struct NewVolume {
     /// Name, `^[a-zA-Z0-9_-]+$`.
     pub name: String,
 }
 
 /// `POST /sandboxes/{id}/snapshots` body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SnapshotBody {
+pub(crate) struct SnapshotBody {
     /// Snapshot name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -309,7 +311,7 @@ pub struct SnapshotBody {
 
 /// `SnapshotInfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct SnapshotWire {
+pub(crate) struct SnapshotWire {
     /// Snapshot (template) id including the tag.
     #[serde(rename = "snapshotID")]
     pub snapshot_id: String,
@@ -321,7 +323,7 @@ pub struct SnapshotWire {
 /// `SandboxMetric`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SandboxMetric {
+pub(crate) struct SandboxMetric {
     /// RFC 3339 time.
     #[serde(default)]
     pub timestamp: Option<String>,
@@ -353,7 +355,7 @@ pub struct SandboxMetric {
 
 /// `GET /sandboxes/metrics` answer: the latest sample per sandbox.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct SandboxesMetrics {
+pub(crate) struct SandboxesMetrics {
     /// Sample per sandbox id.
     #[serde(default, deserialize_with = "null_default")]
     pub sandboxes: BTreeMap<String, SandboxMetric>,
@@ -378,7 +380,7 @@ pub struct LogEntry {
 
 /// `{"logs": [...]}`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct LogsWire {
+pub(crate) struct LogsWire {
     /// The entries.
     #[serde(default, deserialize_with = "null_default")]
     pub logs: Vec<LogEntry>,
@@ -387,7 +389,7 @@ pub struct LogsWire {
 /// `POST /v3/templates` body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TemplateCreate {
+pub(crate) struct TemplateCreate {
     /// Template name.
     pub name: String,
     /// CPUs.
@@ -400,7 +402,7 @@ pub struct TemplateCreate {
 
 /// `POST /v3/templates` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct TemplateCreated {
+pub(crate) struct TemplateCreated {
     /// Template id.
     #[serde(rename = "templateID")]
     pub template_id: String,
@@ -430,7 +432,7 @@ pub struct TemplateStep {
 /// `POST /v2/templates/{id}/builds/{buildID}` body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TemplateBuildStart {
+pub(crate) struct TemplateBuildStart {
     /// Base image.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_image: Option<String>,
@@ -449,7 +451,7 @@ pub struct TemplateBuildStart {
 
 /// Build status answer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct TemplateBuildStatus {
+pub(crate) struct TemplateBuildStatus {
     /// `building`, `waiting`, `ready` or `error`.
     pub status: String,
     /// Why it failed.
@@ -459,7 +461,7 @@ pub struct TemplateBuildStatus {
 
 /// `GET /templates/aliases/{alias}` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct TemplateAlias {
+pub(crate) struct TemplateAlias {
     /// Template id.
     #[serde(rename = "templateID")]
     pub template_id: String,
@@ -467,7 +469,7 @@ pub struct TemplateAlias {
 
 /// `GET /templates/{templateID}` answer (`TemplateWithBuilds`), the fields prepare reads.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct TemplateWithBuilds {
+pub(crate) struct TemplateWithBuilds {
     /// Template id.
     #[serde(rename = "templateID")]
     pub template_id: String,
@@ -478,7 +480,7 @@ pub struct TemplateWithBuilds {
 
 /// One build of a template (`TemplateBuild`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct TemplateBuild {
+pub(crate) struct TemplateBuild {
     /// Build id.
     #[serde(rename = "buildID")]
     pub build_id: String,
@@ -495,7 +497,7 @@ pub struct TemplateBuild {
 
 /// `ProcessConfig`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessConfig {
+pub(crate) struct ProcessConfig {
     /// Program.
     pub cmd: String,
     /// Arguments.
@@ -511,7 +513,7 @@ pub struct ProcessConfig {
 
 /// `PTY.size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PtySizeWire {
+pub(crate) struct PtySizeWire {
     /// Columns.
     pub cols: u32,
     /// Rows.
@@ -520,14 +522,14 @@ pub struct PtySizeWire {
 
 /// `PTY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pty {
+pub(crate) struct Pty {
     /// Size.
     pub size: PtySizeWire,
 }
 
 /// `StartRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StartRequest {
+pub(crate) struct StartRequest {
     /// What to run.
     pub process: ProcessConfig,
     /// Pseudo-terminal.
@@ -543,7 +545,7 @@ pub struct StartRequest {
 /// `ProcessSelector`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Selector {
+pub(crate) enum Selector {
     /// By pid.
     Pid(u32),
     /// By tag.
@@ -562,14 +564,14 @@ impl Selector {
 
 /// Body of `Connect`, `CloseStdin`: `{"process": selector}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SelectorRequest {
+pub(crate) struct SelectorRequest {
     /// Which process.
     pub process: Selector,
 }
 
 /// `SendSignalRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SignalRequest {
+pub(crate) struct SignalRequest {
     /// Which process.
     pub process: Selector,
     /// `SIGNAL_SIGKILL` or `SIGNAL_SIGTERM`.
@@ -578,7 +580,7 @@ pub struct SignalRequest {
 
 /// `UpdateRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UpdateRequest {
+pub(crate) struct UpdateRequest {
     /// Which process.
     pub process: Selector,
     /// New pty size.
@@ -588,7 +590,7 @@ pub struct UpdateRequest {
 /// `ProcessInput`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum ProcessInput {
+pub(crate) enum ProcessInput {
     /// Bytes for stdin (base64).
     Stdin(String),
     /// Bytes for the pty (base64).
@@ -597,7 +599,7 @@ pub enum ProcessInput {
 
 /// `SendInputRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SendInputRequest {
+pub(crate) struct SendInputRequest {
     /// Which process.
     pub process: Selector,
     /// What to send.
@@ -606,7 +608,7 @@ pub struct SendInputRequest {
 
 /// `StartResponse` / `ConnectResponse`: `{"event": ProcessEvent}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct EventEnvelope {
+pub(crate) struct EventEnvelope {
     /// The event; absent in a frame that carries nothing we know.
     #[serde(default)]
     pub event: Option<ProcessEventWire>,
@@ -614,7 +616,7 @@ pub struct EventEnvelope {
 
 /// `ProcessEvent` (a oneof: exactly one field set).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ProcessEventWire {
+pub(crate) struct ProcessEventWire {
     /// `start{pid}`.
     #[serde(default)]
     pub start: Option<StartEvent>,
@@ -631,7 +633,7 @@ pub struct ProcessEventWire {
 
 /// `start`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-pub struct StartEvent {
+pub(crate) struct StartEvent {
     /// The pid (0 is left out by protojson).
     #[serde(default)]
     pub pid: u32,
@@ -639,7 +641,7 @@ pub struct StartEvent {
 
 /// `data`: output bytes, base64 in JSON, decoded here.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct DataEvent {
+pub(crate) struct DataEvent {
     /// Stdout bytes.
     #[serde(default, deserialize_with = "b64_opt")]
     pub stdout: Option<Vec<u8>>,
@@ -654,7 +656,7 @@ pub struct DataEvent {
 /// `end`. Zero values are left out by protojson: an absent `exitCode` is 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EndEvent {
+pub(crate) struct EndEvent {
     /// Exit code (absent = 0; -1 when killed by a signal).
     #[serde(default)]
     pub exit_code: i32,
@@ -671,7 +673,7 @@ pub struct EndEvent {
 
 /// `ListResponse`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ListResponse {
+pub(crate) struct ListResponse {
     /// Processes.
     #[serde(default, deserialize_with = "null_default")]
     pub processes: Vec<ProcessInfoWire>,
@@ -679,7 +681,7 @@ pub struct ListResponse {
 
 /// `ProcessInfo`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ProcessInfoWire {
+pub(crate) struct ProcessInfoWire {
     /// Config it was started with.
     #[serde(default)]
     pub config: ProcessConfig,
@@ -697,14 +699,14 @@ pub struct ProcessInfoWire {
 
 /// `{"path": …}` (Stat, MakeDir, Remove).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PathRequest {
+pub(crate) struct PathRequest {
     /// The path.
     pub path: String,
 }
 
 /// `ListDirRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ListDirRequest {
+pub(crate) struct ListDirRequest {
     /// Directory.
     pub path: String,
     /// Depth (1 = the directory's own entries).
@@ -713,7 +715,7 @@ pub struct ListDirRequest {
 
 /// `MoveRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MoveRequest {
+pub(crate) struct MoveRequest {
     /// From.
     pub source: String,
     /// To.
@@ -723,7 +725,7 @@ pub struct MoveRequest {
 /// `WatchDirRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WatchRequest {
+pub(crate) struct WatchRequest {
     /// Directory.
     pub path: String,
     /// Watch subdirectories.
@@ -734,7 +736,7 @@ pub struct WatchRequest {
 /// `EntryInfo`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EntryInfo {
+pub(crate) struct EntryInfo {
     /// Base name.
     #[serde(default)]
     pub name: String,
@@ -763,7 +765,7 @@ pub struct EntryInfo {
 
 /// `{"entry": EntryInfo}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct EntryResponse {
+pub(crate) struct EntryResponse {
     /// The entry.
     #[serde(default)]
     pub entry: Option<EntryInfo>,
@@ -771,7 +773,7 @@ pub struct EntryResponse {
 
 /// `{"entries": [...]}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ListDirResponse {
+pub(crate) struct ListDirResponse {
     /// Entries.
     #[serde(default, deserialize_with = "null_default")]
     pub entries: Vec<EntryInfo>,
@@ -779,7 +781,7 @@ pub struct ListDirResponse {
 
 /// `WatchDirResponse` (oneof).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct WatchResponse {
+pub(crate) struct WatchResponse {
     /// Sent first.
     #[serde(default)]
     pub start: Option<serde_json::Value>,
@@ -793,7 +795,7 @@ pub struct WatchResponse {
 
 /// `FilesystemEvent`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct FsEvent {
+pub(crate) struct FsEvent {
     /// Path relative to the watched directory.
     #[serde(default)]
     pub name: String,
@@ -804,7 +806,7 @@ pub struct FsEvent {
 
 /// One element of the `POST /files` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct WrittenEntry {
+pub(crate) struct WrittenEntry {
     /// Base name.
     #[serde(default)]
     pub name: String,
@@ -862,8 +864,15 @@ where
 }
 
 /// Base64 (standard, padded) as protojson writes `bytes`.
-pub fn b64(data: &[u8]) -> String {
+pub(crate) fn b64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+/// A duration as the whole seconds the control plane takes (`timeout` fields), rounded up;
+/// saturates for absurd durations (`Duration::MAX`) instead of overflowing, so the service
+/// rejects them rather than the caller panicking.
+pub(crate) fn secs(d: std::time::Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 #[cfg(test)]
@@ -992,6 +1001,14 @@ mod tests {
             serde_json::to_string(&body).unwrap(),
             r#"{"templateID":"base","timeout":120,"envVars":{"A":"1"},"metadata":{"k":"v"}}"#
         );
+    }
+
+    #[test]
+    fn timeouts_round_up_to_whole_seconds() {
+        use std::time::Duration;
+        assert_eq!(secs(Duration::from_millis(1500)), 2);
+        assert_eq!(secs(Duration::from_secs(300)), 300);
+        assert_eq!(secs(Duration::MAX), u64::MAX);
     }
 
     #[test]

@@ -13,7 +13,8 @@ use sandbox_conformance::{
     LoggedRequest, REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, RecordTarget, Suite, cassette,
     conformance_tests,
 };
-use sandbox_e2b::{E2bBuilder, ENVD_PORT, envd_base_url};
+use sandbox_e2b::E2bBuilder;
+use sandbox_e2b::testing::{ENVD_PORT, envd_base_url};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::Path;
 use std::sync::Arc;
@@ -45,16 +46,16 @@ fn replay_suite(dir: &Path) -> Suite {
     ))
 }
 
-/// Capabilities no core trait operation reaches; E2B's inherent methods are proven in adapter.rs.
+/// Capabilities no core trait operation reaches; E2B's inherent methods are proven in create.rs.
 fn covered(suite: Suite) -> Suite {
     suite
         .covered_elsewhere(
             Capability::EgressControl,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
         .covered_elsewhere(
             Capability::Volumes,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
 }
 

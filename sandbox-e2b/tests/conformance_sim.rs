@@ -18,8 +18,7 @@ use sandbox_conformance::sim::live::SIM_STREAM_IDLE;
 use sandbox_conformance::{
     REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
 };
-use sandbox_e2b::wire::NetworkConfig;
-use sandbox_e2b::{CreateOptions, E2bBuilder, E2bProvider};
+use sandbox_e2b::{CreateOptions, E2bBuilder, E2bProvider, NetworkConfig};
 use sandbox_sdk_core::fleet::{PrepareSpec, Prepared, Usage};
 use sandbox_sdk_core::{
     Capabilities, Capability, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxInfo,
@@ -101,11 +100,11 @@ fn suite() -> Suite {
         .not_simulated("prepare_failure", TEMPLATES)
         .covered_elsewhere(
             Capability::EgressControl,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
         .covered_elsewhere(
             Capability::Volumes,
-            "adapter::create_options_send_egress_rules_and_volumes",
+            "create::create_options_send_egress_rules_and_volumes",
         )
 }
 

@@ -2,9 +2,8 @@
 //!
 //! E2B's sandbox proxy pads responses with an empty HTTP/2 DATA frame about every 32 KiB.
 //! hyper's `h2` closes a connection with `ENHANCE_YOUR_CALM` after 100 empty DATA frames over
-//! its lifetime, so over HTTP/2 a download past ~3 MiB fails (PROTOCOL.md, "HTTP/1.1 for file
-//! downloads, always"). This server offers h2 by ALPN like the proxy does and pads the same
-//! way; the adapter must download 16 MiB intact, which it only can over HTTP/1.1.
+//! its lifetime, so over HTTP/2 a download past ~3 MiB fails (PROTOCOL.md §3.4). This server
+//! offers h2 by ALPN like the proxy does and pads the same way; the adapter must download 16 MiB intact, which it only can over HTTP/1.1.
 
 use bytes::Bytes;
 use futures::StreamExt;

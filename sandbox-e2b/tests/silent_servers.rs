@@ -115,7 +115,7 @@ async fn open_streams_that_go_silent_end_with_transport() {
         assert!(error.message().contains("went silent"), "{error}");
         assert_eq!(error.operation(), Some(operation), "{error}");
         assert_eq!(error.sandbox_id(), Some(SB));
-        // The stream asked envd for keepalives every 50 s (PROTOCOL.md §2.1).
+        // The stream asked envd for keepalives every 50 s (PROTOCOL.md §3.3).
         let head = envd.await.unwrap();
         assert!(head.contains("keepalive-ping-interval: 50\r\n"), "{head}");
     }

@@ -1,7 +1,159 @@
-//! Loopback servers for the tests that need more control than wiremock gives: raw HTTP/1.1
-//! Connect streams written envelope by envelope, and servers that go silent.
+//! What the adapter's tests share: a wiremock control plane and envd on loopback (the provider
+//! pointed at it, the answers E2B gives, the mocks most tests mount), and, for the tests that need
+//! more control than wiremock gives, raw HTTP/1.1 Connect streams written envelope by envelope and
+//! servers that go silent.
 
 #![allow(dead_code)] // Each test binary uses its own subset.
+
+use base64::Engine as _;
+use sandbox_e2b::{E2bBuilder, E2bProvider, E2bSandbox};
+use std::time::Duration;
+use wiremock::matchers::{body_json, header, method, path};
+use wiremock::{Mock, MockBuilder, MockServer, Request, ResponseTemplate};
+
+// ---------------------------------------------------------------------------------------------
+// wiremock: the provider, E2B's answers, common mocks
+// ---------------------------------------------------------------------------------------------
+
+pub const KEY: &str = "e2b_0123456789abcdef0123456789abcdef01234567";
+pub const SB: &str = "ilxb3ba8bnc0gpyx3i8ax";
+pub const TOKEN: &str = "tok_envd_123";
+
+pub fn provider(server: &MockServer) -> E2bProvider {
+    E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(server.uri())
+        .build()
+        .unwrap()
+}
+
+/// A provider that polls template builds without waiting (the mock answers at once).
+pub fn fast_polling(server: &MockServer) -> E2bProvider {
+    E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(server.uri())
+        .template_poll_interval(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+pub fn created_body(id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "alias": "base",
+        "clientID": "6532622b",
+        "envdAccessToken": TOKEN,
+        "envdVersion": "0.6.13",
+        "sandboxID": id,
+        "templateID": "rki5dems9wqfm4r03t7g"
+    })
+}
+
+pub async fn connected(server: &MockServer) -> E2bSandbox {
+    connect_call()
+        .and(header("x-api-key", KEY))
+        .and(body_json(serde_json::json!({})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(server)
+        .await;
+    provider(server).connect_sandbox(SB, None).await.unwrap()
+}
+
+pub fn stream_body(messages: &[&str], end: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for m in messages {
+        body.extend(envelope(0, m));
+    }
+    body.extend(envelope(2, end));
+    body
+}
+
+pub fn connect_response(body: Vec<u8>) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body, "application/connect+json")
+}
+
+/// A Connect stream answering `messages` in order, then a clean end of stream.
+pub fn events(messages: &[&str]) -> ResponseTemplate {
+    connect_response(stream_body(messages, "{}"))
+}
+
+/// A mock of the control plane's `POST /v2/sandboxes/{SB}/connect`.
+pub fn connect_call() -> MockBuilder {
+    Mock::given(method("POST")).and(path(format!("/v2/sandboxes/{SB}/connect")))
+}
+
+/// A mock of the control plane's `POST /sandboxes/{SB}/timeout` asking for a TTL of `seconds`.
+pub fn set_ttl_call(seconds: u64) -> MockBuilder {
+    Mock::given(method("POST"))
+        .and(path(format!("/sandboxes/{SB}/timeout")))
+        .and(body_json(serde_json::json!({ "timeout": seconds })))
+}
+
+/// A mock of envd's `POST /process.Process/Start` (exec's Connect stream).
+pub fn process_start() -> MockBuilder {
+    Mock::given(method("POST")).and(path("/process.Process/Start"))
+}
+
+pub fn request_envelope_json(req: &Request) -> serde_json::Value {
+    let body = &req.body;
+    assert!(body.len() >= 5, "request is not enveloped");
+    assert_eq!(body[0], 0);
+    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+    assert_eq!(body.len(), 5 + len);
+    serde_json::from_slice(&body[5..]).unwrap()
+}
+
+pub fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+/// The methods and paths the server saw, in order.
+pub async fn seen(server: &MockServer) -> Vec<String> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.url.path()))
+        .collect()
+}
+
+/// A sandbox whose envd is `envd_url` (a raw loopback server) and whose control plane is `server`.
+pub async fn connected_to(server: &MockServer, envd_url: &str) -> E2bSandbox {
+    connected_with_timeout(server, envd_url, None).await
+}
+
+/// A sandbox whose envd is `envd_url`, with a client request timeout of `timeout`.
+pub async fn connected_with_timeout(
+    server: &MockServer,
+    envd_url: &str,
+    timeout: Option<Duration>,
+) -> E2bSandbox {
+    connect_call()
+        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(server)
+        .await;
+    let mut builder = E2bBuilder::new()
+        .api_key(KEY)
+        .api_url(server.uri())
+        .sandbox_url(envd_url);
+    if let Some(timeout) = timeout {
+        builder = builder.request_timeout(timeout);
+    }
+    builder
+        .build()
+        .unwrap()
+        .connect_sandbox(SB, None)
+        .await
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// raw loopback servers
+// ---------------------------------------------------------------------------------------------
 
 /// One Connect envelope: `[flags][u32 length][json]`.
 pub fn envelope(flags: u8, json: &str) -> Vec<u8> {

@@ -1,18 +1,22 @@
-//! Processes over envd's `process.Process` Connect service: Start and Connect as server
-//! streams, SendInput/CloseStdin/SendSignal/Update as unary calls.
+//! Processes over envd's `process.Process` service (PROTOCOL.md §5): a command started as a
+//! `Start` server stream and read into process events, reattached with `Connect`, fed stdin with
+//! `SendInput`/`CloseStdin`, signalled with `SendSignal`, resized with `Update`, listed with
+//! `List`.
 
-use crate::envd::{ConnectStream, Envd};
+use crate::api::connect::ConnectStream;
+use crate::api::envd::Envd;
+use crate::config::PROVIDER;
 use crate::error::bad_response;
 use crate::wire::{
     self, EndEvent, EventEnvelope, ProcessConfig, ProcessInput, Pty, PtySizeWire, Selector,
-    SelectorRequest, SendInputRequest, SignalRequest, StartRequest, UpdateRequest,
+    StartRequest,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, EventStream, ExitStatus, Process, ProcessControl, ProcessEvent,
-    PtySize, Result, Stdin,
+    ProcessInfo, PtySize, Result, Stdin,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +45,7 @@ fn signal_number(name: &str) -> Option<i32> {
 
 /// How an `end` event maps to an exit status. An absent `exitCode` is 0; death by a signal is
 /// reported as `signal: <name>` with `exited` false.
-pub fn exit_status(end: &EndEvent) -> ExitStatus {
+pub(crate) fn exit_status(end: &EndEvent) -> ExitStatus {
     if !end.exited
         && let Some(name) = end.status.strip_prefix("signal: ")
     {
@@ -107,7 +111,7 @@ async fn read_start(stream: &mut ConnectStream, operation: &str, sandbox_id: &st
 
 /// How long past a command's [`Command::timeout`] the client waits for envd to end the stream
 /// before giving up on its own. envd kills the process at the deadline and ends the stream with
-/// `deadline_exceeded` at once (PROTOCOL.md §2.3); its answer wins whenever it arrives within
+/// `deadline_exceeded` at once (PROTOCOL.md §5.3); its answer wins whenever it arrives within
 /// this grace. The client's clock starts when `start` arrives, after envd's, so the grace only
 /// covers jitter, not a round trip.
 pub const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
@@ -129,7 +133,7 @@ impl Deadline {
                 TIMEOUT_GRACE.as_millis()
             ),
         )
-        .with_provider(crate::PROVIDER)
+        .with_provider(PROVIDER)
         .with_operation("exec")
         .with_sandbox_id(sandbox_id)
         // Like envd's own deadline_exceeded: running it again meets the same deadline.
@@ -202,56 +206,69 @@ fn events(
 }
 
 /// Kill (SendSignal) and resize (Update) of one process, independent of its output stream.
-pub(crate) struct Control {
-    pub envd: Envd,
-    pub pid: u32,
+struct Control {
+    envd: Envd,
+    pid: u32,
 }
 
 #[async_trait]
 impl ProcessControl for Control {
     async fn kill(&self) -> Result<()> {
-        send_signal(&self.envd, Selector::Pid(self.pid), "SIGNAL_SIGKILL").await
+        self.envd
+            .send_signal(Selector::Pid(self.pid), "SIGNAL_SIGKILL")
+            .await
     }
 
     async fn resize(&self, size: PtySize) -> Result<()> {
-        let _: serde_json::Value = self
-            .envd
-            .unary(
-                "process.Process/Update",
-                "resize",
-                &UpdateRequest {
-                    process: Selector::Pid(self.pid),
-                    pty: Pty {
-                        size: PtySizeWire {
-                            cols: size.cols.into(),
-                            rows: size.rows.into(),
-                        },
-                    },
+        self.envd
+            .resize_pty(
+                self.pid,
+                PtySizeWire {
+                    cols: size.cols.into(),
+                    rows: size.rows.into(),
                 },
             )
-            .await?;
-        Ok(())
+            .await
     }
 }
 
-/// `SendSignal`, a unary call.
-pub(crate) async fn send_signal(
-    envd: &Envd,
-    process: Selector,
-    signal: &'static str,
-) -> Result<()> {
-    let _: serde_json::Value = envd
-        .unary(
-            "process.Process/SendSignal",
-            "kill_process",
-            &SignalRequest { process, signal },
-        )
-        .await?;
-    Ok(())
+/// Kills a process by pid or tag (`SendSignal` with `SIGNAL_SIGKILL`).
+pub(crate) async fn kill(envd: &Envd, pid_or_tag: &str) -> Result<()> {
+    signal(envd, pid_or_tag, false).await
+}
+
+/// Sends SIGTERM (`graceful`) or SIGKILL to a process by pid or tag.
+pub(crate) async fn signal(envd: &Envd, pid_or_tag: &str, graceful: bool) -> Result<()> {
+    let signal = if graceful {
+        "SIGNAL_SIGTERM"
+    } else {
+        "SIGNAL_SIGKILL"
+    };
+    envd.send_signal(Selector::parse(pid_or_tag), signal).await
+}
+
+/// The processes running in the sandbox (`List`).
+pub(crate) async fn processes(envd: &Envd) -> Result<Vec<ProcessInfo>> {
+    let list = envd.list_processes().await?;
+    Ok(list
+        .processes
+        .into_iter()
+        .map(|p| {
+            let mut argv = vec![p.config.cmd];
+            argv.extend(p.config.args);
+            ProcessInfo {
+                pid: p.pid.to_string(),
+                tag: p.tag,
+                argv,
+                cwd: p.config.cwd,
+                running: true,
+            }
+        })
+        .collect())
 }
 
 /// The task sending a process's stdin, and how to tell it the process has ended.
-pub(crate) struct Pump {
+struct Pump {
     exited: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -265,6 +282,7 @@ impl Pump {
     }
 }
 
+/// Sends `bytes` to the stdin, or the pty, of process `pid`.
 async fn send_input(envd: &Envd, pid: u32, pty: bool, bytes: &[u8]) -> Result<()> {
     let data = wire::b64(bytes);
     let input = if pty {
@@ -272,34 +290,15 @@ async fn send_input(envd: &Envd, pid: u32, pty: bool, bytes: &[u8]) -> Result<()
     } else {
         ProcessInput::Stdin(data)
     };
-    let _: serde_json::Value = envd
-        .unary(
-            "process.Process/SendInput",
-            "stdin",
-            &SendInputRequest {
-                process: Selector::Pid(pid),
-                input,
-            },
-        )
-        .await?;
-    Ok(())
+    envd.send_input(pid, input).await
 }
 
-/// Closes stdin: `CloseStdin`, or `0x04` (end of transmission) on a pty.
+/// Closes stdin: `CloseStdin`, or `0x04` (end of transmission) on a pty (PROTOCOL.md §5.1).
 async fn close_input(envd: &Envd, pid: u32, pty: bool) -> Result<()> {
     if pty {
         return send_input(envd, pid, pty, &[0x04]).await;
     }
-    let _: serde_json::Value = envd
-        .unary(
-            "process.Process/CloseStdin",
-            "stdin",
-            &SelectorRequest {
-                process: Selector::Pid(pid),
-            },
-        )
-        .await?;
-    Ok(())
+    envd.close_stdin(pid).await
 }
 
 /// Sends stdin chunks as `SendInput` calls in order, then closes stdin when the writer is shut
@@ -339,7 +338,7 @@ fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> (Stdin, Pump) {
 }
 
 /// The shell both official E2B SDKs run a command line with: `commands.run(cmd)` sends
-/// `/bin/bash -l -c cmd` (PROTOCOL.md §2.3, Example A), a login bash that reads the image's
+/// `/bin/bash -l -c cmd` (PROTOCOL.md §5.3, §9 Example A), a login bash that reads the image's
 /// profile. `sh` on E2B's images is dash, without that profile.
 pub const SHELL: [&str; 3] = ["/bin/bash", "-l", "-c"];
 
@@ -362,7 +361,7 @@ fn program_and_args(command: &Command) -> (String, Vec<String>) {
 /// The `StartRequest` for a command: the program and arguments (a [`Command::shell`] line
 /// through [`SHELL`]), env, cwd, tag, pty, and stdin always explicit (envd treats an absent
 /// `stdin` as true).
-pub fn start_request(command: &Command) -> StartRequest {
+pub(crate) fn start_request(command: &Command) -> StartRequest {
     let (cmd, args) = program_and_args(command);
     StartRequest {
         process: ProcessConfig {
@@ -390,13 +389,7 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
     let deadline = (!command.timeout.is_zero()).then_some(command.timeout);
     let open = async {
         let mut stream = envd
-            .server_stream(
-                "process.Process/Start",
-                "exec",
-                &request,
-                command.user.as_deref(),
-                deadline,
-            )
+            .start(&request, command.user.as_deref(), deadline)
             .await?;
         let pid = read_start(&mut stream, "exec", &envd.sandbox_id).await?;
         Ok::<_, Error>((stream, pid))
@@ -435,17 +428,9 @@ pub(crate) async fn start(envd: &Envd, command: &Command) -> Result<Process> {
 
 /// Reattaches by pid or tag: a `Connect` server stream (output from now on, then the exit),
 /// whose response head and `start` event must come within the request timeout.
-pub(crate) async fn attach(envd: &Envd, selector: Selector) -> Result<Process> {
+pub(crate) async fn attach(envd: &Envd, pid_or_tag: &str) -> Result<Process> {
     let open = async {
-        let mut stream = envd
-            .server_stream(
-                "process.Process/Connect",
-                "attach",
-                &SelectorRequest { process: selector },
-                None,
-                None,
-            )
-            .await?;
+        let mut stream = envd.connect_process(Selector::parse(pid_or_tag)).await?;
         let pid = read_start(&mut stream, "attach", &envd.sandbox_id).await?;
         Ok::<_, Error>((stream, pid))
     };
@@ -499,8 +484,7 @@ mod tests {
 
     mod streams {
         use super::super::events;
-        use crate::connect::{FLAG_END_STREAM, encode_envelope};
-        use crate::envd::ConnectStream;
+        use crate::api::connect::{ConnectStream, FLAG_END_STREAM, encode_envelope};
         use bytes::Bytes;
         use futures::StreamExt;
         use proptest::prelude::*;
@@ -592,7 +576,7 @@ mod tests {
                 body.extend_from_slice(&garbage);
                 let at = cut.index(body.len() + 1);
                 let (_, _, _, failed) = collect(body, &[at]);
-                let mut decoder = crate::connect::FrameDecoder::new();
+                let mut decoder = crate::api::connect::FrameDecoder::new();
                 decoder.push(&garbage);
                 let mut well_framed = true;
                 loop {
@@ -628,7 +612,7 @@ mod tests {
         }
     }
 
-    /// The request body of PROTOCOL.md §3 Example A, byte for byte (79 bytes, enveloped).
+    /// The request body of PROTOCOL.md §9 Example A, byte for byte (79 bytes, enveloped).
     #[test]
     fn start_request_envelope_matches_example_a() {
         let hex = "000000004a7b2270726f63657373223a7b22636d64223a222f62696e2f62617368222c2261726773223a5b222d6c222c222d63222c226563686f206869225d7d2c22737464696e223a66616c73657d";
@@ -638,7 +622,7 @@ mod tests {
             .collect();
         let cmd = Command::new("/bin/bash").args(["-l", "-c", "echo hi"]);
         let json = serde_json::to_vec(&start_request(&cmd)).unwrap();
-        let got = crate::connect::encode_envelope(&json);
+        let got = crate::api::connect::encode_envelope(&json);
         assert_eq!(got.len(), 79);
         assert_eq!(&got[..], &want[..]);
     }

@@ -1,5 +1,6 @@
-//! The Connect protocol's envelope framing, as envd speaks it on server-streaming RPCs
-//! (`process.Process/Start`, `Connect`, `filesystem.Filesystem/WatchDir`).
+//! Connect server streams as envd sends them on `process.Process/Start`, `Connect` and
+//! `filesystem.Filesystem/WatchDir` (PROTOCOL.md §4.2): the envelope framing, decoded by an
+//! explicit state machine, and [`ConnectStream`], which reads a response body through it.
 //!
 //! An envelope is `[flags: u8][length: u32 big-endian][payload: length bytes]`. Flag `0x01` marks a
 //! compressed payload (never asked for by this crate, so it is an error), flag `0x02` marks the
@@ -8,20 +9,22 @@
 //! boundaries have nothing to do with envelope boundaries, so [`FrameDecoder`] is an explicit
 //! state machine fed with arbitrary slices.
 
+use crate::error::{Failure, bad_response, map_error, scrub, transport};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use sandbox_sdk_core::{ByteStream, Result};
+use serde::de::DeserializeOwned;
 use std::fmt;
 
-/// Flag bit: the payload is compressed.
-pub const FLAG_COMPRESSED: u8 = 0x01;
 /// Flag bit: this is the end-of-stream envelope.
-pub const FLAG_END_STREAM: u8 = 0x02;
+pub(crate) const FLAG_END_STREAM: u8 = 0x02;
 /// Length of an envelope header.
-pub const HEADER_LEN: usize = 5;
+pub(crate) const HEADER_LEN: usize = 5;
 /// Largest payload accepted by default (envd sends at most 32 KiB of output per event, base64-encoded).
-pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// Wraps one message in an envelope (flags 0).
-pub fn encode_envelope(payload: &[u8]) -> Bytes {
+pub(crate) fn encode_envelope(payload: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(HEADER_LEN + payload.len());
     out.put_u8(0);
     // Payloads we send are small JSON requests; saturate rather than wrap for absurd sizes.
@@ -32,7 +35,7 @@ pub fn encode_envelope(payload: &[u8]) -> Bytes {
 
 /// One decoded envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A message envelope's payload.
     Message(Bytes),
     /// The end-of-stream envelope's payload (end-stream JSON).
@@ -41,7 +44,7 @@ pub enum Frame {
 
 /// Why a byte stream is not a valid Connect envelope stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FrameError {
+pub(crate) enum FrameError {
     /// A flag bit other than end-of-stream was set (compression was never negotiated).
     UnexpectedFlags(u8),
     /// The declared payload length exceeds the limit.
@@ -104,20 +107,8 @@ enum State {
 ///
 /// Feed it any slices with [`FrameDecoder::push`], take envelopes with [`FrameDecoder::next_frame`]
 /// until it returns `Ok(None)`, and call [`FrameDecoder::finish`] when the body ends.
-///
-/// ```
-/// use sandbox_e2b::connect::{Frame, FrameDecoder};
-///
-/// let mut decoder = FrameDecoder::new();
-/// decoder.push(b"\x00\x00\x00\x00\x02{}\x02\x00");
-/// assert_eq!(decoder.next_frame().unwrap(), Some(Frame::Message("{}".into())));
-/// assert_eq!(decoder.next_frame().unwrap(), None); // header incomplete
-/// decoder.push(b"\x00\x00\x02{}");
-/// assert_eq!(decoder.next_frame().unwrap(), Some(Frame::End("{}".into())));
-/// assert!(decoder.finish().is_ok());
-/// ```
 #[derive(Debug)]
-pub struct FrameDecoder {
+pub(crate) struct FrameDecoder {
     state: State,
     buf: BytesMut,
     max_frame: usize,
@@ -150,6 +141,7 @@ impl FrameDecoder {
     }
 
     /// Whether the end-of-stream envelope has been returned.
+    #[cfg(test)]
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
@@ -223,12 +215,137 @@ impl FrameDecoder {
     }
 }
 
+/// A Connect server stream being read: message payloads until the end-stream envelope.
+pub(crate) struct ConnectStream {
+    body: ByteStream,
+    decoder: FrameDecoder,
+    operation: String,
+    sandbox_id: String,
+    finished: bool,
+    /// Credential values scrubbed from an end-stream error before it is quoted.
+    secrets: Vec<String>,
+}
+
+impl fmt::Debug for ConnectStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectStream")
+            .field("operation", &self.operation)
+            .field("finished", &self.finished)
+            .finish()
+    }
+}
+
+impl ConnectStream {
+    /// Reads envelopes from `body`.
+    pub fn new(body: ByteStream, operation: &str, sandbox_id: &str) -> Self {
+        ConnectStream {
+            body,
+            decoder: FrameDecoder::new(),
+            operation: operation.to_owned(),
+            sandbox_id: sandbox_id.to_owned(),
+            finished: false,
+            secrets: Vec::new(),
+        }
+    }
+
+    /// Scrubs these credential values (the envd access token) from end-stream errors, so a
+    /// daemon that quotes them cannot get them into an error message.
+    pub fn with_secrets(mut self, secrets: Vec<String>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The next message payload; `None` after a clean end-stream, an error for an end-stream
+    /// error, a malformed stream or a body cut short.
+    pub async fn next_message(&mut self) -> Option<Result<Bytes>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            match self.decoder.next_frame() {
+                Err(e) => {
+                    self.finished = true;
+                    return Some(Err(transport(
+                        &self.operation,
+                        Some(&self.sandbox_id),
+                        format!("malformed Connect stream: {e}"),
+                    )));
+                }
+                Ok(Some(Frame::Message(payload))) => return Some(Ok(payload)),
+                Ok(Some(Frame::End(payload))) => {
+                    self.finished = true;
+                    return self.end_stream(&payload).err().map(Err);
+                }
+                Ok(None) => {}
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => self.decoder.push(&chunk),
+                Some(Err(e)) => {
+                    self.finished = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    self.finished = true;
+                    return match self.decoder.finish() {
+                        Ok(()) => None,
+                        Err(e) => Some(Err(transport(
+                            &self.operation,
+                            Some(&self.sandbox_id),
+                            format!("Connect stream cut short: {e}"),
+                        ))),
+                    };
+                }
+            }
+        }
+    }
+
+    /// The next message decoded as `T`.
+    pub async fn next_json<T: DeserializeOwned>(&mut self) -> Option<Result<T>> {
+        let payload = match self.next_message().await? {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(serde_json::from_slice(&payload).map_err(|_| {
+            self.finished = true;
+            bad_response(
+                &self.operation,
+                Some(&self.sandbox_id),
+                "a stream message is not the expected JSON",
+            )
+        }))
+    }
+
+    /// Checks the end-stream JSON: `{}` (or trailers) is success, `{"error":…}` an error.
+    fn end_stream(&self, payload: &[u8]) -> Result<()> {
+        let value: serde_json::Value = serde_json::from_slice(payload).map_err(|_| {
+            bad_response(
+                &self.operation,
+                Some(&self.sandbox_id),
+                "end-of-stream message is not JSON",
+            )
+        })?;
+        if value.get("error").is_some() {
+            return Err(map_error(Failure {
+                status: 200,
+                body: &scrub(payload, &self.secrets),
+                retry_after: None,
+                should_retry: None,
+                operation: &self.operation,
+                sandbox_id: Some(&self.sandbox_id),
+                request_id: None,
+            }));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use sandbox_sdk_core::ErrorKind;
 
-    /// Example A of PROTOCOL.md §3, byte for byte.
+    /// PROTOCOL.md §9 Example A, byte for byte.
     const EXAMPLE_A: &str = "000000001f7b226576656e74223a7b227374617274223a7b22706964223a3431327d7d7d00000000247b226576656e74223a7b2264617461223a7b227374646f7574223a2261476b4b227d7d7d000000003a7b226576656e74223a7b22656e64223a7b22657869746564223a747275652c22737461747573223a2265786974207374617475732030227d7d7d02000000027b7d";
 
     fn hex(s: &str) -> Vec<u8> {
@@ -414,5 +531,59 @@ mod tests {
             let at = cut.index(body.len());
             prop_assert!(decode_all(&[&body[..at]]).is_err());
         }
+    }
+
+    fn connect_stream_of(chunks: Vec<&'static [u8]>) -> ConnectStream {
+        let body =
+            futures::stream::iter(chunks.into_iter().map(|c| Ok(Bytes::from_static(c)))).boxed();
+        ConnectStream::new(body, "exec", "isb")
+    }
+
+    /// The decoder fed a stream in two pieces, the first ending inside a header.
+    #[test]
+    fn a_header_split_across_pushes_waits_for_the_rest() {
+        let mut decoder = FrameDecoder::new();
+        decoder.push(b"\x00\x00\x00\x00\x02{}\x02\x00");
+        assert_eq!(
+            decoder.next_frame().unwrap(),
+            Some(Frame::Message("{}".into()))
+        );
+        assert_eq!(decoder.next_frame().unwrap(), None); // header incomplete
+        decoder.push(b"\x00\x00\x02{}");
+        assert_eq!(decoder.next_frame().unwrap(), Some(Frame::End("{}".into())));
+        assert!(decoder.finish().is_ok());
+    }
+
+    #[tokio::test]
+    async fn end_stream_error_before_any_message() {
+        let mut s = connect_stream_of(vec![
+            b"\x02\x00\x00\x00\x4c{\"error\":{\"code\":\"invalid_argument\",\"message\":\"cwd '/nope' does not exist\"}}",
+        ]);
+        let e = s.next_message().await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Validation);
+        assert!(s.next_message().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn messages_then_clean_end() {
+        let mut s = connect_stream_of(vec![b"\x00\x00\x00\x00\x02{}\x02\x00", b"\x00\x00\x02{}"]);
+        assert_eq!(&s.next_message().await.unwrap().unwrap()[..], b"{}");
+        assert!(s.next_message().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn body_cut_short_is_transport() {
+        let mut s = connect_stream_of(vec![b"\x00\x00\x00\x00\x02{}"]);
+        assert!(s.next_message().await.unwrap().is_ok());
+        let e = s.next_message().await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport);
+    }
+
+    #[tokio::test]
+    async fn garbage_is_an_error() {
+        let mut s = connect_stream_of(vec![b"\x80garbage"]);
+        let e = s.next_message().await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Transport);
+        assert!(s.next_message().await.is_none());
     }
 }
