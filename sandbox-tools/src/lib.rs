@@ -73,6 +73,7 @@ mod session;
 mod set;
 mod tool;
 mod tools;
+mod trailer;
 pub mod truncate;
 
 pub use config::{OWNER_LABEL, ToolConfig};

@@ -3,6 +3,7 @@
 
 use crate::config::{OWNER_LABEL, ToolConfig};
 use crate::result::{ToolError, ToolResult};
+use crate::trailer::Trailer;
 use crate::truncate::CappedBuffer;
 use bytes::BytesMut;
 use futures::TryStreamExt;
@@ -33,6 +34,8 @@ pub(crate) struct Session {
     pub current: Mutex<Option<Arc<dyn Sandbox>>>,
     pub known: Mutex<HashMap<String, Arc<dyn Sandbox>>>,
     pub background: Mutex<HashMap<(String, String), Arc<Background>>>,
+    /// The `bash` tool's working directory in each sandbox (by id), as its last call left it.
+    pub bash_cwd: Mutex<HashMap<String, String>>,
     pub config: ToolConfig,
     pub capabilities: Capabilities,
 }
@@ -154,13 +157,15 @@ impl Session {
     }
 
     /// Runs `command` until it exits or `limit` passes (then kills it), collecting stdout and
-    /// stderr apart in bounded memory.
+    /// stderr apart in bounded memory. With a `trailer`, stdout passes through it first, so its
+    /// trailer line is never output (the caller reads the value from it).
     pub async fn run_collect(
         &self,
         sandbox: &dyn Sandbox,
         mut command: Command,
         limit: Duration,
         cap: usize,
+        mut trailer: Option<&mut Trailer>,
     ) -> Result<RunOutcome, ToolError> {
         // The provider's own limit is a backstop a little after ours.
         command.timeout = limit + Duration::from_secs(5);
@@ -183,7 +188,10 @@ impl Session {
                 }
                 Ok(None) => break,
                 Ok(Some(event)) => match event? {
-                    ProcessEvent::Stdout(b) => outcome.stdout.push(&b),
+                    ProcessEvent::Stdout(b) => match trailer.as_deref_mut() {
+                        Some(trailer) => outcome.stdout.push(&trailer.push(&b)),
+                        None => outcome.stdout.push(&b),
+                    },
                     ProcessEvent::Stderr(b) => outcome.stderr.push(&b),
                     ProcessEvent::Exit(status) => {
                         outcome.status = Some(status);
@@ -191,6 +199,9 @@ impl Session {
                     }
                 },
             }
+        }
+        if let Some(trailer) = trailer {
+            outcome.stdout.push(&trailer.finish());
         }
         Ok(outcome)
     }

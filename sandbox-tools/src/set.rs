@@ -129,6 +129,7 @@ impl ToolSetBuilder {
             current: Mutex::new(self.sandbox.clone()),
             known: Mutex::new(HashMap::new()),
             background: Mutex::new(HashMap::new()),
+            bash_cwd: Mutex::new(HashMap::new()),
             config: self.config,
             capabilities,
         });

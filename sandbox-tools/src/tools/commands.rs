@@ -212,7 +212,7 @@ async fn run(s: Arc<Session>, input: RunInput) -> Result<ToolResult, ToolError> 
     let command = shell_command(&s, &input.command, input.cwd.as_deref(), input.env)?;
     let limit = s.command_timeout(input.timeout_secs);
     let outcome = s
-        .run_collect(&*sandbox, command, limit, s.config.max_output_bytes)
+        .run_collect(&*sandbox, command, limit, s.config.max_output_bytes, None)
         .await?;
     Ok(render_run(&outcome, limit))
 }

@@ -7,9 +7,11 @@ use super::patch::apply_ops;
 use super::{Def, call_timeout, make, ok};
 use crate::patch::{self, PatchOp};
 use crate::result::{ToolError, ToolResult};
-use crate::session::Session;
+use crate::session::{Session, lock};
 use crate::tool::{Annotations, Family};
+use crate::trailer::Trailer;
 use sandbox_sdk_core::Capability;
+use sandbox_sdk_core::shell::shell_quote;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -27,7 +29,7 @@ pub(super) fn defs() -> Vec<Def> {
         Def {
             name: "bash",
             title: "Bash (Anthropic shape)",
-            description: "Run a bash command in the sandbox and return its output (stdout, then stderr, then a non-zero exit code). Each call runs in a fresh shell: use absolute paths or `cd DIR && ...` in the same command. restart: true is accepted and does nothing, as there is no session to restart.",
+            description: "Run a bash command in the sandbox and return its output (stdout, then stderr, then a non-zero exit code). The working directory persists as in one shell session: after `cd DIR`, the next call starts in DIR. Other shell state does not: each call is a new bash process, so variables, functions and aliases set in one call are gone in the next (put `export X=1 && ...` in the same command). restart: true starts over in the sandbox's default directory.",
             annotations: Annotations::DESTRUCTIVE,
             family: Family::Anthropic,
             requires: &[],
@@ -95,27 +97,47 @@ pub(crate) struct BashInput {
     /// The bash command to run.
     #[serde(default)]
     command: Option<String>,
-    /// Restart the shell (accepted; each command already runs in a fresh shell).
+    /// Start over: forget the working directory earlier calls moved to.
     #[serde(default)]
     restart: bool,
 }
 
 async fn bash(s: Arc<Session>, input: BashInput) -> Result<ToolResult, ToolError> {
     if input.restart {
+        lock(&s.bash_cwd).clear();
         return Ok(ok("tool has been restarted.", json!({"restarted": true})));
     }
-    let Some(line) = input.command else {
+    let Some(line) = input.command.filter(|l| !l.trim().is_empty()) else {
         return Err(ToolError::invalid_input(
             "no command given",
             "pass command, or restart: true",
         ));
     };
     let sandbox = s.sandbox(None).await?;
-    let command = shell_command(&s, &line, None, BTreeMap::new())?;
+    let id = sandbox.id().to_owned();
+    let previous = lock(&s.bash_cwd).get(&id).cloned();
+    let mut trailer = Trailer::new();
+    let script = bash_script(&line, previous.as_deref(), &trailer.token_text())?;
+    let command = shell_command(&s, &script, None, BTreeMap::new())?;
     let limit = s.command_timeout(None);
     let out = s
-        .run_collect(&*sandbox, command, limit, s.config.max_output_bytes)
+        .run_collect(
+            &*sandbox,
+            command,
+            limit,
+            s.config.max_output_bytes,
+            Some(&mut trailer),
+        )
         .await?;
+    // A command that ended the shell (`exit`, a kill, the timeout) reported no directory:
+    // the next call starts where this one did.
+    let cwd = match trailer.value() {
+        Some(cwd) => {
+            lock(&s.bash_cwd).insert(id, cwd.clone());
+            Some(cwd)
+        }
+        None => previous,
+    };
     let stdout = out.stdout.render("stdout");
     let stderr = out.stderr.render("stderr");
     let mut text = stdout.text.clone();
@@ -149,8 +171,28 @@ async fn bash(s: Arc<Session>, input: BashInput) -> Result<ToolResult, ToolError
             "stderr": stderr.text,
             "exit_code": code,
             "timed_out": out.timed_out,
+            "cwd": cwd,
         }),
     ))
+}
+
+/// The script of one `bash` call: start in `cwd` (saying so on stderr when it is gone), run
+/// `line` in this shell so a `cd` in it counts, then print the trailer with the directory it
+/// ended in and exit with the line's status.
+fn bash_script(line: &str, cwd: Option<&str>, token: &str) -> Result<String, ToolError> {
+    let mut script = String::new();
+    if let Some(cwd) = cwd {
+        let dir = shell_quote(cwd)?;
+        script.push_str(&format!(
+            "cd -- {dir} 2>/dev/null || printf 'bash: the working directory %s is gone; starting in %s\\n' {dir} \"$PWD\" >&2\n"
+        ));
+    }
+    script.push_str(&format!("eval {}\n", shell_quote(line)?));
+    script.push_str(&format!(
+        "__sbox_status=$?\nprintf '\\n%s%s\\n' {} \"$PWD\"\nexit \"$__sbox_status\"\n",
+        shell_quote(token)?
+    ));
+    Ok(script)
 }
 
 /// Input of OpenAI's `shell` tool (the `action` of a `shell_call`).
@@ -198,7 +240,13 @@ async fn shell(s: Arc<Session>, input: ShellInput) -> Result<ToolResult, ToolErr
         }
         let command = shell_command(&s, line, None, BTreeMap::new())?;
         let out = s
-            .run_collect(&*sandbox, command, left, per_command.div_ceil(2).max(1))
+            .run_collect(
+                &*sandbox,
+                command,
+                left,
+                per_command.div_ceil(2).max(1),
+                None,
+            )
             .await?;
         let outcome = match (out.timed_out, out.status) {
             (true, _) => json!({"type": "timeout"}),
