@@ -9,7 +9,7 @@
 //! Prints median and p95 of each path and the number of `/exec` calls per `run`. Nothing leaves
 //! the loopback interface.
 
-use sandbox_fly::FlyBuilder;
+use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::Command;
 use sandbox_sdk_core::prelude::*;
 use std::io::Write;
@@ -102,7 +102,7 @@ async fn main() -> sandbox_sdk_core::Result<()> {
         .respond_with(LocalExec)
         .mount(&server)
         .await;
-    let fly = FlyBuilder::new()
+    let fly = FlyProvider::builder()
         .token("bench-token")
         .app(APP)
         .base_url(server.uri())
