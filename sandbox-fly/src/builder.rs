@@ -65,6 +65,14 @@ pub struct FlyBuilder {
     create_lookup: CreateLookup,
 }
 
+impl FlyProvider {
+    /// A builder with defaults and nothing read from the environment; see also
+    /// [`FlyBuilder::from_env`] and [`FlyBuilder::from_lookup`].
+    pub fn builder() -> FlyBuilder {
+        FlyBuilder::empty()
+    }
+}
+
 impl FlyBuilder {
     /// Defaults, nothing read from the environment ([`FlyProvider::builder`]).
     pub(crate) fn empty() -> Self {

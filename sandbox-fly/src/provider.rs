@@ -1,7 +1,6 @@
 //! [`FlyProvider`]: creates, finds and lists machines of one app.
 
 use crate::api::Api;
-use crate::builder::FlyBuilder;
 use crate::capabilities::CAPABILITIES;
 use crate::config::{PROVIDER, SANDBOX_LABEL, Settings};
 use crate::lifecycle::{self, map_state, to_info};
@@ -25,12 +24,6 @@ pub struct FlyProvider {
 }
 
 impl FlyProvider {
-    /// A builder with defaults and nothing read from the environment; see also
-    /// [`FlyBuilder::from_env`] and [`FlyBuilder::from_lookup`].
-    pub fn builder() -> FlyBuilder {
-        FlyBuilder::empty()
-    }
-
     pub(crate) fn new(settings: Settings) -> Result<FlyProvider> {
         Ok(FlyProvider {
             api: Api::new(settings)?,
@@ -49,9 +42,9 @@ impl FlyProvider {
     }
 
     /// Creates a machine and waits until it is `started` (chaining `/wait` calls within
-    /// [`FlyBuilder::start_timeout`]). With an idempotency key, a machine already made under that
+    /// [`crate::FlyBuilder::start_timeout`]). With an idempotency key, a machine already made under that
     /// key is adopted instead (started first if it was stopped or suspended), and a create whose
-    /// answer was lost is settled by listing the key for [`FlyBuilder::create_lookup`]'s window
+    /// answer was lost is settled by listing the key for [`crate::FlyBuilder::create_lookup`]'s window
     /// before the error goes back.
     pub async fn create_machine(&self, spec: &CreateSpec) -> Result<FlySandbox> {
         let machine = lifecycle::create(&self.api, spec).await?;
