@@ -79,7 +79,7 @@ pub(crate) const POLL_CHUNK: u64 = 256 * 1024;
 
 /// The largest `/exec` answer read for one of the adapter's own scripts other than the listings:
 /// they print at most a download block (about 1 MiB as escaped base64) or a poll's two
-/// [`POLL_CHUNK`]s (about 0.7 MiB), so 2 MiB is twice what a machine running them honestly can
+/// 256 KiB polls (about 0.7 MiB), so 2 MiB is twice what a machine running them honestly can
 /// answer.
 pub const SCRIPT_ANSWER_LIMIT: usize = 2 * MAX_EXEC_BODY;
 
