@@ -395,4 +395,76 @@ mod tests {
         );
         assert_eq!(api.machine("a/b"), "/apps/my-app/machines/a%2Fb");
     }
+
+    fn rate_limited(retry_after: Option<Duration>) -> Error {
+        let error = Error::new(ErrorKind::QuotaExceeded, "rate limit exceeded")
+            .with_status(429)
+            .with_operation("list");
+        match retry_after {
+            Some(delay) => error.with_retry_after(delay),
+            None => error,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_call_waits_out_429s_with_their_retry_after() {
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let start = tokio::time::Instant::now();
+        let answer = api
+            .paced(Action::List, "my-app", || async {
+                match calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                    0 => Err(rate_limited(Some(Duration::from_secs(2)))),
+                    // No Retry-After: the documented rate (1 s).
+                    1 => Err(rate_limited(None)),
+                    n => Ok(n),
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(answer, 2);
+        // 2 s + 1 s of waiting; the three calls fit the bucket's burst.
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_call_gives_up_after_its_attempts_and_other_errors_go_back_at_once() {
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let error = api
+            .paced(Action::Wait, "m1", || async {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err::<(), _>(rate_limited(Some(Duration::from_millis(10))))
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::QuotaExceeded);
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+            RATE_LIMIT_ATTEMPTS
+        );
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let error = api
+            .paced(Action::Wait, "m2", || async {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err::<(), _>(Error::new(ErrorKind::Provider, "boom").with_status(500))
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.status(), Some(500));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lists_beyond_the_burst_are_spaced_per_app() {
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            api.paced(Action::List, "my-app", || async { Ok(()) })
+                .await
+                .unwrap();
+        }
+        // Fly's list limit: 3 at once, then 1 per second (PROTOCOL.md §3).
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
 }
