@@ -106,6 +106,9 @@ async fn main() -> sandbox_sdk_core::Result<()> {
         .token("bench-token")
         .app(APP)
         .base_url(server.uri())
+        // Latency of one call, not Fly's exec rate: the stand-in has no rate limit, and with the
+        // default pace every call after the first three would wait its 1 s turn.
+        .poll_interval(Duration::ZERO)
         .build()?;
     let sandbox = fly.connect_machine(ID).await?;
     let direct = Command::shell("echo hi").timeout(Duration::from_secs(10));
