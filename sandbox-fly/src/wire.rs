@@ -296,7 +296,7 @@ pub struct ServicePort {
 }
 
 /// `services[].autostop`: sent as `"off" | "stop" | "suspend"`, answered as a string or as a
-/// boolean (`false` = off, `true` = stop) — PROTOCOL.md §4 "Deserialiser traps".
+/// boolean (`false` = off, `true` = stop) — PROTOCOL.md §4 (the `autostop` trap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Autostop {
     /// Never stop on idle.
