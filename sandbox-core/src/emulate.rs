@@ -559,8 +559,8 @@ pub fn env_cwd_argv(cmd: &Command) -> Vec<String> {
 }
 
 /// Files over exec, for any provider that can run `sh -c SCRIPT sh ARGS…` (Fly's `/exec`, or a
-/// wrapped [`Sandbox`] through [`EmulateSandbox`]): the adapter supplies a [`ScriptRunner`],
-/// [`FilesOverExec`] does the rest with the POSIX `sh` scripts below.
+/// wrapped [`Sandbox`] through [`EmulateSandbox`]): the adapter supplies a [`ScriptRunner`](files::ScriptRunner),
+/// [`FilesOverExec`](files::FilesOverExec) does the rest with the POSIX `sh` scripts below.
 ///
 /// Every path and value reaches a script as a positional argument, never spliced into its
 /// text. The scripts use only POSIX tools plus `base64`, `dd`, `stat -c` and
@@ -570,8 +570,8 @@ pub fn env_cwd_argv(cmd: &Command) -> Vec<String> {
 /// when the caller polls for more, so any size moves in constant memory. Listings travel as
 /// NUL-terminated records in base64, so a file name holding a newline cannot forge entries.
 ///
-/// Exit statuses the scripts use: [`EXIT_MISSING`], [`EXIT_WRONG_KIND`], [`EXIT_PART_LOST`];
-/// [`script_error`] turns them (and [`EXIT_TAKEN`], for adapters' own scripts) into error kinds.
+/// Exit statuses the scripts use: [`EXIT_MISSING`](files::EXIT_MISSING), [`EXIT_WRONG_KIND`](files::EXIT_WRONG_KIND), [`EXIT_PART_LOST`](files::EXIT_PART_LOST);
+/// [`script_error`](files::script_error) turns them (and [`EXIT_TAKEN`](files::EXIT_TAKEN), for adapters' own scripts) into error kinds.
 pub mod files {
     use crate::error::{Error, ErrorKind, Result};
     use crate::exec::Output;
