@@ -8,10 +8,12 @@
 //!   across chunks) and the exit event becomes `ExitStatus { emulated: true, .. }`. If the
 //!   process dies before printing it, the provider's own exit status is passed on unchanged.
 //! - **files** (`files_upload == Unsupported`): every file operation but `watch` runs over exec
-//!   with POSIX tools (`base64`, `dd`, `stat -c`, `find`), moving at most [`CHUNK`] raw bytes per
-//!   exec; results are marked ([`Transfer::emulated`], [`Download::emulated`]) and
-//!   `capabilities()` reports `files_upload: Emulated`. The sandbox needs `sh`, coreutils or
-//!   busybox.
+//!   through [`files::FilesOverExec`] (POSIX `sh` scripts: `base64`, `dd`, `stat -c`, `find`),
+//!   moving at most [`CHUNK`] raw bytes per exec; results are marked ([`Transfer::emulated`],
+//!   [`Download::emulated`]) and `capabilities()` reports `files_upload: Emulated`. The sandbox
+//!   needs `sh`, coreutils or busybox. Adapters whose provider has exec but no file API use
+//!   [`files::FilesOverExec`] directly with their own [`files::ScriptRunner`] and chunk sizes,
+//!   and [`env_cwd_argv`] for per-command env and cwd over an argv-only exec.
 //! - **usage** (`usage == Unsupported`): [`Provider::usage`] is [estimated](crate::fleet::estimate)
 //!   from the sandbox's listing (creation and update times, state, CPUs and memory) and the
 //!   price table ([`PriceTable::builtin`] unless [`EmulateProvider::with_prices`] says
@@ -19,32 +21,22 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Level};
-use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{Command, EventStream, ExitStatus, Output, Process, ProcessEvent, ProcessInfo};
-use crate::files::{
-    Download, FileInfo, FileKind, ListOptions, Transfer, UploadBody, validate_path,
-};
+use crate::error::Result;
+use crate::exec::{Command, EventStream, ExitStatus, Process, ProcessEvent, ProcessInfo};
+use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
 use crate::fleet::{PrepareSpec, Prepared, PriceTable, Usage};
 use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInfo};
 use crate::provider::{FileEventStream, Provider, Sandbox, SandboxStream};
 use crate::shell::{build_script, shell_quote};
 use async_trait::async_trait;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, stream};
 use rand::Rng;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-use tokio::io::AsyncReadExt;
+use std::time::Duration;
 
 /// Raw bytes moved per exec by emulated file transfers (base64 makes 64 KiB of it).
 pub const CHUNK: usize = 48 * 1024;
-
-/// Exit status used by the emulation scripts for "no such file or directory".
-const MISSING: i32 = 3;
-/// Exit status used by the emulation scripts for "not a regular file / not a directory".
-const WRONG_KIND: i32 = 4;
 
 fn emulated_caps(mut caps: Capabilities) -> Capabilities {
     if caps.files_upload == Level::Unsupported {
@@ -262,113 +254,6 @@ async fn exec_on(inner: &dyn Sandbox, command: &Command) -> Result<Process> {
     }
 }
 
-fn script_error(inner: &dyn Sandbox, operation: &str, path: &str, output: &Output) -> Error {
-    let error = match output.status.code {
-        Some(MISSING) => Error::new(
-            ErrorKind::NotFound,
-            format!("no such file or directory: {path}"),
-        ),
-        Some(WRONG_KIND) => Error::validation(format!(
-            "{path} is not a {}",
-            if operation == "list_files" {
-                "directory"
-            } else {
-                "regular file"
-            }
-        )),
-        _ => {
-            let stderr = output.stderr_lossy();
-            let stderr: String = stderr.trim().chars().take(200).collect();
-            Error::new(
-                ErrorKind::Provider,
-                format!(
-                    "{operation} of {path} over exec failed with {}: {stderr}",
-                    output.status
-                ),
-            )
-        }
-    };
-    error.or_context(inner.provider(), operation, Some(inner.id()))
-}
-
-/// Runs a shell script and fails unless it exits 0.
-async fn run_script(
-    inner: &dyn Sandbox,
-    operation: &str,
-    path: &str,
-    script: String,
-) -> Result<Output> {
-    let output = exec_on(inner, &Command::shell(script))
-        .await?
-        .output()
-        .await?;
-    if output.status.success() {
-        Ok(output)
-    } else {
-        Err(script_error(inner, operation, path, &output))
-    }
-}
-
-fn exists_test(q: &str) -> String {
-    format!("[ -e {q} ] || [ -L {q} ]")
-}
-
-/// A path safe to hand to tools that take options before operands (`find`, `dd if=`).
-fn operand(path: &str) -> String {
-    if path.starts_with('-') {
-        format!("./{path}")
-    } else {
-        path.to_owned()
-    }
-}
-
-async fn put_chunk(inner: &dyn Sandbox, path: &str, chunk: &[u8], first: bool) -> Result<()> {
-    let q = shell_quote(path)?;
-    let data = shell_quote(&BASE64.encode(chunk))?;
-    let script = if first {
-        format!("mkdir -p -- \"$(dirname -- {q})\" && printf '%s' {data} | base64 -d > {q}")
-    } else {
-        format!("printf '%s' {data} | base64 -d >> {q}")
-    };
-    run_script(inner, "write_file", path, script)
-        .await
-        .map(drop)
-}
-
-fn parse_info(line: &str, path: &str) -> Result<FileInfo> {
-    let bad = || {
-        Error::new(
-            ErrorKind::Provider,
-            format!("unexpected stat output for {path}: {line:?}"),
-        )
-    };
-    let mut parts = line.splitn(4, '|');
-    let kind = match parts.next().ok_or_else(bad)? {
-        "regular file" | "regular empty file" => FileKind::File,
-        "directory" => FileKind::Dir,
-        "symbolic link" => FileKind::Symlink,
-        _ => FileKind::Other,
-    };
-    let size = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    let mode = parts.next().and_then(|s| u32::from_str_radix(s, 8).ok());
-    let modified = parts
-        .next()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .and_then(|secs| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs)));
-    let trimmed = path.trim_end_matches('/');
-    let name = trimmed.rsplit('/').next().unwrap_or(trimmed).to_owned();
-    Ok(FileInfo {
-        path: path.to_owned(),
-        name,
-        kind,
-        size,
-        mode,
-        modified,
-    })
-}
-
-const STAT_FORMAT: &str = "'%F|%s|%a|%Y'";
-
 /// A provider whose sandboxes emulate what the provider lacks (see the module docs).
 #[derive(Debug, Clone)]
 pub struct EmulateProvider {
@@ -452,38 +337,64 @@ impl EmulateSandbox {
         self.inner.capabilities().files_upload.is_available()
     }
 
-    async fn write_chunks(&self, path: &str, body: &mut UploadBody) -> Result<Transfer> {
-        validate_path(path)?;
-        let mut buf = vec![0u8; CHUNK];
-        let mut total = 0u64;
-        let mut first = true;
-        loop {
-            let mut filled = 0;
-            while filled < CHUNK {
-                let n = body.read(&mut buf[filled..]).await.map_err(|e| {
-                    Error::from(e).or_context(
-                        self.inner.provider(),
-                        "upload",
-                        Some(self.inner.id()),
-                    )
-                })?;
-                if n == 0 {
-                    break;
+    fn files(&self) -> files::FilesOverExec<SandboxScripts> {
+        files::FilesOverExec::new(SandboxScripts {
+            inner: self.inner.clone(),
+        })
+    }
+}
+
+/// Runs the file scripts through a wrapped sandbox's exec (cwd/env folded and exit markers
+/// added as its flags require). Stdin travels inside the script (`printf '%s' DATA | sh -c …`),
+/// since not every provider takes stdin; a [`CHUNK`] of base64 keeps it well under the kernel's
+/// limit on one argument (128 KiB).
+struct SandboxScripts {
+    inner: Arc<dyn Sandbox>,
+}
+
+#[async_trait]
+impl files::ScriptRunner for SandboxScripts {
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+
+    fn sandbox_id(&self) -> &str {
+        self.inner.id()
+    }
+
+    async fn run(
+        &self,
+        _operation: &str,
+        script: &str,
+        args: &[&str],
+        stdin: Option<String>,
+    ) -> Result<files::ScriptOutput> {
+        let command = match stdin {
+            None => {
+                let mut command = Command::new("sh").arg("-c").arg(script).arg("sh");
+                for arg in args {
+                    command = command.arg(*arg);
                 }
-                filled += n;
+                command
             }
-            if filled > 0 || first {
-                put_chunk(&*self.inner, path, &buf[..filled], first).await?;
-                total += filled as u64;
-                first = false;
+            Some(data) => {
+                let mut line = format!(
+                    "printf '%s' {} | sh -c {} sh",
+                    shell_quote(&data)?,
+                    shell_quote(script)?
+                );
+                for arg in args {
+                    line.push(' ');
+                    line.push_str(&shell_quote(arg)?);
+                }
+                Command::shell(line)
             }
-            if filled < CHUNK {
-                return Ok(Transfer {
-                    bytes: total,
-                    emulated: true,
-                });
-            }
-        }
+        };
+        let output = exec_on(&*self.inner, &command).await?.output().await?;
+        Ok(files::ScriptOutput {
+            output,
+            request_id: None,
+        })
     }
 }
 
@@ -518,157 +429,53 @@ impl Sandbox for EmulateSandbox {
     async fn kill_process(&self, pid: &str) -> Result<()> {
         self.inner.kill_process(pid).await
     }
-    async fn upload(&self, path: &str, mut body: UploadBody) -> Result<Transfer> {
+    async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
         if self.native_files() {
             return self.inner.upload(path, body).await;
         }
-        self.write_chunks(path, &mut body).await
+        self.files().upload(path, body).await
     }
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
         if self.native_files() {
             return self.inner.write_file(path, data).await;
         }
-        let mut body: UploadBody = Box::pin(std::io::Cursor::new(data));
-        self.write_chunks(path, &mut body).await
+        self.files().write_file(path, data).await
     }
     async fn download(&self, path: &str) -> Result<Download> {
         if self.native_files() {
             return self.inner.download(path).await;
         }
-        validate_path(path)?;
-        let q = shell_quote(path)?;
-        let check = format!(
-            "if [ -f {q} ]; then :; elif {}; then exit {WRONG_KIND}; else exit {MISSING}; fi",
-            exists_test(&q)
-        );
-        run_script(&*self.inner, "download", path, check).await?;
-        let input = shell_quote(&format!("if={}", operand(path)))?;
-        let inner = self.inner.clone();
-        let path = path.to_owned();
-        let chunks = stream::try_unfold(Some(0u64), move |block| {
-            let inner = inner.clone();
-            let input = input.clone();
-            let path = path.clone();
-            async move {
-                let Some(block) = block else {
-                    return Ok(None);
-                };
-                let script =
-                    format!("dd {input} bs={CHUNK} skip={block} count=1 2>/dev/null | base64");
-                let output = run_script(&*inner, "download", &path, script).await?;
-                let text: Vec<u8> = output
-                    .stdout
-                    .iter()
-                    .copied()
-                    .filter(|b| !b.is_ascii_whitespace())
-                    .collect();
-                let data = BASE64.decode(&text).map_err(|_| {
-                    Error::new(
-                        ErrorKind::Transport,
-                        format!("download of {path} over exec returned invalid base64"),
-                    )
-                    .or_context(inner.provider(), "download", Some(inner.id()))
-                })?;
-                if data.is_empty() {
-                    return Ok(None);
-                }
-                let next = (data.len() == CHUNK).then_some(block + 1);
-                Ok(Some((Bytes::from(data), next)))
-            }
-        });
-        Ok(Download::emulated(chunks.boxed()))
+        self.files().download(path).await
     }
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
         if self.native_files() {
             return self.inner.list_files(path, options).await;
         }
-        validate_path(path)?;
-        let q = shell_quote(path)?;
-        let start = shell_quote(&operand(path))?;
-        let each = shell_quote(&format!(
-            "for f; do printf '%s|' \"$(stat -c {STAT_FORMAT} -- \"$f\")\"; \
-             printf '%s' \"$f\" | base64 | tr -d '\\n'; echo; done"
-        ))?;
-        let script = format!(
-            "if [ -d {q} ]; then find {start} -mindepth 1 -maxdepth {} -exec sh -c {each} sh {{}} +; \
-             elif {}; then exit {WRONG_KIND}; else exit {MISSING}; fi",
-            options.depth.max(1),
-            exists_test(&q)
-        );
-        let output = run_script(&*self.inner, "list_files", path, script).await?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let mut entries = Vec::new();
-        for line in text.lines().filter(|l| !l.is_empty()) {
-            let (meta, encoded) = line.rsplit_once('|').unwrap_or((line, ""));
-            let name = BASE64
-                .decode(encoded)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Provider,
-                        format!("unexpected listing output for {path}: {line:?}"),
-                    )
-                })?;
-            let name = match name.strip_prefix("./") {
-                Some(stripped) if operand(path) != path => stripped.to_owned(),
-                _ => name,
-            };
-            entries.push(parse_info(meta, &name)?);
-        }
-        Ok(entries)
+        self.files().list(path, options).await
     }
     async fn stat(&self, path: &str) -> Result<FileInfo> {
         if self.native_files() {
             return self.inner.stat(path).await;
         }
-        validate_path(path)?;
-        let q = shell_quote(path)?;
-        let script = format!(
-            "if {}; then stat -c {STAT_FORMAT} -- {q}; else exit {MISSING}; fi",
-            exists_test(&q)
-        );
-        let output = run_script(&*self.inner, "stat", path, script).await?;
-        parse_info(String::from_utf8_lossy(&output.stdout).trim_end(), path)
+        self.files().stat(path).await
     }
     async fn mkdir(&self, path: &str) -> Result<()> {
         if self.native_files() {
             return self.inner.mkdir(path).await;
         }
-        validate_path(path)?;
-        let script = format!("mkdir -p -- {}", shell_quote(path)?);
-        run_script(&*self.inner, "mkdir", path, script)
-            .await
-            .map(drop)
+        self.files().mkdir(path).await
     }
     async fn remove(&self, path: &str) -> Result<()> {
         if self.native_files() {
             return self.inner.remove(path).await;
         }
-        validate_path(path)?;
-        let q = shell_quote(path)?;
-        let script = format!(
-            "if {}; then rm -rf -- {q}; else exit {MISSING}; fi",
-            exists_test(&q)
-        );
-        run_script(&*self.inner, "remove", path, script)
-            .await
-            .map(drop)
+        self.files().remove(path).await
     }
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
         if self.native_files() {
             return self.inner.rename(from, to).await;
         }
-        validate_path(from)?;
-        validate_path(to)?;
-        let (qf, qt) = (shell_quote(from)?, shell_quote(to)?);
-        let script = format!(
-            "if {}; then mv -f -- {qf} {qt}; else exit {MISSING}; fi",
-            exists_test(&qf)
-        );
-        run_script(&*self.inner, "rename", from, script)
-            .await
-            .map(drop)
+        self.files().rename(from, to).await
     }
     async fn watch(&self, path: &str, recursive: bool) -> Result<FileEventStream> {
         self.inner.watch(path, recursive).await
@@ -705,6 +512,686 @@ impl Sandbox for EmulateSandbox {
     }
 }
 
+/// The argv that runs `cmd` with its env and cwd without any shell quoting, for providers whose
+/// exec takes an argv but no per-command env or cwd: every value is an argument of its own,
+/// never shell text.
+///
+/// - env: `env -- K=V… PROGRAM…`. `env` reads every word with a `=` as an assignment up to the
+///   program, even after `--`, so a program whose name holds a `=` goes through the `sh` wrapper
+///   below (`env -- K=V sh -c 'exec "$@"' sh A=B …`), where it is the wrapper's argument.
+/// - cwd: `sh -c 'cd -- "$1" || exit 1; shift; exec "$@"' sh CWD PROGRAM…`, a relative CWD
+///   written `./CWD`: `cd -- -` still means "the previous directory" in dash, bash and BusyBox,
+///   and a relative name would consult `CDPATH`.
+/// - a program whose name starts with `-` is run by the wrapper as a plain command (`"$@"`), not
+///   with `exec`: bash and BusyBox take `exec -l` for an option of `exec`.
+///
+/// Without env and cwd the argv is returned as it is.
+pub fn env_cwd_argv(cmd: &Command) -> Vec<String> {
+    let program = cmd.argv.first().map(String::as_str).unwrap_or("");
+    let needs_shell = cmd.cwd.is_some() || (!cmd.env.is_empty() && program.contains('='));
+    let mut argv = Vec::new();
+    if !cmd.env.is_empty() {
+        argv.extend(["env", "--"].map(String::from));
+        argv.extend(cmd.env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    if needs_shell {
+        let run = if program.starts_with('-') {
+            "\"$@\""
+        } else {
+            "exec \"$@\""
+        };
+        let script = if cmd.cwd.is_some() {
+            format!("cd -- \"$1\" || exit 1; shift; {run}")
+        } else {
+            run.to_owned()
+        };
+        argv.extend(["sh".to_owned(), "-c".to_owned(), script, "sh".to_owned()]);
+        if let Some(cwd) = &cmd.cwd {
+            argv.push(if cwd.starts_with('/') {
+                cwd.clone()
+            } else {
+                format!("./{cwd}")
+            });
+        }
+    }
+    argv.extend(cmd.argv.iter().cloned());
+    argv
+}
+
+/// Files over exec, for any provider that can run `sh -c SCRIPT sh ARGS…` (Fly's `/exec`, or a
+/// wrapped [`Sandbox`] through [`EmulateSandbox`]): the adapter supplies a [`ScriptRunner`](files::ScriptRunner),
+/// [`FilesOverExec`](files::FilesOverExec) does the rest with the POSIX `sh` scripts below.
+///
+/// Every path and value reaches a script as a positional argument, never spliced into its
+/// text. The scripts use only POSIX tools plus `base64`, `dd`, `stat -c` and
+/// `find -mindepth/-maxdepth`, which both GNU coreutils and BusyBox provide. Uploads go through
+/// the script's stdin as base64 in chunks, into a partial file beside the target that the last
+/// chunk renames into place; downloads come back as base64 one block per call, each made only
+/// when the caller polls for more, so any size moves in constant memory. Listings travel as
+/// NUL-terminated records in base64, so a file name holding a newline cannot forge entries.
+///
+/// Exit statuses the scripts use: [`EXIT_MISSING`](files::EXIT_MISSING), [`EXIT_WRONG_KIND`](files::EXIT_WRONG_KIND), [`EXIT_PART_LOST`](files::EXIT_PART_LOST);
+/// [`script_error`](files::script_error) turns them (and [`EXIT_TAKEN`](files::EXIT_TAKEN), for adapters' own scripts) into error kinds.
+pub mod files {
+    use crate::error::{Error, ErrorKind, Result};
+    use crate::exec::Output;
+    use crate::files::{
+        Download, FileInfo, FileKind, ListOptions, Transfer, UploadBody, validate_path,
+    };
+    use async_trait::async_trait;
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use bytes::{BufMut, Bytes, BytesMut};
+    use futures::StreamExt;
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+    use tokio::io::AsyncReadExt;
+
+    /// Exit status for "no such file, directory or process".
+    pub const EXIT_MISSING: i32 = 44;
+    /// Exit status for "wrong file type" (a directory where a file belongs, or the reverse).
+    pub const EXIT_WRONG_KIND: i32 = 45;
+    /// Exit status of an upload chunk whose partial file vanished.
+    pub const EXIT_PART_LOST: i32 = 46;
+    /// Exit status for "that name is taken" (adapters' own scripts: a process id in use).
+    pub const EXIT_TAKEN: i32 = 47;
+
+    /// `sh -c STAT sh PATH`: `HEXMODE SIZE MTIME`.
+    pub const STAT: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+stat -c '%f %s %Y' "$1"
+"#;
+
+    /// `sh -c LIST sh DIR DEPTH`: for each batch of entries `find` hands over, one block of
+    /// base64 followed by a `.` line; decoded, a block is `HEXMODE SIZE MTIME PATH` records,
+    /// each ended by a NUL. A file name may hold any byte but NUL, so records are
+    /// NUL-terminated and the bytes travel as base64, never as lines of text. `stat -c … %n`
+    /// has no NUL terminator in BusyBox, so the names of a batch without a newline go through
+    /// one `stat` whose line ends become NULs (`tr`), and the rare name with a newline gets a
+    /// `stat` of its own without `%n`, its name printed by the shell. `find`'s own failure (an
+    /// unreadable directory) stays the script's exit status.
+    pub const LIST: &str = r#"[ -e "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+[ -d "$1" ] || { echo "not a directory" >&2; exit 45; }
+find "$1" -mindepth 1 -maxdepth "$2" -exec sh -c '
+nl="
+"
+{
+  n=$#
+  while [ "$n" -gt 0 ]; do
+    f=$1; shift; n=$((n-1))
+    case $f in
+      *"$nl"*) s=$(stat -c "%f %s %Y" -- "$f") && printf "%s %s\0" "$s" "$f" ;;
+      *) set -- "$@" "$f" ;;
+    esac
+  done
+  [ "$#" = 0 ] || stat -c "%f %s %Y %n" -- "$@" | tr "\n" "\0"
+} | base64
+echo .' sh {} +
+"#;
+
+    /// `sh -c MKDIR sh PATH`.
+    pub const MKDIR: &str = r#"mkdir -p "$1""#;
+
+    /// `sh -c REMOVE sh PATH`.
+    pub const REMOVE: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+rm -rf "$1"
+"#;
+
+    /// `sh -c RENAME sh FROM TO`.
+    pub const RENAME: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
+mv -f "$1" "$2"
+"#;
+
+    /// `sh -c UPLOAD sh PART FINAL FIRST LAST` with base64 on stdin: the first chunk creates
+    /// the parent directories and the partial file, later chunks append, the last renames it
+    /// into place.
+    pub const UPLOAD: &str = r#"t=$1 f=$2
+if [ "$3" = 1 ]; then
+  [ -d "$f" ] && { echo "is a directory" >&2; exit 45; }
+  mkdir -p "$(dirname "$f")" && base64 -d >"$t" || exit 1
+else
+  [ -f "$t" ] || { echo "partial upload file vanished" >&2; exit 46; }
+  base64 -d >>"$t" || exit 1
+fi
+if [ "$4" = 1 ]; then mv -f "$t" "$f" || exit 1; fi
+exit 0
+"#;
+
+    /// `sh -c DOWNLOAD sh PATH BLOCK INDEX`: block INDEX of size BLOCK in base64.
+    pub const DOWNLOAD: &str = r#"dd if="$1" bs="$2" skip="$3" count=1 2>/dev/null | base64"#;
+
+    /// `sh -c CLEANUP sh PART`: removes a partial upload after a failure.
+    pub const CLEANUP: &str = r#"rm -f "$1""#;
+
+    /// What one script printed, and the request id of the call that ran it, if any.
+    #[derive(Debug, Clone)]
+    pub struct ScriptOutput {
+        /// Stdout, stderr and exit status.
+        pub output: Output,
+        /// The provider's request id, for error reports.
+        pub request_id: Option<String>,
+    }
+
+    /// Runs one script in a sandbox: `sh -c SCRIPT sh ARGS…` with `stdin` (text; base64 for
+    /// uploads) on its standard input. Nonzero exit statuses are answers, not errors.
+    #[async_trait]
+    pub trait ScriptRunner: Send + Sync {
+        /// The provider's name, for error context.
+        fn provider(&self) -> &str;
+        /// The sandbox's id, for error context.
+        fn sandbox_id(&self) -> &str;
+        /// Runs `script` for `operation` (`upload`, `download`, `stat`, `list_files`, …).
+        async fn run(
+            &self,
+            operation: &str,
+            script: &str,
+            args: &[&str],
+            stdin: Option<String>,
+        ) -> Result<ScriptOutput>;
+    }
+
+    /// A script's failure as an error: [`EXIT_MISSING`] is `NotFound`, [`EXIT_WRONG_KIND`]
+    /// `Validation`, [`EXIT_TAKEN`] `Conflict`, permission problems `Unauthorized`, anything
+    /// else `Provider`; the message names `what` and carries the script's stderr.
+    pub fn script_error(
+        out: &ScriptOutput,
+        provider: &str,
+        operation: &str,
+        sandbox_id: &str,
+        what: &str,
+    ) -> Error {
+        let stderr = String::from_utf8_lossy(&out.output.stderr);
+        let stderr = stderr.trim();
+        let code = out.output.status.code.unwrap_or(0);
+        let kind = match code {
+            EXIT_MISSING => ErrorKind::NotFound,
+            EXIT_WRONG_KIND => ErrorKind::Validation,
+            EXIT_TAKEN => ErrorKind::Conflict,
+            _ if stderr.contains("No such file") => ErrorKind::NotFound,
+            _ if stderr.contains("Permission denied") || stderr.contains("Read-only") => {
+                ErrorKind::Unauthorized
+            }
+            _ if stderr.contains("Not a directory") || stderr.contains("Is a directory") => {
+                ErrorKind::Validation
+            }
+            _ if stderr.contains("File exists") => ErrorKind::Conflict,
+            _ => ErrorKind::Provider,
+        };
+        let detail = if stderr.is_empty() {
+            match out.output.status.signal {
+                Some(signal) => format!("signal {signal}"),
+                None => format!("exit code {code}"),
+            }
+        } else {
+            stderr.chars().take(300).collect()
+        };
+        let error = Error::new(kind, format!("{what}: {detail}"))
+            .with_provider(provider)
+            .with_operation(operation)
+            .with_sandbox_id(sandbox_id);
+        match &out.request_id {
+            Some(id) => error.with_request_id(id.clone()),
+            None => error,
+        }
+    }
+
+    /// A path as passed to the scripts: checked, without a trailing `/`, and one starting with
+    /// `-` gets `./` so no tool takes it for an option.
+    pub fn arg_path(path: &str) -> Result<String> {
+        validate_path(path)?;
+        let trimmed = if path.len() > 1 {
+            path.trim_end_matches('/')
+        } else {
+            path
+        };
+        let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+        Ok(if trimmed.starts_with('-') {
+            format!("./{trimmed}")
+        } else {
+            trimmed.to_owned()
+        })
+    }
+
+    /// Parses [`STAT`]'s `HEXMODE SIZE MTIME [PATH]` (the path from the line when it has one,
+    /// else `path`).
+    pub fn parse_stat_line(line: &str, path: &str) -> Option<FileInfo> {
+        let mut parts = line.splitn(4, ' ');
+        let mode = u32::from_str_radix(parts.next()?.trim(), 16).ok()?;
+        let size = parts.next()?.trim().parse().ok()?;
+        let mtime: u64 = parts.next()?.trim().parse().ok()?;
+        let path = parts
+            .next()
+            .map(str::to_owned)
+            .unwrap_or_else(|| path.to_owned());
+        let kind = match mode & 0o170000 {
+            0o100000 => FileKind::File,
+            0o040000 => FileKind::Dir,
+            0o120000 => FileKind::Symlink,
+            _ => FileKind::Other,
+        };
+        let name = path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("/")
+            .to_owned();
+        Some(FileInfo {
+            path,
+            name,
+            kind,
+            size,
+            mode: Some(mode & 0o7777),
+            // Checked: the line comes from the sandbox, and `SystemTime + Duration` panics on
+            // overflow.
+            modified: SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(mtime)),
+        })
+    }
+
+    /// Parses [`LIST`]'s answer: blocks of base64 each ended by a `.` line, decoding to
+    /// NUL-terminated `HEXMODE SIZE MTIME PATH` records (bytes that are not UTF-8 are
+    /// replaced). Sorted by path; `None` when a block is not base64 or the answer was cut short.
+    pub fn parse_list(text: &str) -> Option<Vec<FileInfo>> {
+        let mut entries = Vec::new();
+        let mut block = String::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line != "." {
+                block.push_str(line);
+                continue;
+            }
+            let bytes = BASE64.decode(std::mem::take(&mut block)).ok()?;
+            for record in bytes.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+                let record = String::from_utf8_lossy(record);
+                // A record the tools printed oddly is left out; it cannot become others.
+                if let Some(info) = parse_stat_line(&record, "") {
+                    entries.push(info);
+                }
+            }
+        }
+        if !block.is_empty() {
+            return None;
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Some(entries)
+    }
+
+    /// Files over exec through one [`ScriptRunner`] (see the module docs). Cheap to clone.
+    pub struct FilesOverExec<R> {
+        runner: Arc<R>,
+        upload_chunk: usize,
+        download_chunk: u64,
+        part_suffix: String,
+    }
+
+    impl<R> Clone for FilesOverExec<R> {
+        fn clone(&self) -> Self {
+            FilesOverExec {
+                runner: self.runner.clone(),
+                upload_chunk: self.upload_chunk,
+                download_chunk: self.download_chunk,
+                part_suffix: self.part_suffix.clone(),
+            }
+        }
+    }
+
+    impl<R: ScriptRunner + 'static> FilesOverExec<R> {
+        /// Files through `runner`, [`super::CHUNK`] raw bytes per call each way.
+        pub fn new(runner: R) -> Self {
+            FilesOverExec {
+                runner: Arc::new(runner),
+                upload_chunk: super::CHUNK,
+                download_chunk: super::CHUNK as u64,
+                part_suffix: ".sandbox-upload".to_owned(),
+            }
+        }
+
+        /// Raw bytes per call: `upload` per upload chunk (sent as base64 on stdin), `download`
+        /// per download block (answered as base64); each at least 3. A provider that counts
+        /// every exec against a rate limit moves as many bytes per call as its limits allow.
+        pub fn chunks(mut self, upload: usize, download: u64) -> Self {
+            self.upload_chunk = upload.max(3);
+            self.download_chunk = download.max(3);
+            self
+        }
+
+        /// The suffix of the partial file an upload writes beside its target (default
+        /// `.sandbox-upload`).
+        pub fn part_suffix(mut self, suffix: impl Into<String>) -> Self {
+            self.part_suffix = suffix.into();
+            self
+        }
+
+        fn context(&self, error: Error, operation: &str) -> Error {
+            error.or_context(
+                self.runner.provider(),
+                operation,
+                Some(self.runner.sandbox_id()),
+            )
+        }
+
+        /// Runs `script` and fails unless it exits 0.
+        async fn checked(
+            &self,
+            operation: &str,
+            script: &str,
+            args: &[&str],
+            stdin: Option<String>,
+            what: &str,
+        ) -> Result<ScriptOutput> {
+            let out = self.runner.run(operation, script, args, stdin).await?;
+            if out.output.status.success() {
+                Ok(out)
+            } else {
+                Err(script_error(
+                    &out,
+                    self.runner.provider(),
+                    operation,
+                    self.runner.sandbox_id(),
+                    what,
+                ))
+            }
+        }
+
+        /// Reads up to `size` bytes (fewer only at the end of the body).
+        async fn read_chunk(&self, body: &mut UploadBody, size: usize) -> Result<Bytes> {
+            let mut buf = BytesMut::with_capacity(size);
+            while buf.len() < size {
+                let left = size - buf.len();
+                let mut room = (&mut buf).limit(left);
+                let n = body
+                    .read_buf(&mut room)
+                    .await
+                    .map_err(|e| self.context(Error::from(e), "upload"))?;
+                if n == 0 {
+                    break;
+                }
+            }
+            Ok(buf.freeze())
+        }
+
+        /// Streams `body` to `path`: parents created, written to a partial file beside it,
+        /// renamed into place after the last chunk. Holds at most two chunks in memory (the one
+        /// being sent and the next, read ahead to know which chunk is last). On failure the
+        /// partial file is removed.
+        pub async fn upload(&self, path: &str, mut body: UploadBody) -> Result<Transfer> {
+            let target = arg_path(path).map_err(|e| self.context(e, "upload"))?;
+            // A fixed name beside the target (same filesystem, so the final rename is atomic);
+            // two concurrent uploads to one path are as racy as two concurrent writes anyway.
+            let part = format!("{target}{}", self.part_suffix);
+            let chunk = self.upload_chunk;
+            let mut current = self.read_chunk(&mut body, chunk).await?;
+            let mut first = true;
+            let mut total = 0u64;
+            loop {
+                let next = if current.len() < chunk {
+                    Bytes::new()
+                } else {
+                    match self.read_chunk(&mut body, chunk).await {
+                        Ok(next) => next,
+                        Err(e) => {
+                            // The caller's body failed after chunks were sent: no partial file.
+                            if !first {
+                                self.remove_part(&part).await;
+                            }
+                            return Err(e);
+                        }
+                    }
+                };
+                let last = next.is_empty();
+                let args = [
+                    part.as_str(),
+                    target.as_str(),
+                    if first { "1" } else { "0" },
+                    if last { "1" } else { "0" },
+                ];
+                let sent = self
+                    .checked(
+                        "upload",
+                        UPLOAD,
+                        &args,
+                        Some(BASE64.encode(&current)),
+                        &format!("writing {path}"),
+                    )
+                    .await;
+                if let Err(e) = sent {
+                    // Even a failed first call may have created the partial file (a lost
+                    // answer, a failed rename); `rm -f` of a missing file is harmless.
+                    self.remove_part(&part).await;
+                    return Err(e);
+                }
+                total += current.len() as u64;
+                first = false;
+                if last {
+                    return Ok(Transfer {
+                        bytes: total,
+                        emulated: true,
+                    });
+                }
+                current = next;
+            }
+        }
+
+        /// Best effort removal of a partial file after a failure (the failure is what gets
+        /// reported).
+        pub async fn remove_part(&self, part: &str) {
+            if let Err(e) = self.runner.run("upload", CLEANUP, &[part], None).await {
+                tracing::debug!(error = %e, "could not remove a partial upload");
+            }
+        }
+
+        /// Uploads a buffer.
+        pub async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
+            let reader: UploadBody = Box::pin(std::io::Cursor::new(data));
+            self.upload(path, reader).await
+        }
+
+        /// Stats `path` (a symlink itself, not its target).
+        pub async fn stat(&self, path: &str) -> Result<FileInfo> {
+            let p = arg_path(path).map_err(|e| self.context(e, "stat"))?;
+            let out = self.checked("stat", STAT, &[&p], None, path).await?;
+            let text = String::from_utf8_lossy(&out.output.stdout);
+            let mut info = parse_stat_line(text.trim(), path).ok_or_else(|| {
+                self.context(
+                    Error::new(
+                        ErrorKind::Provider,
+                        format!("unreadable stat answer for {path}"),
+                    ),
+                    "stat",
+                )
+            })?;
+            info.path = path.to_owned();
+            Ok(info)
+        }
+
+        /// Lists the directory `path` down to `options.depth`, sorted by path.
+        pub async fn list(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
+            let p = arg_path(path).map_err(|e| self.context(e, "list_files"))?;
+            let depth = options.depth.max(1).to_string();
+            let out = self
+                .checked("list_files", LIST, &[&p, &depth], None, path)
+                .await?;
+            parse_list(&String::from_utf8_lossy(&out.output.stdout)).ok_or_else(|| {
+                self.context(
+                    Error::new(ErrorKind::Provider, format!("unreadable listing of {path}")),
+                    "list_files",
+                )
+            })
+        }
+
+        async fn simple(&self, operation: &str, script: &str, paths: &[&str]) -> Result<()> {
+            let args: Vec<String> = paths
+                .iter()
+                .map(|p| arg_path(p))
+                .collect::<Result<_>>()
+                .map_err(|e| self.context(e, operation))?;
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            self.checked(operation, script, &refs, None, &paths.join(" -> "))
+                .await
+                .map(drop)
+        }
+
+        /// `mkdir -p`.
+        pub async fn mkdir(&self, path: &str) -> Result<()> {
+            self.simple("mkdir", MKDIR, &[path]).await
+        }
+
+        /// Removes a file or a directory tree; a missing path is `NotFound`.
+        pub async fn remove(&self, path: &str) -> Result<()> {
+            self.simple("remove", REMOVE, &[path]).await
+        }
+
+        /// Moves `from` to `to`, replacing a file there; a missing `from` is `NotFound`.
+        pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
+            self.simple("rename", RENAME, &[from, to]).await
+        }
+
+        /// Streams the file at `path` in blocks of the download chunk, one call per block, each
+        /// made only when the caller polls for more. A missing path is `NotFound` at once; a
+        /// directory is `Validation`; a file that comes back shorter than its size was is an
+        /// error, never a truncated file handed out as complete.
+        pub async fn download(&self, path: &str) -> Result<Download> {
+            let info = self.stat(path).await?;
+            if info.kind == FileKind::Dir {
+                return Err(self.context(
+                    Error::validation(format!("{path} is a directory, not a file")),
+                    "download",
+                ));
+            }
+            let p = arg_path(path)?;
+            let size = info.size;
+            let block = self.download_chunk;
+            let files = self.clone();
+            let path = path.to_owned();
+            let stream = futures::stream::try_unfold((0u64, false), move |(index, done)| {
+                let (files, p, path) = (files.clone(), p.clone(), path.clone());
+                async move {
+                    if done || index * block >= size.max(1) && index > 0 {
+                        return Ok(None);
+                    }
+                    let args = [p.as_str(), &block.to_string(), &index.to_string()];
+                    let out = files
+                        .checked("download", DOWNLOAD, &args, None, &path)
+                        .await?;
+                    let text: Vec<u8> = out
+                        .output
+                        .stdout
+                        .iter()
+                        .copied()
+                        .filter(|b| !b.is_ascii_whitespace())
+                        .collect();
+                    let chunk = BASE64.decode(text).map_err(|_| {
+                        files.context(
+                            Error::new(
+                                ErrorKind::Provider,
+                                format!("unreadable base64 while reading {path}"),
+                            ),
+                            "download",
+                        )
+                    })?;
+                    let short = (chunk.len() as u64) < block;
+                    let got = index * block + chunk.len() as u64;
+                    if short && got < size {
+                        // `dd` failing (unreadable file) or the file shrinking both look like
+                        // an early end: report it.
+                        return Err(files.context(
+                            Error::new(
+                                ErrorKind::Provider,
+                                format!(
+                                    "read {got} of {size} bytes of {path}: the file shrank or \
+                                     could not be read"
+                                ),
+                            ),
+                            "download",
+                        ));
+                    }
+                    if chunk.is_empty() {
+                        return Ok(None);
+                    }
+                    Ok(Some((Bytes::from(chunk), (index + 1, short))))
+                }
+            })
+            .boxed();
+            Ok(Download::emulated(stream))
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn stat_lines_parse_kind_size_mode_and_time() {
+            let f = parse_stat_line("81a4 12 1700000000", "/a/b.txt").unwrap();
+            assert_eq!((f.kind, f.size, f.mode), (FileKind::File, 12, Some(0o644)));
+            assert_eq!(f.name, "b.txt");
+            assert_eq!(
+                f.modified,
+                Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+            );
+            let d = parse_stat_line("41ed 4096 1700000000 /w/dir with space", "").unwrap();
+            assert_eq!(
+                (d.kind, d.path.as_str()),
+                (FileKind::Dir, "/w/dir with space")
+            );
+            assert_eq!(d.name, "dir with space");
+            let l = parse_stat_line("a1ff 7 1 /w/link", "").unwrap();
+            assert_eq!(l.kind, FileKind::Symlink);
+            assert!(parse_stat_line("zz 1 1", "x").is_none());
+            // An absurd mtime from the sandbox is no time at all, not a panic.
+            let f = parse_stat_line("81a4 1 18446744073709551615", "/a").unwrap();
+            assert_eq!((f.modified, f.size), (None, 1));
+        }
+
+        #[test]
+        fn paths_are_checked_and_made_safe_for_tools() {
+            assert_eq!(arg_path("-rf").unwrap(), "./-rf");
+            assert_eq!(arg_path("/a/b/").unwrap(), "/a/b");
+            assert_eq!(arg_path("/").unwrap(), "/");
+            assert!(arg_path("").is_err());
+            assert!(arg_path("a\0b").is_err());
+        }
+
+        #[test]
+        fn listings_cut_short_or_not_base64_are_refused() {
+            let record = BASE64.encode(b"81a4 2 1 /d/a\0");
+            let listed = parse_list(&format!("{record}\n.\n")).unwrap();
+            assert_eq!(listed.len(), 1);
+            assert_eq!(listed[0].name, "a");
+            assert!(parse_list(&format!("{record}\n")).is_none());
+            assert!(parse_list("!!\n.\n").is_none());
+        }
+
+        fn exit(code: i32, stderr: &str) -> ScriptOutput {
+            ScriptOutput {
+                output: Output {
+                    stdout: Bytes::new(),
+                    stderr: Bytes::from(stderr.to_owned()),
+                    status: crate::exec::ExitStatus::code(code),
+                },
+                request_id: Some("req-1".into()),
+            }
+        }
+
+        #[test]
+        fn script_exit_statuses_become_error_kinds() {
+            let e = script_error(&exit(EXIT_MISSING, "gone"), "p", "stat", "sb", "/a");
+            assert_eq!(e.kind(), ErrorKind::NotFound);
+            assert_eq!(e.message(), "/a: gone");
+            assert_eq!(
+                (e.request_id(), e.sandbox_id(), e.operation()),
+                (Some("req-1"), Some("sb"), Some("stat"))
+            );
+            let kind = |code, stderr| script_error(&exit(code, stderr), "p", "o", "s", "w").kind();
+            assert_eq!(kind(EXIT_WRONG_KIND, ""), ErrorKind::Validation);
+            assert_eq!(kind(EXIT_TAKEN, ""), ErrorKind::Conflict);
+            assert_eq!(kind(1, "x: Permission denied"), ErrorKind::Unauthorized);
+            assert_eq!(kind(1, "boom"), ErrorKind::Provider);
+            let e = script_error(&exit(2, ""), "p", "o", "s", "w");
+            assert_eq!(e.message(), "w: exit code 2");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,17 +1212,125 @@ mod tests {
     }
 
     #[test]
-    fn stat_output_with_an_unrepresentable_time_does_not_panic() {
-        let info = parse_info("regular file|5|644|18446744073709551615", "/a/b").unwrap();
+    fn env_and_cwd_travel_as_arguments() {
+        let cmd = Command::new("echo")
+            .arg("a b")
+            .cwd("/w d")
+            .env("K", "v'\"$x");
         assert_eq!(
-            (info.name.as_str(), info.size, info.modified),
-            ("b", 5, None)
+            env_cwd_argv(&cmd),
+            [
+                "env",
+                "--",
+                "K=v'\"$x",
+                "sh",
+                "-c",
+                "cd -- \"$1\" || exit 1; shift; exec \"$@\"",
+                "sh",
+                "/w d",
+                "echo",
+                "a b"
+            ]
         );
-        let info = parse_info("directory|0|755|60", "/a").unwrap();
+        assert_eq!(env_cwd_argv(&Command::new("true")), ["true"]);
         assert_eq!(
-            info.modified,
-            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(60))
+            env_cwd_argv(&Command::new("true").env("A", "1")),
+            ["env", "--", "A=1", "true"]
         );
+        assert_eq!(
+            env_cwd_argv(&Command::new("-l").cwd("-")),
+            [
+                "sh",
+                "-c",
+                "cd -- \"$1\" || exit 1; shift; \"$@\"",
+                "sh",
+                "./-",
+                "-l"
+            ]
+        );
+        assert_eq!(
+            env_cwd_argv(&Command::new("A=B").env("K", "V")),
+            ["env", "--", "K=V", "sh", "-c", "exec \"$@\"", "sh", "A=B"]
+        );
+    }
+
+    /// The argv run for real as an argv-only exec runs it (no shell around it), under this
+    /// host's `sh` and `env` and, where installed, BusyBox's: a program named `A=B` runs (`env`
+    /// would read it as one more assignment), a cwd named `-` is that directory (not `cd -`),
+    /// and a program named `-l` runs (bash and BusyBox take `exec -l` for an option).
+    #[test]
+    fn hostile_program_and_cwd_names_run_as_given() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("core-env-cwd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (bin, work) = (root.join("bin"), root.join("work"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(work.join("-")).unwrap();
+        for (name, body) in [
+            ("A=B", "echo \"ran A=B K=$K\""),
+            ("-l", "echo \"ran -l $1\""),
+            ("where", "pwd"),
+        ] {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut toolsets = vec![("host", None)];
+        if let Some(busybox) = ["/usr/bin/busybox", "/bin/busybox"]
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+        {
+            let dir = root.join("busybox");
+            std::fs::create_dir_all(&dir).unwrap();
+            for tool in ["sh", "env"] {
+                std::os::unix::fs::symlink(busybox, dir.join(tool)).unwrap();
+            }
+            toolsets.push(("busybox", Some(dir)));
+        }
+        let cases: Vec<(Command, String)> = vec![
+            (Command::new("A=B").env("K", "V"), "ran A=B K=V\n".into()),
+            (
+                Command::new("where").cwd("-"),
+                format!("{}\n", work.join("-").display()),
+            ),
+            (Command::new("-l").arg("x").cwd("-"), "ran -l x\n".into()),
+            (
+                Command::new("-l").arg("x").env("K", "V"),
+                "ran -l x\n".into(),
+            ),
+        ];
+        let mut failures = Vec::new();
+        for (label, tools) in &toolsets {
+            let first = tools
+                .as_ref()
+                .map(|d| format!("{}:", d.display()))
+                .unwrap_or_default();
+            let path = format!("{first}{}:/usr/bin:/bin", bin.display());
+            for (cmd, expected) in &cases {
+                let argv = env_cwd_argv(cmd);
+                let program = tools
+                    .as_ref()
+                    .map(|d| d.join(&argv[0]))
+                    .filter(|p| p.exists())
+                    .unwrap_or_else(|| argv[0].clone().into());
+                let out = std::process::Command::new(program)
+                    .args(&argv[1..])
+                    .env_clear()
+                    .env("PATH", &path)
+                    .env("OLDPWD", "/")
+                    .current_dir(&work)
+                    .output()
+                    .unwrap();
+                let got = String::from_utf8_lossy(&out.stdout);
+                if got != expected.as_str() {
+                    failures.push(format!(
+                        "{label}: {argv:?}: expected {expected:?}, got {got:?}"
+                    ));
+                }
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     #[test]

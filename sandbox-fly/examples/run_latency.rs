@@ -9,7 +9,7 @@
 //! Prints median and p95 of each path and the number of `/exec` calls per `run`. Nothing leaves
 //! the loopback interface.
 
-use sandbox_fly::FlyBuilder;
+use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::Command;
 use sandbox_sdk_core::prelude::*;
 use std::io::Write;
@@ -102,10 +102,13 @@ async fn main() -> sandbox_sdk_core::Result<()> {
         .respond_with(LocalExec)
         .mount(&server)
         .await;
-    let fly = FlyBuilder::new()
+    let fly = FlyProvider::builder()
         .token("bench-token")
         .app(APP)
         .base_url(server.uri())
+        // Latency of one call, not Fly's exec rate: the stand-in has no rate limit, and with the
+        // default pace every call after the first three would wait its 1 s turn.
+        .poll_interval(Duration::ZERO)
         .build()?;
     let sandbox = fly.connect_machine(ID).await?;
     let direct = Command::shell("echo hi").timeout(Duration::from_secs(10));

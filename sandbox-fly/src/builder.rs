@@ -1,36 +1,17 @@
 //! [`FlyBuilder`]: configuration read from the environment or set in code, checked by a fallible
-//! [`FlyBuilder::build`].
+//! [`FlyBuilder::build`] into the resolved settings (`config::Settings`) the adapter runs with.
 //!
 //! The environment variables [`FlyBuilder::from_env`] reads are listed on [`FlyBuilder`].
 
+use crate::config::{
+    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
+    DOWNLOAD_CHUNK, EXEC_DEADLINE, PROVIDER, Settings, UPLOAD_CHUNK,
+};
 use crate::provider::FlyProvider;
 use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, Result};
 use std::fmt;
 use std::time::Duration;
-
-/// The public Machines API.
-pub const DEFAULT_BASE_URL: &str = "https://api.machines.dev";
-
-/// The image used when neither the builder nor the create spec names one.
-pub const DEFAULT_IMAGE: &str = "ubuntu:24.04";
-
-/// The longest `/exec` call the adapter makes: field reports show Fly failing execs that run
-/// past about 30 s with `deadline_exceeded` (PROTOCOL.md §8). Commands that may run longer use
-/// the background-and-poll emulation instead.
-pub const EXEC_DEADLINE: Duration = Duration::from_secs(30);
-
-/// How long an ambiguous create (timed out, connection lost after sending, 408/5xx) is looked up
-/// by its idempotency key before the error goes back to the caller: Fly's create can time out
-/// upstream with a 408 and still make the machine (PROTOCOL.md §1), and a launch takes seconds,
-/// so the adapter keeps looking for a minute.
-pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(60);
-
-/// How long the `/exec` that starts an emulated command waits in the machine for it to end
-/// (default of [`FlyBuilder::launch_wait`]): a command done by then costs that one call; one still
-/// running is left running and polled. One second matches Fly's sustained exec rate (1 request/s
-/// per machine), so waiting longer in one call would not let the next come any sooner.
-pub const DEFAULT_LAUNCH_WAIT: Duration = Duration::from_secs(1);
 
 /// A Fly Machines provider's configuration. `Debug` never shows the token.
 ///
@@ -44,10 +25,13 @@ pub const DEFAULT_LAUNCH_WAIT: Duration = Duration::from_secs(1);
 /// | `FLY_REGION` | default region for new machines | Fly picks one near you |
 /// | `FLY_IMAGE` | default image for new machines | `ubuntu:24.04` |
 ///
-/// ```
-/// use sandbox_fly::FlyBuilder;
+/// Start from [`FlyProvider::builder`] (defaults), [`FlyBuilder::from_env`] or
+/// [`FlyBuilder::from_lookup`]:
 ///
-/// let fly = FlyBuilder::new()
+/// ```
+/// use sandbox_fly::FlyProvider;
+///
+/// let fly = FlyProvider::builder()
 ///     .token("fly-token")
 ///     .app("my-sandboxes")
 ///     .region("ord")
@@ -58,31 +42,40 @@ pub const DEFAULT_LAUNCH_WAIT: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone)]
 pub struct FlyBuilder {
-    pub(crate) token: Option<String>,
-    pub(crate) base_url: String,
-    pub(crate) app: Option<String>,
-    pub(crate) region: Option<String>,
-    pub(crate) image: String,
-    pub(crate) cpu_kind: Option<String>,
-    pub(crate) cpus: Option<u32>,
-    pub(crate) memory_mb: Option<u64>,
-    pub(crate) keep_alive: bool,
-    pub(crate) service_ports: Vec<u16>,
-    pub(crate) mounts: Vec<(String, String)>,
-    pub(crate) public_host: Option<String>,
-    pub(crate) request_timeout: Duration,
-    pub(crate) start_timeout: Duration,
-    pub(crate) direct_exec_limit: Duration,
-    pub(crate) prefer_direct_exec: bool,
-    pub(crate) poll_interval: Duration,
-    pub(crate) launch_wait: Duration,
-    pub(crate) upload_chunk: usize,
-    pub(crate) download_chunk: u64,
-    pub(crate) create_lookup: CreateLookup,
+    token: Option<String>,
+    base_url: String,
+    app: Option<String>,
+    region: Option<String>,
+    image: String,
+    cpu_kind: Option<String>,
+    cpus: Option<u32>,
+    memory_mb: Option<u64>,
+    keep_alive: bool,
+    service_ports: Vec<u16>,
+    mounts: Vec<(String, String)>,
+    public_host: Option<String>,
+    request_timeout: Duration,
+    start_timeout: Duration,
+    direct_exec_limit: Duration,
+    prefer_direct_exec: bool,
+    poll_interval: Duration,
+    launch_wait: Duration,
+    upload_chunk: usize,
+    download_chunk: u64,
+    create_lookup: CreateLookup,
 }
 
-impl Default for FlyBuilder {
-    fn default() -> Self {
+impl FlyProvider {
+    /// A builder with defaults and nothing read from the environment; see also
+    /// [`FlyBuilder::from_env`] and [`FlyBuilder::from_lookup`].
+    pub fn builder() -> FlyBuilder {
+        FlyBuilder::empty()
+    }
+}
+
+impl FlyBuilder {
+    /// Defaults, nothing read from the environment ([`FlyProvider::builder`]).
+    pub(crate) fn empty() -> Self {
         FlyBuilder {
             token: None,
             base_url: DEFAULT_BASE_URL.to_owned(),
@@ -102,17 +95,10 @@ impl Default for FlyBuilder {
             prefer_direct_exec: false,
             poll_interval: Duration::from_secs(1),
             launch_wait: DEFAULT_LAUNCH_WAIT,
-            upload_chunk: crate::files::UPLOAD_CHUNK,
-            download_chunk: crate::files::DOWNLOAD_CHUNK,
+            upload_chunk: UPLOAD_CHUNK,
+            download_chunk: DOWNLOAD_CHUNK,
             create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
         }
-    }
-}
-
-impl FlyBuilder {
-    /// A builder with defaults and nothing read from the environment.
-    pub fn new() -> Self {
-        Self::default()
     }
 
     /// A builder filled from the environment variables listed on [`FlyBuilder`].
@@ -123,7 +109,7 @@ impl FlyBuilder {
     /// Like [`FlyBuilder::from_env`], reading variables through `get` (for tests and embedding).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        let mut builder = Self::new();
+        let mut builder = Self::empty();
         builder.token = get("FLY_API_TOKEN");
         if let Some(host) = get("FLY_API_HOSTNAME") {
             builder.base_url = host;
@@ -266,13 +252,13 @@ impl FlyBuilder {
         self
     }
 
-    /// Sets the raw bytes moved per file call (default and maximum [`crate::UPLOAD_CHUNK`] for
-    /// uploads and [`crate::DOWNLOAD_CHUNK`] for downloads; at least 3). Lower it if a proxy in
+    /// Sets the raw bytes moved per file call (default and maximum [`UPLOAD_CHUNK`] for
+    /// uploads and [`DOWNLOAD_CHUNK`] for downloads; at least 3). Lower it if a proxy in
     /// front of the API limits request or response sizes further.
     pub fn file_chunk(mut self, bytes: usize) -> Self {
         let bytes = bytes.max(3);
-        self.upload_chunk = bytes.min(crate::files::UPLOAD_CHUNK);
-        self.download_chunk = (bytes as u64).min(crate::files::DOWNLOAD_CHUNK);
+        self.upload_chunk = bytes.min(UPLOAD_CHUNK);
+        self.download_chunk = (bytes as u64).min(DOWNLOAD_CHUNK);
         self
     }
 
@@ -290,20 +276,9 @@ impl FlyBuilder {
     /// The Machines API root the requests go to (`…/v1`); a `Validation` error for an empty
     /// base URL.
     pub fn api_root(&self) -> Result<String> {
-        let raw = self.base_url.trim().trim_end_matches('/');
-        if raw.is_empty() {
-            return Err(Error::validation("fly: the API base URL is empty").with_provider("fly"));
-        }
-        let with_scheme = if raw.contains("://") {
-            raw.to_owned()
-        } else {
-            format!("https://{raw}")
-        };
-        let base = with_scheme
-            .strip_suffix("/v1")
-            .unwrap_or(&with_scheme)
-            .to_owned();
-        Ok(format!("{base}/v1"))
+        crate::config::api_root(&self.base_url).ok_or_else(|| {
+            Error::validation("fly: the API base URL is empty").with_provider(PROVIDER)
+        })
     }
 
     /// Checks the configuration and builds the provider. A missing token or app is a
@@ -314,7 +289,7 @@ impl FlyBuilder {
                 "fly: no {what} configured; set {var} or call FlyBuilder::{}",
                 what.split(' ').next_back().unwrap_or(what)
             ))
-            .with_provider("fly")
+            .with_provider(PROVIDER)
         };
         if self.token.as_deref().is_none_or(|t| t.trim().is_empty()) {
             return Err(missing("API token", "FLY_API_TOKEN"));
@@ -325,26 +300,39 @@ impl FlyBuilder {
                 return Err(Error::validation(format!(
                     "fly: invalid app name {app:?}: use lowercase letters, digits and dashes"
                 ))
-                .with_provider("fly"));
+                .with_provider(PROVIDER));
             }
             Some(_) => {}
         }
         if self.image.trim().is_empty() {
-            return Err(Error::validation("fly: the default image is empty").with_provider("fly"));
+            return Err(
+                Error::validation("fly: the default image is empty").with_provider(PROVIDER)
+            );
         }
-        FlyProvider::from_builder(self)
-    }
-
-    /// The `Authorization` header value: macaroons use the `FlyV1` scheme, other tokens `Bearer`.
-    pub(crate) fn authorization(&self) -> String {
-        let token = self.token.as_deref().unwrap_or_default().trim();
-        if token.starts_with("FlyV1 ") || token.starts_with("Bearer ") {
-            token.to_owned()
-        } else if token.starts_with("fm1") || token.starts_with("fm2_") {
-            format!("FlyV1 {token}")
-        } else {
-            format!("Bearer {token}")
-        }
+        let settings = Settings {
+            api_root: self.api_root()?,
+            authorization: crate::config::authorization(self.token.as_deref().unwrap_or_default()),
+            app: self.app.unwrap_or_default(),
+            region: self.region,
+            image: self.image,
+            cpu_kind: self.cpu_kind,
+            cpus: self.cpus,
+            memory_mb: self.memory_mb,
+            keep_alive: self.keep_alive,
+            service_ports: self.service_ports,
+            mounts: self.mounts,
+            public_host: self.public_host,
+            request_timeout: self.request_timeout,
+            start_timeout: self.start_timeout,
+            direct_exec_limit: self.direct_exec_limit,
+            prefer_direct_exec: self.prefer_direct_exec,
+            poll_interval: self.poll_interval,
+            launch_wait: self.launch_wait,
+            upload_chunk: self.upload_chunk,
+            download_chunk: self.download_chunk,
+            create_lookup: self.create_lookup,
+        };
+        FlyProvider::new(settings)
     }
 }
 
@@ -421,44 +409,34 @@ mod tests {
         assert_eq!(b.api_root().unwrap(), "https://api.machines.dev/v1");
         assert_eq!(b.image, DEFAULT_IMAGE);
         assert!(b.token.is_none());
-        let b = FlyBuilder::new().base_url("http://127.0.0.1:9/v1/");
+        let b = FlyBuilder::empty().base_url("http://127.0.0.1:9/v1/");
         assert_eq!(b.api_root().unwrap(), "http://127.0.0.1:9/v1");
     }
 
     #[test]
     fn build_names_what_is_missing() {
-        let e = FlyBuilder::new().app("a").build().unwrap_err();
+        let e = FlyBuilder::empty().app("a").build().unwrap_err();
         assert!(e.message().contains("FLY_API_TOKEN"), "{e}");
-        let e = FlyBuilder::new().token("t").build().unwrap_err();
+        let e = FlyBuilder::empty().token("t").build().unwrap_err();
         assert!(e.message().contains("FLY_APP_NAME"), "{e}");
-        let e = FlyBuilder::new()
+        let e = FlyBuilder::empty()
             .token("t")
             .app("Bad App")
             .build()
             .unwrap_err();
         assert_eq!(e.kind(), sandbox_sdk_core::ErrorKind::Validation);
-        assert!(FlyBuilder::new().token("t").app("ok-app").build().is_ok());
-    }
-
-    #[test]
-    fn authorization_scheme_follows_the_token_kind() {
-        let b = FlyBuilder::new().token("abc");
-        assert_eq!(b.authorization(), "Bearer abc");
-        let b = FlyBuilder::new().token("fm2_xyz");
-        assert_eq!(b.authorization(), "FlyV1 fm2_xyz");
-        let b = FlyBuilder::new().token("FlyV1 fm2_xyz");
-        assert_eq!(b.authorization(), "FlyV1 fm2_xyz");
+        assert!(FlyBuilder::empty().token("t").app("ok-app").build().is_ok());
     }
 
     #[test]
     fn debug_hides_the_token() {
-        let b = FlyBuilder::new().token("canary-secret-token").app("a");
+        let b = FlyBuilder::empty().token("canary-secret-token").app("a");
         assert!(!format!("{b:?}").contains("canary-secret-token"));
     }
 
     #[test]
     fn direct_exec_limit_is_capped_at_the_exec_deadline() {
-        let b = FlyBuilder::new().direct_exec_limit(Duration::from_secs(600));
+        let b = FlyBuilder::empty().direct_exec_limit(Duration::from_secs(600));
         assert_eq!(b.direct_exec_limit, EXEC_DEADLINE);
     }
 }

@@ -4,16 +4,11 @@
 //! shape (with fly-go's optional `message`), the lease envelope `{status: "error", message}`,
 //! empty bodies (some 400s) and non-JSON text. The `fly-request-id` header is kept on every error.
 
+use crate::config::PROVIDER;
 use crate::wire::ErrorBody;
 use sandbox_sdk_core::http::truncate;
 use sandbox_sdk_core::{Error, ErrorKind};
 use std::time::Duration;
-
-/// The provider name used in errors and capability tables.
-pub const PROVIDER: &str = "fly";
-
-/// Header carrying Fly's request id.
-pub const REQUEST_ID_HEADER: &str = "fly-request-id";
 
 /// Longest provider text kept in an error message.
 const MAX_MESSAGE: usize = 512;
@@ -37,7 +32,7 @@ pub(crate) struct FailedResponse<'a> {
 
 /// The documented rate for an action when a 429 carries no `Retry-After` (PROTOCOL.md §3):
 /// Get Machine allows 5 req/s, every other action 1 req/s (app deletion: 100 per minute).
-pub fn documented_retry_after(operation: Option<&str>) -> Duration {
+pub(crate) fn documented_retry_after(operation: Option<&str>) -> Duration {
     match operation {
         Some("get" | "info" | "connect") => Duration::from_millis(200),
         Some("delete_app") => Duration::from_millis(600),

@@ -31,8 +31,9 @@
 //!   wrapping shell recorded. Such processes can be listed, reattached and killed.
 //! - **Stdin** is emulated: `/exec` takes it as one string, so it is sent when the writer is shut
 //!   down (at most [`STDIN_LIMIT`] bytes).
-//! - **Files** are emulated over `/exec` with base64, in chunks ([`UPLOAD_CHUNK`],
-//!   [`DOWNLOAD_CHUNK`]) kept under [`MAX_EXEC_BODY`], so any size moves in constant memory.
+//! - **Files** are emulated over `/exec` with base64 by the core's
+//!   [`sandbox_sdk_core::emulate::files`], in chunks ([`UPLOAD_CHUNK`], [`DOWNLOAD_CHUNK`]) kept
+//!   under 1 MiB per exec body, so any size moves in constant memory.
 //! - **Leases** ([`FlySandbox::acquire_lease`]) are native; a held nonce is sent on every mutation.
 //! - **Preview links** point at `https://{app}.fly.dev` for ports exposed with
 //!   [`FlyBuilder::expose_port`], pinned to the machine with `fly-force-instance-id`.
@@ -41,39 +42,46 @@
 //!   first and adopts the machine it finds, and a create whose answer was lost keeps listing
 //!   for [`FlyBuilder::create_lookup`]'s window before anything is sent again.
 //!
-//! Rate limits: Fly allows about 1 request per second per action and machine (bursts of 3; Get
-//! Machine 5/s). Every `/exec` on a machine (commands, file chunks, output polls) waits its turn
-//! in one token bucket per machine, shared by every operation and every handle of a provider, so
-//! back-to-back transfers and commands stay within Fly's exec rate. A call answered 429 anyway
-//! (another client on the same machine) is sent again after its `Retry-After`, or the
-//! documented rate when there is none, up to [`RATE_LIMIT_ATTEMPTS`] times. Any other call
-//! answered 429 is `QuotaExceeded` carrying `Retry-After` or the documented rate, and the
-//! adapter does not send it again (the client layer's retry policy does).
+//! Rate limits (PROTOCOL.md §3): Fly allows about 1 request per second per action and machine or
+//! app (bursts of 3; Get Machine 5/s). Every `/exec` and `/wait` on a machine (commands, file
+//! chunks, output polls, state waits) and every machine list of the app (idempotency look-ups,
+//! `list`, the reaper) waits its turn in a token bucket per action and machine or app, shared by
+//! every operation and every handle of a provider, so bursts stay within Fly's rate. Such a call
+//! answered 429 anyway (another client of the same app) is sent again after its `Retry-After`,
+//! or the documented rate when there is none, up to 6 times. Any other call answered 429 is
+//! `QuotaExceeded` carrying `Retry-After` or the documented rate, and the adapter does not send
+//! it again (the client layer's retry policy does).
 
 mod api;
 mod builder;
 mod capabilities;
+mod config;
 mod error;
 mod exec;
 mod files;
-mod pace;
+mod lifecycle;
 mod provider;
 mod sandbox;
-pub mod scripts;
-mod state;
-pub mod wire;
+mod wire;
 
-pub use api::{LEASE_NONCE_HEADER, MAX_RATE_LIMIT_WAIT, MAX_WAIT, RATE_LIMIT_ATTEMPTS};
-pub use builder::{
-    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
-    EXEC_DEADLINE, FlyBuilder,
-};
+pub use builder::FlyBuilder;
 pub use capabilities::CAPABILITIES;
-pub use error::{PROVIDER, REQUEST_ID_HEADER, documented_retry_after};
-pub use exec::{
-    DIRECT_ANSWER_LIMIT, LISTING_ANSWER_LIMIT, POLL_CHUNK, SCRIPT_ANSWER_LIMIT, STDIN_LIMIT,
+pub use config::{
+    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
+    DOWNLOAD_CHUNK, EXEC_DEADLINE, IDEMPOTENCY_LABEL, SANDBOX_LABEL, STDIN_LIMIT, UPLOAD_CHUNK,
 };
-pub use files::{DOWNLOAD_CHUNK, MAX_EXEC_BODY, UPLOAD_CHUNK};
-pub use provider::{FlyProvider, IDEMPOTENCY_LABEL, SANDBOX_LABEL, user_metadata};
-pub use sandbox::{FORCE_INSTANCE_HEADER, FlySandbox};
-pub use state::{fly_states, map_state};
+pub use provider::FlyProvider;
+pub use sandbox::FlySandbox;
+/// The machine as Fly's own operations on [`FlySandbox`] read and write it.
+pub use wire::{
+    Autostop, Guest, ImageRef, InitConfig, Lease, Machine, MachineConfig, MachineEvent,
+    MachineLeaseInfo, Mount, RestartPolicy, Service, ServicePort, StopConfig, WaitResponse,
+};
+
+pub use sandbox_sdk_core;
+
+/// Limits the integration tests check; not part of the supported API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::config::{DIRECT_ANSWER_LIMIT, SCRIPT_ANSWER_LIMIT};
+}

@@ -3,29 +3,25 @@
 
 use crate::api::Api;
 use crate::capabilities::CAPABILITIES;
-use crate::error::PROVIDER;
+use crate::config::{FORCE_INSTANCE_HEADER, PROVIDER};
 use crate::exec;
 use crate::files;
-use crate::provider::to_info;
-use crate::scripts;
+use crate::lifecycle::{map_state, to_info};
 use crate::wire::{
     ExecResponse, Lease, LeaseRequest, Machine, MachineConfig, StopRequest, UpdateMachineRequest,
     WaitResponse,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
+use sandbox_sdk_core::emulate::env_cwd_argv;
 use sandbox_sdk_core::{
-    Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, ListOptions,
-    Metrics, Output, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo, SandboxState,
-    SnapshotInfo, SshAccess, Transfer, UploadBody,
+    Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Output, PreviewLink,
+    Process, ProcessInfo, Result, Sandbox, SandboxInfo, SandboxState, Transfer, UploadBody,
 };
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Header that pins a request through Fly Proxy to one machine.
-pub const FORCE_INSTANCE_HEADER: &str = "fly-force-instance-id";
 
 /// One Fly Machine. Cheap to clone; clones share the cached machine and the lease nonce.
 #[derive(Clone)]
@@ -40,7 +36,7 @@ pub struct FlySandbox {
 impl fmt::Debug for FlySandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FlySandbox")
-            .field("app", &self.api.app)
+            .field("app", &self.api.settings.app)
             .field("id", &self.id)
             .field("leased", &self.lease_nonce().is_some())
             .finish()
@@ -110,7 +106,7 @@ impl FlySandbox {
     /// suspended, and refuses terminal states.
     pub(crate) async fn ensure_started(&self) -> Result<()> {
         let state = lock(&self.machine).state.clone().unwrap_or_default();
-        match crate::state::map_state(&state) {
+        match map_state(&state) {
             SandboxState::Running => Ok(()),
             SandboxState::Stopped | SandboxState::Paused => {
                 // On its way down: let it settle first, since start refuses a transient state.
@@ -290,16 +286,8 @@ impl FlySandbox {
         self.check_command(command)?;
         let secs = self.direct_secs(command);
         let resp: ExecResponse =
-            exec::exec_direct(&self.api, &self.id, exec::wrap_argv(command), secs, None).await?;
-        let status = match resp.exit_signal {
-            Some(sig) if sig > 0 => sandbox_sdk_core::ExitStatus::signal(sig as i32),
-            _ => sandbox_sdk_core::ExitStatus::code(resp.exit_code.unwrap_or(0) as i32),
-        };
-        Ok(Output {
-            stdout: Bytes::from(resp.stdout.unwrap_or_default()),
-            stderr: Bytes::from(resp.stderr.unwrap_or_default()),
-            status,
-        })
+            exec::exec_direct(&self.api, &self.id, env_cwd_argv(command), secs, None).await?;
+        Ok(crate::api::script_output(resp).output)
     }
 
     fn direct_secs(&self, command: &Command) -> u64 {
@@ -329,10 +317,6 @@ impl FlySandbox {
             .with_sandbox_id(&self.id));
         }
         Ok(())
-    }
-
-    fn unsupported(&self, op: &str) -> Error {
-        Error::not_supported(PROVIDER, op).with_sandbox_id(&self.id)
     }
 }
 
@@ -389,39 +373,35 @@ impl Sandbox for FlySandbox {
     }
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
-        files::upload(&self.api, &self.id, path, body).await
+        files::on(&self.api, &self.id).upload(path, body).await
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
-        files::upload_bytes(&self.api, &self.id, path, data).await
+        files::on(&self.api, &self.id).write_file(path, data).await
     }
 
     async fn download(&self, path: &str) -> Result<Download> {
-        files::download(&self.api, &self.id, path).await
+        files::on(&self.api, &self.id).download(path).await
     }
 
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
-        files::list(&self.api, &self.id, path, options).await
+        files::on(&self.api, &self.id).list(path, options).await
     }
 
     async fn stat(&self, path: &str) -> Result<FileInfo> {
-        files::stat(&self.api, &self.id, path).await
+        files::on(&self.api, &self.id).stat(path).await
     }
 
     async fn mkdir(&self, path: &str) -> Result<()> {
-        files::simple(&self.api, &self.id, "mkdir", scripts::MKDIR, &[path]).await
+        files::on(&self.api, &self.id).mkdir(path).await
     }
 
     async fn remove(&self, path: &str) -> Result<()> {
-        files::simple(&self.api, &self.id, "remove", scripts::REMOVE, &[path]).await
+        files::on(&self.api, &self.id).remove(path).await
     }
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        files::simple(&self.api, &self.id, "rename", scripts::RENAME, &[from, to]).await
-    }
-
-    async fn watch(&self, _path: &str, _recursive: bool) -> Result<FileEventStream> {
-        Err(self.unsupported("watch"))
+        files::on(&self.api, &self.id).rename(from, to).await
     }
 
     async fn stop(&self) -> Result<()> {
@@ -438,10 +418,6 @@ impl Sandbox for FlySandbox {
 
     async fn destroy(&self) -> Result<()> {
         self.destroy_with(true).await
-    }
-
-    async fn set_timeout(&self, _timeout: Duration) -> Result<()> {
-        Err(self.unsupported("set_timeout"))
     }
 
     /// `https://{app}.fly.dev` (or the builder's public host) when the machine has a service for
@@ -480,7 +456,7 @@ impl Sandbox for FlySandbox {
             .settings
             .public_host
             .clone()
-            .unwrap_or_else(|| format!("{}.fly.dev", self.api.app));
+            .unwrap_or_else(|| format!("{}.fly.dev", self.api.settings.app));
         let mut headers = BTreeMap::new();
         headers.insert(FORCE_INSTANCE_HEADER.to_owned(), self.id.clone());
         Ok(PreviewLink {
@@ -490,22 +466,6 @@ impl Sandbox for FlySandbox {
             token: None,
             expires_at: None,
         })
-    }
-
-    async fn ssh_access(&self, _ttl: Duration) -> Result<SshAccess> {
-        Err(self.unsupported("ssh_access"))
-    }
-
-    async fn fork(&self) -> Result<Box<dyn Sandbox>> {
-        Err(self.unsupported("fork"))
-    }
-
-    async fn snapshot(&self, _name: Option<&str>) -> Result<SnapshotInfo> {
-        Err(self.unsupported("snapshot"))
-    }
-
-    async fn metrics(&self) -> Result<Metrics> {
-        Err(self.unsupported("metrics"))
     }
 }
 

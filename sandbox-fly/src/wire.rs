@@ -296,7 +296,7 @@ pub struct ServicePort {
 }
 
 /// `services[].autostop`: sent as `"off" | "stop" | "suspend"`, answered as a string or as a
-/// boolean (`false` = off, `true` = stop) — PROTOCOL.md §4 "Deserialiser traps".
+/// boolean (`false` = off, `true` = stop) — PROTOCOL.md §4 (the `autostop` trap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Autostop {
     /// Never stop on idle.
@@ -364,7 +364,7 @@ pub struct StopConfig {
 
 /// `POST /v1/apps/{app}/machines` body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CreateMachineRequest {
+pub(crate) struct CreateMachineRequest {
     /// The config.
     pub config: MachineConfig,
     /// Target region.
@@ -383,7 +383,7 @@ pub struct CreateMachineRequest {
 
 /// `POST /v1/apps/{app}/machines/{id}` body: the entire config.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct UpdateMachineRequest {
+pub(crate) struct UpdateMachineRequest {
     /// The entire new config.
     pub config: MachineConfig,
     /// Fail with 409/412 unless the machine is at this version.
@@ -396,7 +396,7 @@ pub struct UpdateMachineRequest {
 
 /// `POST …/stop` body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StopRequest {
+pub(crate) struct StopRequest {
     /// Signal name (`SIGTERM`, `SIGKILL`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
@@ -424,7 +424,7 @@ pub struct WaitResponse {
 
 /// `POST …/exec` body.
 #[derive(Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ExecRequest {
+pub(crate) struct ExecRequest {
     /// Argument vector.
     pub command: Vec<String>,
     /// Seconds before the service gives up (`deadline_exceeded`).
@@ -437,7 +437,7 @@ pub struct ExecRequest {
 
 /// `POST …/exec` answer. Every field may be omitted (a zero exit code, an empty stream).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ExecResponse {
+pub(crate) struct ExecResponse {
     /// Collected stdout.
     #[serde(default)]
     pub stdout: Option<String>,
@@ -457,7 +457,7 @@ pub struct ExecResponse {
 
 /// `POST …/lease` body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct LeaseRequest {
+pub(crate) struct LeaseRequest {
     /// Lease length in seconds.
     pub ttl: u64,
     /// Why the lease is taken.
@@ -501,7 +501,7 @@ impl std::fmt::Debug for Lease {
 /// The lease-family envelope: `{"status":"success","data":{...}}` or
 /// `{"status":"error","message":"..."}`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct LeaseEnvelope<T> {
+pub(crate) struct LeaseEnvelope<T> {
     /// `success` or `error`.
     #[serde(default)]
     pub status: Option<String>,
@@ -519,7 +519,7 @@ pub struct LeaseEnvelope<T> {
 /// Error bodies of every shape PROTOCOL.md §2 lists, parsed leniently: `{error, status}`,
 /// `{status: "error", message}` and anything with a `message`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     /// The main shape's text.
     #[serde(default)]
     pub error: Option<String>,

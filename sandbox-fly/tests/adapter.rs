@@ -6,8 +6,7 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use sandbox_conformance::cassette::{self, Cassette, Placeholders};
 use sandbox_conformance::replay::ReplayServer;
-use sandbox_fly::wire::MachineConfig;
-use sandbox_fly::{FlyBuilder, FlyProvider};
+use sandbox_fly::{FlyBuilder, FlyProvider, MachineConfig};
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, CreateSpec, ErrorKind};
 use std::time::Duration;
@@ -32,7 +31,7 @@ impl Replay {
     }
 
     fn builder(&self) -> FlyBuilder {
-        FlyBuilder::new()
+        FlyProvider::builder()
             .token(cassette::TOKEN)
             .app("conformance-app")
             .base_url(self.server.url())

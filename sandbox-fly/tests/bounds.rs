@@ -1,7 +1,7 @@
 //! Slow, silent and failing servers (issue 9), against wiremock: every call ends in bounded time
 //! with the right error kind, and an ambiguous create never makes a second machine.
 
-use sandbox_fly::{FlyBuilder, FlySandbox};
+use sandbox_fly::{FlyBuilder, FlyProvider, FlySandbox};
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, ErrorKind};
 use std::time::Duration;
@@ -27,7 +27,7 @@ fn machine_path(suffix: &str) -> String {
 }
 
 fn builder(server: &MockServer) -> FlyBuilder {
-    FlyBuilder::new()
+    FlyProvider::builder()
         .token("bounds-token")
         .app(APP)
         .base_url(server.uri())
@@ -248,7 +248,7 @@ async fn a_create_answered_after_the_timeout_is_found_by_its_key_not_sent_again(
 /// output is bounded too.
 #[tokio::test]
 async fn oversized_exec_answers_are_refused_before_they_are_read() {
-    assert_eq!(sandbox_fly::SCRIPT_ANSWER_LIMIT, 2 * 1024 * 1024);
+    assert_eq!(sandbox_fly::testing::SCRIPT_ANSWER_LIMIT, 2 * 1024 * 1024);
     let server = MockServer::start().await;
     let sandbox = connected(&server, builder(&server)).await;
     let huge = "x".repeat(3 * 1024 * 1024);
@@ -275,7 +275,7 @@ async fn oversized_exec_answers_are_refused_before_they_are_read() {
     assert_eq!(out.stdout.len(), huge.len());
     server.reset().await;
     let sandbox = connected(&server, builder(&server)).await;
-    let over = "y".repeat(sandbox_fly::DIRECT_ANSWER_LIMIT);
+    let over = "y".repeat(sandbox_fly::testing::DIRECT_ANSWER_LIMIT);
     exec_mock()
         .respond_with(exec_answer(
             serde_json::json!({"stdout": over, "stderr": "", "exit_code": 0}),

@@ -14,7 +14,7 @@
 //! `"timeout": 2` (launches and polls, which wait 1 s in the machine, `3`).
 
 use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
-use sandbox_fly::FlyBuilder;
+use sandbox_fly::{FlyBuilder, FlyProvider};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::Path;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ fn suite() -> Suite {
 fn replay_suite(dir: &Path) -> Suite {
     covered(Suite::replay(
         |base_url| {
-            let provider = FlyBuilder::new()
+            let provider = FlyProvider::builder()
                 .token(cassette::TOKEN)
                 .app(REPLAY_APP)
                 .base_url(base_url)
@@ -78,7 +78,7 @@ fn record_suite(lookup: impl Fn(&str) -> Option<String>, out_dir: &Path) -> Resu
         format!("recording fly: cannot build the adapter from the environment: {e}")
     })?;
     let upstream = upstream_of(&settings)?;
-    let proxied = FlyBuilder::new()
+    let proxied = FlyProvider::builder()
         .token(token.clone())
         .app(app.clone())
         .request_timeout(sandbox_conformance::REPLAY_REQUEST_TIMEOUT);

@@ -9,13 +9,13 @@ use sandbox_conformance::sim::fly::APP;
 use sandbox_conformance::{
     REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
 };
-use sandbox_fly::FlyBuilder;
+use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::{Capability, Provider, Result};
 use std::sync::Arc;
 
 /// The adapter pointed at a simulator as a user would point it at Fly: token, app, API host.
 fn adapter(url: &str, token: &str) -> Result<Arc<dyn Provider>> {
-    let provider = FlyBuilder::new()
+    let provider = FlyProvider::builder()
         .token(token)
         .app(APP)
         .base_url(url)
@@ -35,14 +35,6 @@ fn suite() -> Suite {
     Suite::simulated("fly", adapter)
         .covered_elsewhere(Capability::Region, "adapter::create_sends_the_region")
         .covered_elsewhere(Capability::Volumes, "adapter::create_mounts_the_volume")
-        .not_simulated("reap", REAP)
-        .not_simulated("reap_dry_run", REAP)
 }
-
-/// An open finding, not a gap of the simulator: right after the scenario's keyed creates (each
-/// looked up by listing), the reaper's own listing meets Fly's list limit (1/s per app) and the
-/// client's retries (4 attempts over 3 s) give up. The replayed reap scenarios prove the wire.
-const REAP: &str = "FINDING: the reaper's listing is rate-limited (429) after the setup's \
-    keyed creates and gives up after 4 attempts; see the issue 14 note";
 
 sim_conformance_tests!(suite());

@@ -10,13 +10,13 @@
 use bytes::Bytes;
 use sandbox_conformance::sim::Simulator;
 use sandbox_conformance::sim::fly::{FlySim, FlySimBuilder};
-use sandbox_fly::{FlyBuilder, FlyProvider};
+use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, CreateSpec, Sandbox};
 use std::time::Duration;
 
 fn adapter(sim: &FlySim) -> FlyProvider {
-    FlyBuilder::new()
+    FlyProvider::builder()
         .token(sim.token())
         .app(sim.app())
         .base_url(sim.url())

@@ -3,15 +3,15 @@
 
 use sandbox_conformance::cassette::{Cassette, Placeholders};
 use sandbox_conformance::replay::ReplayServer;
-use sandbox_fly::FlyBuilder;
+use sandbox_fly::FlyProvider;
 
 const CANARY: &str = "fm2_canary-secret-0123456789";
 
 #[tokio::test]
 async fn the_token_never_shows() {
-    let builder = FlyBuilder::new().token(CANARY).app("conformance-app");
+    let builder = FlyProvider::builder().token(CANARY).app("conformance-app");
     assert!(!format!("{builder:?}").contains("canary"));
-    let err = FlyBuilder::new().app("x").build().unwrap_err();
+    let err = FlyProvider::builder().app("x").build().unwrap_err();
     assert!(!format!("{err} {err:?}").contains("canary"));
 
     // A real request answered 401: neither the provider nor the error shows the token.

@@ -366,7 +366,7 @@ fn adapter(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
             .idle_timeout(SIM_STREAM_IDLE)
             .build()
             .map(|p| Arc::new(p) as Arc<dyn Provider>),
-        "fly" => sandbox_fly::FlyBuilder::new()
+        "fly" => sandbox_fly::FlyProvider::builder()
             .token(key)
             .app(sim::fly::APP)
             .base_url(url)

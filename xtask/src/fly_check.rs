@@ -13,7 +13,7 @@ use crate::{Result, shell};
 use sandbox_conformance::sim::Simulator;
 use sandbox_conformance::sim::fly::FlySim;
 use sandbox_conformance::{SCENARIOS, Suite};
-use sandbox_fly::FlyBuilder;
+use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::CreateSpec;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -117,7 +117,7 @@ async fn adapter_run() -> Result<(
     sim.server().log().capture_bodies(true);
     let adapter = |app: &str| {
         sim.add_app(app);
-        FlyBuilder::new()
+        FlyProvider::builder()
             .token(sim.token())
             .app(app)
             .base_url(sim.url())

@@ -50,7 +50,7 @@ fn adapter(sim: &dyn Simulator) -> Arc<dyn Provider> {
                 .unwrap(),
         ),
         "fly" => Arc::new(
-            sandbox_fly::FlyBuilder::new()
+            sandbox_fly::FlyProvider::builder()
                 .token(key)
                 .app(sim::fly::APP)
                 .base_url(url)

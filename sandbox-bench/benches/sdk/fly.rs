@@ -8,7 +8,8 @@ use crate::harness::{
 };
 use base64::Engine as _;
 use futures::StreamExt;
-use sandbox_fly::{DOWNLOAD_CHUNK, FlyBuilder, FlyProvider, UPLOAD_CHUNK, scripts};
+use sandbox_fly::{DOWNLOAD_CHUNK, FlyProvider, UPLOAD_CHUNK};
+use sandbox_sdk_core::emulate::files as scripts;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, CreateSpec, UploadBody};
 use std::net::SocketAddr;
@@ -24,7 +25,7 @@ fn b64() -> base64::engine::GeneralPurpose {
 }
 
 fn provider(addr: SocketAddr) -> Result<FlyProvider> {
-    Ok(FlyBuilder::new()
+    Ok(FlyProvider::builder()
         .token("bench-token")
         .app(APP)
         .base_url(format!("http://{addr}"))

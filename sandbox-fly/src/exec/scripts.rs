@@ -1,5 +1,5 @@
-//! The POSIX `sh` scripts the adapter runs through `/exec` for what Fly has no endpoint for:
-//! background processes with polled output, and files. Every path and value reaches a script
+//! The POSIX `sh` scripts the adapter runs through `/exec` for background processes with polled
+//! output (the file scripts are the core's, [`sandbox_sdk_core::emulate::files`]). Every path and value reaches a script
 //! as a positional argument (`sh -c SCRIPT sh ARG…`), never spliced into its text, so no input
 //! needs shell quoting. They use only POSIX tools plus `base64`, `head -c`, `tail -c`, `stat -c`
 //! and `find -mindepth/-maxdepth`, which both GNU coreutils and BusyBox provide (the tests run
@@ -7,14 +7,14 @@
 //! (file listings, process ids) cannot be forged by a name holding a newline: listings travel as
 //! NUL-terminated records in base64, process ids are listed only when well-formed.
 //!
-//! Exit codes the adapter understands: 44 = no such path or process, 45 = wrong file type,
-//! 46 = upload lost its partial file, 47 = a process with that id is still running.
+//! Exit codes, as the core's file scripts use them: 44 = no such process, 47 = a process with
+//! that id is still running.
 
 /// Where background processes keep their files inside the machine: `ROOT/<pid>/{pid,out,err,exit,in,meta.json}`.
-pub const ROOT: &str = "/tmp/sandbox-fly";
+pub(crate) const ROOT: &str = "/tmp/sandbox-fly";
 
 /// First line of every poll answer.
-pub const POLL_TAG: &str = "sandbox-fly-poll";
+pub(crate) const POLL_TAG: &str = "sandbox-fly-poll";
 
 /// Shell functions printing one poll: `sandbox-fly-poll ALIVE EXIT OUTSIZE ERRSIZE`, then up
 /// to N bytes of stdout from offset O in base64, a `.` line, and up to N bytes of stderr from
@@ -71,7 +71,7 @@ poll() {
 /// answers, so a command that ends later signals nobody; the script writes it (after setting the
 /// trap) and then looks for the exit, so a command that ended before that is not waited for.
 /// The command starts first and the timer beside it, to keep the timer off a quick command's path.
-pub fn run_script() -> String {
+pub(crate) fn run_script() -> String {
     format!(
         r#"{POLL_FN}d=$1 w=$2 n=$3 c=$4 i=$5 m=$6 r=$7; shift 7
 [ -d "${{d%/*}}" ] || mkdir -p "${{d%/*}}" || exit 1
@@ -101,7 +101,7 @@ poll "$d" 0 0 "$n" 0 "$c"
 }
 
 /// `sh -c POLL sh DIR O E N W C`.
-pub fn poll_script() -> String {
+pub(crate) fn poll_script() -> String {
     format!("{POLL_FN}poll \"$@\"\n")
 }
 
@@ -110,7 +110,7 @@ pub fn poll_script() -> String {
 /// `kill -KILL -PID`;
 /// and records `s9` as its exit when it had not exited yet. With CLEAN=1 it then removes the
 /// process directory (nobody will poll it again: a timed-out or dropped foreground process).
-pub const KILL: &str = r#"d=$1 c=$2
+pub(crate) const KILL: &str = r#"d=$1 c=$2
 p=$(cat "$d/pid" 2>/dev/null) || { echo "no such process" >&2; exit 44; }
 if [ ! -f "$d/exit" ]; then
   kill -s KILL -- "-$p" 2>/dev/null || kill -KILL "-$p" 2>/dev/null ||
@@ -124,7 +124,7 @@ exit 0
 /// `sh -c PROCESSES sh ROOT`: one line per process: `ID RUNNING BASE64(meta.json)`. Only
 /// directories named like a process id (letters, digits, `_`, `-`, `.`, not starting with `.`)
 /// are listed, so a directory whose name holds a newline cannot add lines of its own.
-pub const PROCESSES: &str = r#"for d in "$1"/*; do
+pub(crate) const PROCESSES: &str = r#"for d in "$1"/*; do
   case ${d##*/} in ''|.*|*[!A-Za-z0-9._-]*) continue ;; esac
   [ -f "$d/pid" ] || continue
   a=1; kill -0 "$(cat "$d/pid")" 2>/dev/null || a=0; [ -f "$d/exit" ] && a=0
@@ -132,71 +132,6 @@ pub const PROCESSES: &str = r#"for d in "$1"/*; do
 done
 exit 0
 "#;
-
-/// `sh -c STAT sh PATH`: `HEXMODE SIZE MTIME`.
-pub const STAT: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
-stat -c '%f %s %Y' "$1"
-"#;
-
-/// `sh -c LIST sh DIR DEPTH`: for each batch of entries `find` hands over, one block of base64
-/// followed by a `.` line; decoded, a block is `HEXMODE SIZE MTIME PATH` records, each ended by
-/// a NUL. A file name may hold any byte but NUL (a newline, text shaped like another record,
-/// bytes that are not UTF-8), so records are NUL-terminated and the bytes travel as base64,
-/// never as lines of text. `stat -c … %n` has no NUL terminator in BusyBox, so the names of a
-/// batch without a newline go through one `stat` whose line ends become NULs (`tr`), and the
-/// rare name with a newline gets a `stat` of its own without `%n`, its name printed by the
-/// shell. `find`'s own failure (an unreadable directory) stays the script's exit status.
-pub const LIST: &str = r#"[ -e "$1" ] || { echo "no such file or directory" >&2; exit 44; }
-[ -d "$1" ] || { echo "not a directory" >&2; exit 45; }
-find "$1" -mindepth 1 -maxdepth "$2" -exec sh -c '
-nl="
-"
-{
-  n=$#
-  while [ "$n" -gt 0 ]; do
-    f=$1; shift; n=$((n-1))
-    case $f in
-      *"$nl"*) s=$(stat -c "%f %s %Y" -- "$f") && printf "%s %s\0" "$s" "$f" ;;
-      *) set -- "$@" "$f" ;;
-    esac
-  done
-  [ "$#" = 0 ] || stat -c "%f %s %Y %n" -- "$@" | tr "\n" "\0"
-} | base64
-echo .' sh {} +
-"#;
-
-/// `sh -c MKDIR sh PATH`.
-pub const MKDIR: &str = r#"mkdir -p "$1""#;
-
-/// `sh -c REMOVE sh PATH`.
-pub const REMOVE: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
-rm -rf "$1"
-"#;
-
-/// `sh -c RENAME sh FROM TO`.
-pub const RENAME: &str = r#"[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory" >&2; exit 44; }
-mv -f "$1" "$2"
-"#;
-
-/// `sh -c UPLOAD sh PART FINAL FIRST LAST` with base64 on stdin: the first chunk creates the
-/// parent directories and the partial file, later chunks append, the last renames it into place.
-pub const UPLOAD: &str = r#"t=$1 f=$2
-if [ "$3" = 1 ]; then
-  [ -d "$f" ] && { echo "is a directory" >&2; exit 45; }
-  mkdir -p "$(dirname "$f")" && base64 -d >"$t" || exit 1
-else
-  [ -f "$t" ] || { echo "partial upload file vanished" >&2; exit 46; }
-  base64 -d >>"$t" || exit 1
-fi
-if [ "$4" = 1 ]; then mv -f "$t" "$f" || exit 1; fi
-exit 0
-"#;
-
-/// `sh -c DOWNLOAD sh PATH BLOCK INDEX`: block INDEX of size BLOCK in base64.
-pub const DOWNLOAD: &str = r#"dd if="$1" bs="$2" skip="$3" count=1 2>/dev/null | base64"#;
-
-/// `sh -c CLEANUP sh PART`: removes a partial upload after a failure.
-pub const CLEANUP: &str = r#"rm -f "$1""#;
 
 /// The shells and tools a machine may have that this host has too, for tests that run the
 /// adapter's scripts and argv for real.
@@ -241,6 +176,7 @@ pub(crate) mod test_tools {
 mod tests {
     use super::*;
     use sandbox_sdk_core::FileKind;
+    use sandbox_sdk_core::emulate::files::{self, DOWNLOAD, LIST, STAT, UPLOAD};
 
     fn sh() -> Option<&'static str> {
         std::path::Path::new("/bin/sh")
@@ -349,13 +285,12 @@ mod tests {
             .collect();
         assert_eq!(b64.decode(got).unwrap(), [255]);
         let o = run(STAT, &[f], b"");
-        let stat =
-            crate::files::parse_stat_line(String::from_utf8(o.stdout).unwrap().trim(), f).unwrap();
+        let stat = files::parse_stat_line(String::from_utf8(o.stdout).unwrap().trim(), f).unwrap();
         assert_eq!(stat.size, 4);
         let o = run(STAT, &[tmp.join("nope").to_str().unwrap()], b"");
         assert_eq!(o.status.code(), Some(44));
         let o = run(LIST, &[tmp.join("sub").to_str().unwrap(), "1"], b"");
-        let listed = crate::files::parse_list(&String::from_utf8(o.stdout).unwrap()).unwrap();
+        let listed = files::parse_list(&String::from_utf8(o.stdout).unwrap()).unwrap();
         let names: Vec<&str> = listed.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["f.bin"]);
         std::fs::remove_dir_all(&tmp).unwrap();
@@ -635,7 +570,7 @@ mod tests {
             };
             let out = run_with(LIST, &[dir_s, "2"]);
             let text = String::from_utf8_lossy(&out.stdout);
-            let Some(listed) = crate::files::parse_list(&text) else {
+            let Some(listed) = files::parse_list(&text) else {
                 failures.push(format!("{label}: unreadable listing {text:?}"));
                 continue;
             };

@@ -1,9 +1,17 @@
 //! The Machines API calls the adapter makes, one method per endpoint, over the shared
 //! [`HttpClient`]. Errors all go through [`crate::error::map_error`].
 
-use crate::builder::FlyBuilder;
-use crate::error::{FailedResponse, PROVIDER, REQUEST_ID_HEADER, map_error};
-use crate::pace::ExecPace;
+mod pace;
+mod script;
+
+pub(crate) use pace::{Action, Pace};
+pub(crate) use script::{ScriptExec, script_output};
+
+use crate::config::{
+    EXEC_DEFAULT_SECS, LEASE_NONCE_HEADER, MAX_RATE_LIMIT_WAIT, MAX_WAIT, PROVIDER,
+    RATE_LIMIT_ATTEMPTS, REQUEST_ID_HEADER, Settings,
+};
+use crate::error::{FailedResponse, documented_retry_after, map_error, reached_state};
 use crate::wire::{
     CreateMachineRequest, ExecRequest, ExecResponse, Lease, LeaseEnvelope, LeaseRequest, Machine,
     StopRequest, UpdateMachineRequest, WaitResponse,
@@ -11,42 +19,26 @@ use crate::wire::{
 use sandbox_sdk_core::http::{HttpClient, Method, Request, encode_path_segment};
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// Header carrying the lease nonce on lease refresh/release and on mutations of a leased machine.
-pub const LEASE_NONCE_HEADER: &str = "fly-machine-lease-nonce";
-
-/// The longest single `/wait` the service accepts (PROTOCOL.md §7): 1–60 s.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// Extra time the HTTP client gives a call beyond the server-side timeout it asked for.
 const SLACK: Duration = Duration::from_secs(15);
-
-/// How many times one `/exec` call is sent when Fly answers 429 (rate limited: nothing ran).
-/// Each retry waits the answer's `Retry-After`, or Fly's documented exec rate (1 s) when it has
-/// none, at most [`MAX_RATE_LIMIT_WAIT`]. Other calls are sent once: their 429 goes back as
-/// `QuotaExceeded` with the delay, for the client layer's retry policy.
-pub const RATE_LIMIT_ATTEMPTS: u32 = 6;
-
-/// The longest wait before sending an `/exec` answered 429 again.
-pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(10);
 
 /// The API client of one app.
 #[derive(Debug, Clone)]
 pub(crate) struct Api {
     pub http: HttpClient,
-    pub app: String,
-    pub settings: FlyBuilder,
-    /// The exec rate of each machine, shared by every handle of the provider.
-    pub pace: ExecPace,
+    pub settings: Arc<Settings>,
+    /// The rate of each paced action, shared by every handle of the provider.
+    pub pace: Pace,
 }
 
 impl Api {
-    pub fn new(settings: FlyBuilder) -> Result<Api> {
-        let root = settings.api_root()?;
-        let app = settings.app.clone().unwrap_or_default();
-        let http = HttpClient::builder(PROVIDER, &root)
-            .auth_header("authorization", settings.authorization())
+    pub fn new(settings: Settings) -> Result<Api> {
+        let http = HttpClient::builder(PROVIDER, &settings.api_root)
+            .auth_header("authorization", settings.authorization.clone())
             .header("accept", "application/json")
             .request_id_header(REQUEST_ID_HEADER)
             .timeout(settings.request_timeout)
@@ -63,14 +55,45 @@ impl Api {
             .build()?;
         Ok(Api {
             http,
-            app,
-            pace: ExecPace::new(settings.poll_interval),
-            settings,
+            pace: Pace::new(settings.poll_interval),
+            settings: Arc::new(settings),
         })
     }
 
+    /// Sends a call Fly rate-limits per action and identifier (PROTOCOL.md §3): it first waits
+    /// its turn in the bucket of `action` on `scope` ([`Pace`]), and one answered 429 anyway
+    /// (another client of the same app or machine: nothing happened) is sent again, up to
+    /// [`RATE_LIMIT_ATTEMPTS`] times, after the answer's `Retry-After` or the documented rate.
+    async fn paced<T, F, Fut>(&self, action: Action, scope: &str, call: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut attempt = 1;
+        loop {
+            self.pace.ready(action, scope).await;
+            match call().await {
+                Err(e) if e.status() == Some(429) && attempt < RATE_LIMIT_ATTEMPTS => {
+                    let wait = e
+                        .retry_after()
+                        .unwrap_or_else(|| documented_retry_after(e.operation()))
+                        .min(MAX_RATE_LIMIT_WAIT);
+                    tracing::debug!(
+                        scope,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        "fly: rate limited (429), sending the call again"
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn machines(&self) -> String {
-        format!("/apps/{}/machines", encode_path_segment(&self.app))
+        format!("/apps/{}/machines", encode_path_segment(&self.settings.app))
     }
 
     fn machine(&self, id: &str) -> String {
@@ -105,12 +128,16 @@ impl Api {
             .await
     }
 
+    /// `GET …/machines` with `query`, paced per app.
     pub async fn list(&self, query: &[(String, String)]) -> Result<Vec<Machine>> {
-        let mut req = self.req(Method::Get, self.machines(), "list", None);
-        for (k, v) in query {
-            req = req.query(k, v);
-        }
-        req.send_json().await
+        self.paced(Action::List, &self.settings.app, || {
+            let mut req = self.req(Method::Get, self.machines(), "list", None);
+            for (k, v) in query {
+                req = req.query(k, v);
+            }
+            req.send_json()
+        })
+        .await
     }
 
     pub async fn update(
@@ -150,7 +177,7 @@ impl Api {
         Ok(())
     }
 
-    /// One `/wait` call of at most [`MAX_WAIT`].
+    /// One `/wait` call of at most [`MAX_WAIT`], paced per machine.
     async fn wait_once(
         &self,
         id: &str,
@@ -158,17 +185,19 @@ impl Api {
         version: Option<&str>,
         seconds: u64,
     ) -> Result<WaitResponse> {
-        let path = format!("{}/wait", self.machine(id));
-        let mut req = self
-            .req(Method::Get, path, "wait", Some(id))
-            .query("state", state)
-            .query("timeout", seconds);
-        if let Some(v) = version {
-            req = req.query("version", v);
-        }
-        req.timeout(Duration::from_secs(seconds) + SLACK)
-            .send_json()
-            .await
+        self.paced(Action::Wait, id, || {
+            let path = format!("{}/wait", self.machine(id));
+            let mut req = self
+                .req(Method::Get, path, "wait", Some(id))
+                .query("state", state)
+                .query("timeout", seconds);
+            if let Some(v) = version {
+                req = req.query("version", v);
+            }
+            req.timeout(Duration::from_secs(seconds) + SLACK)
+                .send_json()
+        })
+        .await
     }
 
     /// Waits until machine `id` reaches `state`, chaining `/wait` calls of at most 60 s within
@@ -192,7 +221,7 @@ impl Api {
             if left < Duration::from_secs(1) {
                 let reached = last_error
                     .as_ref()
-                    .and_then(|e| crate::error::reached_state(e.message()).map(str::to_owned))
+                    .and_then(|e| reached_state(e.message()).map(str::to_owned))
                     .unwrap_or_else(|| "unknown".to_owned());
                 let mut error = Error::new(
                     ErrorKind::Timeout,
@@ -218,7 +247,7 @@ impl Api {
             match self.wait_once(id, state, version.as_deref(), seconds).await {
                 Ok(resp) => return Ok(resp),
                 Err(e) if e.kind() == ErrorKind::Timeout && e.status() == Some(408) => {
-                    let reached = crate::error::reached_state(e.message()).map(str::to_owned);
+                    let reached = reached_state(e.message()).map(str::to_owned);
                     match reached.as_deref() {
                         Some(s @ ("destroyed" | "failed")) if s != state => {
                             return Err(Error::new(
@@ -249,36 +278,15 @@ impl Api {
     /// command ended, so a silent server is a `Timeout` after that long, never a hang). An answer
     /// over `max_answer` bytes is an error before it is read whole.
     ///
-    /// Every call first waits its turn in the machine's exec bucket ([`ExecPace`]: one per
-    /// machine, shared by every operation), and one answered 429 anyway (another client of the
-    /// machine) is sent again, up to [`RATE_LIMIT_ATTEMPTS`] times, after the wait it asks for.
+    /// Paced per machine (one bucket shared by every operation), and sent again after a 429.
     pub async fn exec(
         &self,
         id: &str,
         body: &ExecRequest,
         max_answer: usize,
     ) -> Result<ExecResponse> {
-        let mut attempt = 1;
-        loop {
-            self.pace.ready(id).await;
-            match self.exec_once(id, body, max_answer).await {
-                Err(e) if e.status() == Some(429) && attempt < RATE_LIMIT_ATTEMPTS => {
-                    let wait = e
-                        .retry_after()
-                        .unwrap_or_else(|| crate::documented_retry_after(Some("exec")))
-                        .min(MAX_RATE_LIMIT_WAIT);
-                    tracing::debug!(
-                        machine = id,
-                        attempt,
-                        wait_ms = wait.as_millis() as u64,
-                        "fly: exec rate limited (429), sending it again"
-                    );
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        self.paced(Action::Exec, id, || self.exec_once(id, body, max_answer))
+            .await
     }
 
     async fn exec_once(
@@ -374,26 +382,89 @@ impl Api {
     }
 }
 
-/// Server-side exec timeout when a call sets none (Fly's own default is not documented).
-pub(crate) const EXEC_DEFAULT_SECS: u64 = 30;
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn paths_encode_app_and_machine() {
-        let api = Api::new(
-            FlyBuilder::new()
-                .token("t")
-                .app("my-app")
-                .base_url("http://127.0.0.1:1"),
-        )
-        .unwrap();
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
         assert_eq!(
             api.machine("1857156b526dd8"),
             "/apps/my-app/machines/1857156b526dd8"
         );
         assert_eq!(api.machine("a/b"), "/apps/my-app/machines/a%2Fb");
+    }
+
+    fn rate_limited(retry_after: Option<Duration>) -> Error {
+        let error = Error::new(ErrorKind::QuotaExceeded, "rate limit exceeded")
+            .with_status(429)
+            .with_operation("list");
+        match retry_after {
+            Some(delay) => error.with_retry_after(delay),
+            None => error,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_call_waits_out_429s_with_their_retry_after() {
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let start = tokio::time::Instant::now();
+        let answer = api
+            .paced(Action::List, "my-app", || async {
+                match calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                    0 => Err(rate_limited(Some(Duration::from_secs(2)))),
+                    // No Retry-After: the documented rate (1 s).
+                    1 => Err(rate_limited(None)),
+                    n => Ok(n),
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(answer, 2);
+        // 2 s + 1 s of waiting; the three calls fit the bucket's burst.
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_call_gives_up_after_its_attempts_and_other_errors_go_back_at_once() {
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let error = api
+            .paced(Action::Wait, "m1", || async {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err::<(), _>(rate_limited(Some(Duration::from_millis(10))))
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::QuotaExceeded);
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+            RATE_LIMIT_ATTEMPTS
+        );
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let error = api
+            .paced(Action::Wait, "m2", || async {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err::<(), _>(Error::new(ErrorKind::Provider, "boom").with_status(500))
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.status(), Some(500));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lists_beyond_the_burst_are_spaced_per_app() {
+        let api = Api::new(Settings::for_tests("my-app")).unwrap();
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            api.paced(Action::List, "my-app", || async { Ok(()) })
+                .await
+                .unwrap();
+        }
+        // Fly's list limit: 3 at once, then 1 per second (PROTOCOL.md §3).
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
     }
 }

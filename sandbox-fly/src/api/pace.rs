@@ -1,51 +1,63 @@
-//! Spacing of the `/exec` calls made on one machine (commands, file chunks, output polls, stats,
-//! listings), so they stay within Fly's exec rate (1 request/s per machine sustained, bursts of
-//! 3: PROTOCOL.md §3) instead of failing half-way with a 429. Fly counts the rate per action and
-//! machine, not per operation, so one token bucket per machine ([`ExecPace`]) is shared by every
-//! operation on it through any handle of one provider: [`BURST`] calls may go back to back, then
-//! one per interval, and the burst refills while the machine is idle.
+//! Spacing of the calls Fly rate-limits per action and identifier (PROTOCOL.md §3: 1 request/s
+//! sustained, bursts of 3), so they stay within the limit instead of failing half-way with a
+//! 429: `/exec` per machine (commands, file chunks, output polls, stats, listings), `/wait` per
+//! machine, and the machine list per app (idempotency look-ups, `list`, the reaper). One token
+//! bucket per action and identifier ([`Pace`]) is shared by every operation through any handle
+//! of one provider: [`BURST`] calls may go back to back, then one per interval, and the burst
+//! refills while idle.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Calls allowed back to back: Fly's exec burst.
+/// Calls allowed back to back: Fly's burst.
 pub(crate) const BURST: u32 = 3;
 
-/// One [`Pacer`] per machine, shared by every clone (every handle of one provider).
-#[derive(Debug, Clone)]
-pub(crate) struct ExecPace {
-    interval: Duration,
-    machines: Arc<Mutex<HashMap<String, Pacer>>>,
+/// The actions the adapter paces, each with its own buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Action {
+    /// `POST …/{id}/exec`, per machine.
+    Exec,
+    /// `GET …/{id}/wait`, per machine.
+    Wait,
+    /// `GET …/machines`, per app.
+    List,
 }
 
-impl ExecPace {
+/// One [`Pacer`] per action and identifier, shared by every clone (every handle of one provider).
+#[derive(Debug, Clone)]
+pub(crate) struct Pace {
+    interval: Duration,
+    buckets: Arc<Mutex<HashMap<(Action, String), Pacer>>>,
+}
+
+impl Pace {
     /// Buckets refilled at one call per `interval` (zero: no pacing).
-    pub fn new(interval: Duration) -> ExecPace {
-        ExecPace {
+    pub fn new(interval: Duration) -> Pace {
+        Pace {
             interval,
-            machines: Arc::default(),
+            buckets: Arc::default(),
         }
     }
 
-    fn with<T>(&self, machine: &str, f: impl FnOnce(&mut Pacer) -> T) -> T {
-        let mut machines = self.machines.lock().unwrap_or_else(|e| e.into_inner());
-        let pacer = machines
-            .entry(machine.to_owned())
+    fn with<T>(&self, action: Action, scope: &str, f: impl FnOnce(&mut Pacer) -> T) -> T {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let pacer = buckets
+            .entry((action, scope.to_owned()))
             .or_insert_with(|| Pacer::new(self.interval));
         f(pacer)
     }
 
-    /// When the next exec on `machine` may go.
-    pub fn next_at(&self, machine: &str) -> Instant {
-        self.with(machine, Pacer::next_at)
+    /// When the next `action` on `scope` may go.
+    pub fn next_at(&self, action: Action, scope: &str) -> Instant {
+        self.with(action, scope, Pacer::next_at)
     }
 
-    /// Waits until an exec on `machine` may go, then counts it.
-    pub async fn ready(&self, machine: &str) {
+    /// Waits until an `action` on `scope` may go, then counts it.
+    pub async fn ready(&self, action: Action, scope: &str) {
         loop {
-            let at = self.with(machine, |p| {
+            let at = self.with(action, scope, |p| {
                 let at = p.next_at();
                 if at <= Instant::now() {
                     p.take();
@@ -59,10 +71,10 @@ impl ExecPace {
         }
     }
 
-    /// Forgets `machine` (destroyed).
+    /// Forgets the buckets of `machine` (destroyed).
     pub fn forget(&self, machine: &str) {
-        let mut machines = self.machines.lock().unwrap_or_else(|e| e.into_inner());
-        machines.remove(machine);
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.retain(|(_, scope), _| scope != machine);
     }
 }
 
@@ -167,22 +179,45 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn every_operation_on_one_machine_shares_its_bucket() {
-        let pace = ExecPace::new(Duration::from_secs(1));
+        use Action::Exec;
+        let pace = Pace::new(Duration::from_secs(1));
         let other_handle = pace.clone();
         let start = Instant::now();
         // An upload's two chunks, then a download's stat and first block on another handle.
-        pace.ready("m1").await;
-        pace.ready("m1").await;
-        other_handle.ready("m1").await;
+        pace.ready(Exec, "m1").await;
+        pace.ready(Exec, "m1").await;
+        other_handle.ready(Exec, "m1").await;
         assert_eq!(start.elapsed(), Duration::ZERO);
-        other_handle.ready("m1").await;
+        other_handle.ready(Exec, "m1").await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
         // Another machine has its own bucket.
-        pace.ready("m2").await;
+        pace.ready(Exec, "m2").await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
         // Concurrent callers on one machine take turns.
-        let (a, b) = tokio::join!(pace.ready("m1"), other_handle.ready("m1"));
+        let (a, b) = tokio::join!(pace.ready(Exec, "m1"), other_handle.ready(Exec, "m1"));
         let _ = (a, b);
         assert_eq!(start.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn actions_and_scopes_have_buckets_of_their_own() {
+        let pace = Pace::new(Duration::from_secs(1));
+        let start = Instant::now();
+        for _ in 0..3 {
+            pace.ready(Action::List, "app").await;
+            pace.ready(Action::Wait, "m1").await;
+            pace.ready(Action::Exec, "m1").await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // The fourth list of the app waits its turn, whatever happens on the machines.
+        pace.ready(Action::List, "app").await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        pace.forget("m1");
+        pace.ready(Action::Wait, "m1").await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1),
+            "a forgotten machine starts full"
+        );
     }
 }
