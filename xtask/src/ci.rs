@@ -118,7 +118,11 @@ fn steps(nextest: bool) -> Vec<Step> {
         .fix(faults::FIX),
         Step::task("fixtures", "cargo xtask fixtures", fixtures::check),
         Step::task("dependencies", "cargo xtask deps", deps::check),
-        Step::task("mcp client and conformance", "cargo xtask mcp-check", mcp::check),
+        Step::task(
+            "mcp client and conformance",
+            "cargo xtask mcp-check",
+            mcp::check,
+        ),
         Step::task(
             "outside adapter",
             "cargo xtask outside-check",
