@@ -156,6 +156,25 @@ async fn next_event(
     }
 }
 
+/// Reads `data`, cut into pieces of `chunk` bytes, as the Connect body of a process's output
+/// stream, the way `exec` reads one (envelopes, each message as a process event, the
+/// end-of-stream checked): the fuzz target `e2b_process_stream` and its proptest drive it.
+pub(crate) async fn read_process_stream(data: &[u8], chunk: usize) -> Vec<Result<ProcessEvent>> {
+    let pieces: Vec<sandbox_sdk_core::Result<Bytes>> = data
+        .chunks(chunk.max(1))
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    let body = futures::stream::iter(pieces).boxed();
+    events(
+        ConnectStream::new(body, "exec", "fuzz"),
+        None,
+        None,
+        "fuzz".into(),
+    )
+    .collect()
+    .await
+}
+
 /// Turns the rest of the stream into process events, lazily: nothing runs unless the handle is
 /// polled, and dropping the handle drops the connection (no task is left behind). With a
 /// `deadline`, a stream still open past it ends with a `Timeout` error.

@@ -99,4 +99,13 @@ pub mod testing {
     pub use crate::config::ENVD_PORT;
     pub use crate::files::file_signature;
     pub use crate::lifecycle::idempotency_header_value;
+
+    /// Reads `data`, cut into `chunk`-byte pieces, as a process's Connect output stream and
+    /// returns what `exec` would yield (for the fuzz targets and proptests of the decoders).
+    pub async fn read_process_stream(
+        data: &[u8],
+        chunk: usize,
+    ) -> Vec<sandbox_sdk_core::Result<sandbox_sdk_core::ProcessEvent>> {
+        crate::exec::read_process_stream(data, chunk).await
+    }
 }

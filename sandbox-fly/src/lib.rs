@@ -84,4 +84,14 @@ pub use sandbox_sdk_core;
 #[doc(hidden)]
 pub mod testing {
     pub use crate::config::{DIRECT_ANSWER_LIMIT, SCRIPT_ANSWER_LIMIT};
+
+    /// Parses `text` as the answers of the adapter's poll and process-list scripts (for the
+    /// fuzz targets and proptests of the decoders): `Some` when it is a poll answer, and the
+    /// processes it lists.
+    pub fn read_script_answers(text: &str) -> (bool, usize) {
+        (
+            crate::exec::parse_poll(text).is_some(),
+            crate::exec::parse_processes(text).len(),
+        )
+    }
 }
