@@ -2,12 +2,12 @@
 //! behaviour only a live, stateful server shows.
 
 use sandbox_conformance::sim::daytona::DaytonaSim;
-use sandbox_daytona::DaytonaBuilder;
+use sandbox_daytona::{DaytonaBuilder, DaytonaProvider};
 use sandbox_sdk_core::{Command, CreateSpec, Provider};
 use std::time::Duration;
 
 fn adapter(sim: &DaytonaSim) -> DaytonaBuilder {
-    DaytonaBuilder::new()
+    DaytonaProvider::builder()
         .api_key(sim.api_key())
         .api_url(sim.api_url())
         .poll_interval(Duration::from_millis(10))
@@ -282,7 +282,7 @@ async fn latency_of_a_short_command() {
     }
 
     let sim = DaytonaSim::start().await.unwrap();
-    let provider = DaytonaBuilder::new()
+    let provider = DaytonaProvider::builder()
         .api_key(sim.api_key())
         .api_url(sim.api_url())
         .build()
@@ -296,7 +296,7 @@ async fn latency_of_a_short_command() {
         assert_eq!(out.stdout_lossy(), "hi\n");
     })
     .await;
-    let followed_provider = DaytonaBuilder::new()
+    let followed_provider = DaytonaProvider::builder()
         .api_key(sim.api_key())
         .api_url(sim.api_url())
         .direct_window(Duration::ZERO)
