@@ -395,6 +395,10 @@ impl EmulateProvider {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for EmulateProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -486,6 +490,10 @@ impl EmulateSandbox {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sandbox for EmulateSandbox {
+    fn wrapped(&self) -> Option<&dyn Sandbox> {
+        Some(self.inner.as_ref())
+    }
+
     fn id(&self) -> &str {
         self.inner.id()
     }

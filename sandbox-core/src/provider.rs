@@ -19,6 +19,7 @@ use crate::lifecycle::{CreateSpec, ListFilter, Metrics, SandboxInfo, SnapshotInf
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
+use std::any::Any;
 use std::fmt::Debug;
 use std::time::{Duration, SystemTime};
 
@@ -30,9 +31,16 @@ pub type FileEventStream = BoxStream<'static, Result<FileEvent>>;
 
 /// Makes, finds and lists sandboxes of one provider.
 #[async_trait]
-pub trait Provider: Send + Sync + Debug {
+pub trait Provider: Any + Send + Sync + Debug {
     /// The provider's name (`e2b`, `daytona`, `fly`, `local`, ...).
     fn name(&self) -> &str;
+
+    /// The provider this one wraps, if it is a wrapper (the client's layers are); `None` for an
+    /// adapter's own provider. [`downcast_ref`](trait.Provider.html#method.downcast_ref)
+    /// follows it.
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        None
+    }
 
     /// What the provider can do.
     fn capabilities(&self) -> Capabilities;
@@ -177,9 +185,16 @@ macro_rules! optional {
 ///   so a forward it lacks fails clippy instead of silently turning a provider's operation into
 ///   `NotSupported`. Wrappers outside this crate should do the same.
 #[async_trait]
-pub trait Sandbox: Send + Sync + Debug {
+pub trait Sandbox: Any + Send + Sync + Debug {
     /// The provider's id for the sandbox.
     fn id(&self) -> &str;
+
+    /// The sandbox this one wraps, if it is a wrapper (the client's layers are); `None` for an
+    /// adapter's own sandbox. [`downcast_ref`](trait.Sandbox.html#method.downcast_ref) follows
+    /// it.
+    fn wrapped(&self) -> Option<&dyn Sandbox> {
+        None
+    }
 
     /// The provider's name.
     fn provider(&self) -> &str;
@@ -360,6 +375,66 @@ pub mod operation {
     pub const USAGE: Requirement = ("usage", Capability::Usage);
     /// `Provider::prepare`.
     pub const PREPARE: Requirement = ("prepare", Capability::Prepare);
+}
+
+impl dyn Provider {
+    /// The adapter's own provider type under any wrappers, to reach its extras through a
+    /// [`Client`](crate::client::Client): each layer's [`Provider::wrapped`] is followed until
+    /// one is a `T`. `None` when no layer is (or a fallback client hides which one would be).
+    ///
+    /// ```
+    /// # #[cfg(feature = "local")] {
+    /// use sandbox_sdk_core::Provider;
+    /// use sandbox_sdk_core::client::Client;
+    /// use sandbox_sdk_core::local::LocalProvider;
+    /// use std::sync::Arc;
+    ///
+    /// let client = Client::builder(Arc::new(LocalProvider::new())).build();
+    /// let provider: &dyn Provider = &client;
+    /// assert!(provider.downcast_ref::<LocalProvider>().is_some());
+    /// # }
+    /// ```
+    pub fn downcast_ref<T: Provider>(&self) -> Option<&T> {
+        let mut current: &dyn Provider = self;
+        loop {
+            if let Some(found) = (current as &dyn Any).downcast_ref::<T>() {
+                return Some(found);
+            }
+            current = current.wrapped()?;
+        }
+    }
+}
+
+impl dyn Sandbox {
+    /// The adapter's own sandbox type under any wrappers, so a sandbox made through a
+    /// [`Client`](crate::client::Client) (with retry, gating, hooks) can still call its
+    /// adapter's extras: each layer's [`Sandbox::wrapped`] is followed until one is a `T`.
+    ///
+    /// ```
+    /// # #[cfg(feature = "local")]
+    /// # async fn demo() -> sandbox_sdk_core::Result<()> {
+    /// use sandbox_sdk_core::client::{Client, RetryPolicy};
+    /// use sandbox_sdk_core::local::{LocalProvider, LocalSandbox};
+    /// use sandbox_sdk_core::{CreateSpec, Provider, Sandbox};
+    /// use std::sync::Arc;
+    ///
+    /// let client = Client::builder(Arc::new(LocalProvider::new()))
+    ///     .retry(RetryPolicy::default())
+    ///     .build();
+    /// let sandbox = client.create(&CreateSpec::new()).await?;
+    /// let local: &LocalSandbox = sandbox.downcast_ref().expect("a local sandbox");
+    /// println!("{}", local.dir().display());
+    /// # sandbox.destroy().await }
+    /// ```
+    pub fn downcast_ref<T: Sandbox>(&self) -> Option<&T> {
+        let mut current: &dyn Sandbox = self;
+        loop {
+            if let Some(found) = (current as &dyn Any).downcast_ref::<T>() {
+                return Some(found);
+            }
+            current = current.wrapped()?;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1021,6 +1021,35 @@ async fn hooks_are_called_in_order() {
     );
 }
 
+#[tokio::test]
+async fn an_adapters_own_types_are_reachable_under_every_layer() {
+    let state = State::new("fake", all_native());
+    let client = Client::builder(FakeProvider::dyn_new(&state))
+        .retry(test_policy())
+        .hooks(Arc::new(Recorder::default()))
+        .owner(sandbox_sdk_core::fleet::Owner::new("team-a").unwrap())
+        .build();
+    let provider: &dyn Provider = &client;
+    assert!(provider.downcast_ref::<FakeProvider>().is_some());
+    assert!(provider.downcast_ref::<RetryProvider>().is_some());
+    let sandbox = client.create(&CreateSpec::new()).await.unwrap();
+    let fake: &FakeSandbox = sandbox.downcast_ref().expect("the fake under the layers");
+    assert_eq!(fake.id, sandbox.id());
+    assert!(
+        sandbox
+            .downcast_ref::<sandbox_sdk_core::local::LocalSandbox>()
+            .is_none()
+    );
+
+    // A fallback client wraps several providers, so no single one is reachable through it.
+    let other = State::new("other", all_native());
+    let with_fallback = Client::builder(FakeProvider::dyn_new(&state))
+        .fallback(FakeProvider::dyn_new(&other))
+        .build();
+    let provider: &dyn Provider = &with_fallback;
+    assert!(provider.downcast_ref::<FakeProvider>().is_none());
+}
+
 // ---------------------------------------------------------------- emulation
 
 fn shell_only(per_command_env_cwd: bool, exit_code_native: bool) -> Capabilities {

@@ -5,7 +5,9 @@
 //! crate in `target/`. To add a step, add one line to [`steps`].
 
 use crate::args::Args;
-use crate::{Result, conformance, deps, faults, fixtures, mcp, outside, readme, shell, sim};
+use crate::{
+    Result, conformance, deps, faults, fixtures, mcp, outside, readme, shell, sim, skeleton,
+};
 use std::time::{Duration, Instant};
 
 /// What a step does.
@@ -56,6 +58,7 @@ impl Step {
 fn steps(nextest: bool) -> Vec<Step> {
     vec![
         Step::cargo("fmt", &["fmt", "--all", "--", "--check"]).fix("cargo fmt --all"),
+        Step::task("adapter skeleton", "cargo xtask skeleton", skeleton::check),
         Step::cargo(
             "clippy",
             &[

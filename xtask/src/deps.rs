@@ -5,6 +5,10 @@
 //! - **RustSec database**: runs `cargo audit` when it is installed and can reach the advisory
 //!   database; otherwise prints one line saying the check was skipped and why (this machine has
 //!   no route to GitHub, where the database lives).
+//! - **MSRV**: fails when a dependency built for this machine declares a `rust-version` above
+//!   the workspace's (`cargo metadata`), so the MSRV the crates publish stays true of their
+//!   dependency tree. Our own code is held to it by clippy's `incompatible_msrv` lint (on in the
+//!   clippy step), which reads the same `rust-version`.
 //! - **Duplicate major versions**: lists every crate locked at two or more semver-incompatible
 //!   versions (each one is compiled and linked separately). Listed, not failed: most come from
 //!   dependencies' own choices.
@@ -30,7 +34,9 @@ pub fn check() -> Result {
     let packages = locked_packages(&lock);
     let hits = advisory_hits(&packages);
     println!("{}", rustsec_audit());
-    let duplicates = duplicate_majors(&built_packages()?);
+    let built = built_packages()?;
+    let msrv = msrv_problems(&built)?;
+    let duplicates = duplicate_majors(&built);
     if duplicates.is_empty() {
         println!("no crate is locked at two major versions");
     } else {
@@ -42,11 +48,87 @@ pub fn check() -> Result {
             println!("  {name}: {}", versions.join(", "));
         }
     }
-    if hits.is_empty() {
+    let problems: Vec<String> = hits.into_iter().chain(msrv).collect();
+    if problems.is_empty() {
         Ok(())
     } else {
-        Err(hits.join("; "))
+        Err(problems.join("; "))
     }
+}
+
+/// One line per built dependency whose `rust-version` is above the workspace's; prints the
+/// verdict.
+fn msrv_problems(built: &[(String, String)]) -> Result<Vec<String>> {
+    let output = shell::cargo_command()
+        .args(["metadata", "--format-version", "1", "--all-features"])
+        .current_dir(shell::workspace_root())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("could not start cargo metadata: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;
+    let ours = workspace_msrv(&metadata)?;
+    let problems = above_msrv(&metadata, built, &ours);
+    if problems.is_empty() {
+        println!(
+            "MSRV {ours}: no dependency built here declares a newer rust-version ({} checked)",
+            built.len()
+        );
+    }
+    Ok(problems)
+}
+
+/// The `rust-version` every workspace member declares (they share one).
+fn workspace_msrv(metadata: &serde_json::Value) -> Result<String> {
+    let members: Vec<&str> = metadata["workspace_members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.as_str())
+        .collect();
+    let versions: std::collections::BTreeSet<&str> = packages(metadata)
+        .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(&id)))
+        .filter_map(|p| p["rust_version"].as_str())
+        .collect();
+    match versions.into_iter().collect::<Vec<_>>().as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Err("no workspace member declares a rust-version".into()),
+        many => Err(format!(
+            "workspace members declare different rust-versions: {}",
+            many.join(", ")
+        )),
+    }
+}
+
+/// A `rust-version` (`1.89` or `1.89.0`) as three numbers.
+fn rust_version(version: &str) -> [u64; 3] {
+    let mut parts = numbers(version).into_iter();
+    [0; 3].map(|_| parts.next().unwrap_or(0))
+}
+
+fn packages(metadata: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
+    metadata["packages"].as_array().into_iter().flatten()
+}
+
+/// Built packages whose declared `rust-version` is newer than `msrv`.
+fn above_msrv(metadata: &serde_json::Value, built: &[(String, String)], msrv: &str) -> Vec<String> {
+    packages(metadata)
+        .filter_map(|p| {
+            let name = p["name"].as_str()?;
+            let version = p["version"].as_str()?;
+            let needs = p["rust_version"].as_str()?;
+            let is_built = built.iter().any(|(n, v)| n == name && v == version);
+            (is_built && rust_version(needs) > rust_version(msrv)).then(|| {
+                format!("{name} {version} needs Rust {needs}, above the workspace MSRV {msrv}")
+            })
+        })
+        .collect()
 }
 
 /// Every `(name, version)` in a `Cargo.lock`.
@@ -221,6 +303,31 @@ version = "1.0.200"
 name = "serde"
 version = "1.0.219"
 "#;
+
+    #[test]
+    fn only_built_dependencies_above_the_msrv_are_named() {
+        let metadata = serde_json::json!({
+            "workspace_members": ["ours 0.1.0"],
+            "packages": [
+                {"id": "ours 0.1.0", "name": "ours", "version": "0.1.0", "rust_version": "1.89"},
+                {"id": "a", "name": "same", "version": "1.0.0", "rust_version": "1.89.0"},
+                {"id": "b", "name": "newer", "version": "2.0.0", "rust_version": "1.90"},
+                {"id": "c", "name": "unbuilt", "version": "1.0.0", "rust_version": "1.95"},
+                {"id": "d", "name": "silent", "version": "1.0.0", "rust_version": null},
+            ]
+        });
+        let built: Vec<(String, String)> =
+            [("same", "1.0.0"), ("newer", "2.0.0"), ("silent", "1.0.0")]
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect();
+        let msrv = workspace_msrv(&metadata).unwrap();
+        assert_eq!(msrv, "1.89");
+        assert_eq!(
+            above_msrv(&metadata, &built, &msrv),
+            ["newer 2.0.0 needs Rust 1.90, above the workspace MSRV 1.89"]
+        );
+    }
 
     #[test]
     fn locked_versions_below_a_fix_are_hits() {

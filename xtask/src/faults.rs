@@ -28,6 +28,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 
 /// The command that regenerates RELIABILITY.md.
 pub const FIX: &str = "cargo xtask faults";
@@ -77,10 +78,19 @@ pub enum Op {
     List,
     /// `Sandbox::run` of `echo hi`.
     Run,
+    /// `Sandbox::exec` of a command printing twice with a pause between, its events read as
+    /// they come.
+    Stream,
+    /// `Sandbox::exec` of `cat` with stdin written, then closed.
+    Stdin,
     /// `Sandbox::read_file` of an existing file.
     Read,
     /// `Sandbox::write_file`.
     Write,
+    /// `Sandbox::upload` of [`BIG`] bytes streamed from a reader.
+    Upload,
+    /// `Sandbox::download` of [`BIG`] bytes, read as a stream.
+    Download,
     /// `Sandbox::destroy`.
     Destroy,
 }
@@ -92,8 +102,12 @@ pub const OPS: &[Op] = &[
     Op::Connect,
     Op::List,
     Op::Run,
+    Op::Stream,
+    Op::Stdin,
     Op::Read,
     Op::Write,
+    Op::Upload,
+    Op::Download,
     Op::Destroy,
 ];
 
@@ -106,8 +120,12 @@ impl Op {
             Op::Connect => "connect",
             Op::List => "list",
             Op::Run => "run",
+            Op::Stream => "exec stream",
+            Op::Stdin => "stdin",
             Op::Read => "read",
             Op::Write => "write",
+            Op::Upload => "streamed upload",
+            Op::Download => "streamed download",
             Op::Destroy => "destroy",
         }
     }
@@ -120,8 +138,10 @@ impl Op {
             Op::Connect => &["connect", "get"],
             Op::List => &["list"],
             Op::Run => &["exec"],
-            Op::Read => &["files.read", "exec"],
-            Op::Write => &["files.write", "exec"],
+            Op::Stream => &["exec.output", "exec"],
+            Op::Stdin => &["stdin", "exec"],
+            Op::Read | Op::Download => &["files.read", "exec"],
+            Op::Write | Op::Upload => &["files.write", "exec"],
             Op::Destroy => &["destroy"],
         }
     }
@@ -133,6 +153,13 @@ impl Op {
 
 const FILE: &str = "faults/data.txt";
 const CONTENT: &str = "reliability\n";
+/// The size of a streamed transfer: several of every adapter's chunks.
+const BIG: usize = 3 * 1024 * 1024 + 7;
+
+/// The bytes a streamed transfer moves (not one repeated byte, so a misplaced chunk shows).
+fn big() -> Vec<u8> {
+    (0..BIG).map(|i| (i % 251) as u8).collect()
+}
 
 /// One cell's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,19 +318,28 @@ async fn matrix() -> Result<Vec<Row>> {
         futures::future::join_all(rows.iter().map(|(a, op)| target_of(a, *op, &permits))).await;
     let mut jobs = Vec::new();
     for ((adapter, op), target) in rows.iter().zip(&targets) {
-        let target = target.clone()?;
-        for (fault, _) in FAULTS {
-            jobs.push(cell(adapter, *op, target, fault, &permits));
+        if let Some(target) = target.clone()? {
+            for (fault, _) in FAULTS {
+                jobs.push(cell(adapter, *op, target, fault, &permits));
+            }
         }
     }
     let mut cells = futures::future::join_all(jobs).await.into_iter();
     let mut out = Vec::new();
     for ((adapter, op), target) in rows.into_iter().zip(targets) {
-        let row: Vec<Cell> = cells.by_ref().take(FAULTS.len()).collect::<Result<_>>()?;
-        out.push((adapter, op, target?, row));
+        match target? {
+            Some(target) => {
+                let row: Vec<Cell> = cells.by_ref().take(FAULTS.len()).collect::<Result<_>>()?;
+                out.push((adapter, op, target, row));
+            }
+            None => out.push((adapter, op, UNSUPPORTED, Vec::new())),
+        }
     }
     Ok(out)
 }
+
+/// The target of a row whose call the adapter does not support (no cell is run).
+const UNSUPPORTED: &str = "";
 
 /// The adapter pointed at `sim` as its `tests/conformance_sim.rs` builds it (and E2B's transfer
 /// idle bound as short as its stream idle bound).
@@ -385,8 +421,13 @@ async fn setup_once(adapter_name: &str, op: Op) -> Result<Setup> {
             .create(&spec(None))
             .await
             .map_err(|e| format!("{adapter_name} {}: setup create: {e}", op.name()))?;
-        if op == Op::Read {
-            sb.write_file(FILE, CONTENT.into())
+        let content = match op {
+            Op::Read => Some(bytes::Bytes::from(CONTENT)),
+            Op::Download => Some(big().into()),
+            _ => None,
+        };
+        if let Some(content) = content {
+            sb.write_file(FILE, content)
                 .await
                 .map_err(|e| format!("{adapter_name} {}: setup write: {e}", op.name()))?;
         }
@@ -431,7 +472,44 @@ async fn call(setup: &Setup, op: Op, key: &str) -> sandbox_sdk_core::Result<()> 
             let data = sandbox().read_file(FILE).await?;
             wrong_unless(&data[..] == CONTENT.as_bytes(), "read the wrong bytes")
         }
+        Op::Stream => {
+            let command = Command::shell("echo a; sleep 0.3; echo b");
+            let out = sandbox().exec(&command).await?.output().await?;
+            wrong_unless(
+                out.stdout_lossy() == "a\nb\n",
+                "the stream printed the wrong output",
+            )
+        }
+        Op::Stdin => {
+            let mut process = sandbox().exec(&Command::new("cat").stdin()).await?;
+            let mut stdin = process.take_stdin().ok_or_else(|| {
+                sandbox_sdk_core::Error::new(
+                    sandbox_sdk_core::ErrorKind::Provider,
+                    "a process started with stdin has none",
+                )
+            })?;
+            let io = |e: std::io::Error| {
+                sandbox_sdk_core::Error::new(sandbox_sdk_core::ErrorKind::Transport, e.to_string())
+            };
+            stdin.write_all(b"fed\n").await.map_err(io)?;
+            stdin.shutdown().await.map_err(io)?;
+            let out = process.output().await?;
+            wrong_unless(out.stdout_lossy() == "fed\n", "cat echoed the wrong input")
+        }
         Op::Write => sandbox().write_file(FILE, CONTENT.into()).await.map(drop),
+        Op::Upload => {
+            let reader = std::io::Cursor::new(big());
+            sandbox()
+                .upload(FILE, sandbox_sdk_core::upload_body(reader))
+                .await
+                .map(drop)
+        }
+        Op::Download => {
+            let stream = sandbox().download(FILE).await?.into_stream();
+            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
+            let data: Vec<u8> = chunks.concat();
+            wrong_unless(data == big(), "the download has the wrong bytes")
+        }
         Op::Destroy => sandbox().destroy().await,
     }
 }
@@ -447,17 +525,23 @@ fn wrong_unless(ok: bool, what: &str) -> sandbox_sdk_core::Result<()> {
     }
 }
 
-/// The simulator operation `op` starts with on `adapter`, from a clean run.
+/// The simulator operation `op` starts with on `adapter`, from a clean run; `None` when the
+/// adapter does not support the call (it fails `NotSupported` with no fault).
 async fn target_of(
     adapter: &'static str,
     op: Op,
     permits: &tokio::sync::Semaphore,
-) -> Result<&'static str> {
+) -> Result<Option<&'static str>> {
     let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
     let setup = setup(adapter, op).await?;
-    call(&setup, op, "faults-target")
-        .await
-        .map_err(|e| format!("{adapter} {} fails with no fault: {e}", op.name()))?;
+    match call(&setup, op, "faults-target").await {
+        Err(e) if e.kind() == sandbox_sdk_core::ErrorKind::NotSupported => {
+            teardown(setup).await;
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("{adapter} {} fails with no fault: {e}", op.name())),
+        Ok(()) => {}
+    }
     let seen = setup.sim.server().log().entries();
     let found = op
         .targets()
@@ -465,7 +549,7 @@ async fn target_of(
         .find(|t| seen.iter().any(|e| e.operation == **t))
         .copied();
     teardown(setup).await;
-    found.ok_or_else(|| {
+    found.map(Some).ok_or_else(|| {
         format!(
             "{adapter} {} sent none of {:?}: {:?}",
             op.name(),
@@ -615,7 +699,7 @@ fn render(rows: &[Row]) -> String {
          2 s create look-up, 5 s stream idle bound; E2B's transfer idle bound, 60 s by default, \
          set to the same 5 s; no client layer). One fresh simulator per \
          cell; the call is made once.\n\n\
-         A cell reads `outcome · time · requests`: the outcome is `ok` (the fault reached no \
+         A call the adapter does not support reads `not supported · no request` across its row. A cell reads `outcome · time · requests`: the outcome is `ok` (the fault reached no \
          request), `recovered` (it did and the call still succeeded) or the error's kind; the \
          time to answer is bucketed (`<2s`, `<10s`, `<30s`, `hang` past 30 s); requests are \
          those the call sent to the faulted operation, then (`+N`) to any other (look-ups, \
@@ -673,6 +757,12 @@ fn render(rows: &[Row]) -> String {
         out.push_str(&" --- |".repeat(FAULTS.len()));
         out.push('\n');
         for (_, op, target, cells) in rows.iter().filter(|r| r.0 == *adapter) {
+            if *target == UNSUPPORTED {
+                let _ = write!(out, "| {} (none) |", op.name());
+                out.push_str(&" not supported · no request |".repeat(FAULTS.len()));
+                out.push('\n');
+                continue;
+            }
             let _ = write!(out, "| {} (`{target}`) |", op.name());
             for cell in cells {
                 let _ = write!(out, " {} |", cell.text());
@@ -680,6 +770,10 @@ fn render(rows: &[Row]) -> String {
             out.push('\n');
         }
     }
+    out.push_str(
+        "\n## local\n\nThe embedded `local` provider sends no request, so none of these faults \
+         applies to it: it has no column.\n",
+    );
     out
 }
 

@@ -21,6 +21,7 @@ mod readme;
 mod record;
 mod shell;
 mod sim;
+mod skeleton;
 
 use args::Args;
 use std::process::ExitCode;
@@ -41,7 +42,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "ci",
         usage: "ci",
-        about: "everything CI checks: fmt, clippy, tests, doc tests, no-default-features build, cargo package, docs, examples, README table, conformance (replayed and simulated), fixtures, dependencies, MCP client, official SDKs vs simulators, outside adapter",
+        about: "everything CI checks: fmt, clippy, tests, doc tests, no-default-features build, cargo package, docs, examples, README table, adapter skeleton, conformance (replayed and simulated), fixtures, dependencies, MCP client, official SDKs vs simulators, outside adapter",
         run: ci::run,
     },
     Task {
@@ -97,6 +98,12 @@ const TASKS: &[Task] = &[
         usage: "record --provider NAME [--scenario S]",
         about: "record cassettes from the live service through a scrubbing proxy",
         run: record::run,
+    },
+    Task {
+        name: "skeleton",
+        usage: "skeleton",
+        about: "every adapter has the one file skeleton and its imports point one way (no arrow up, no circle)",
+        run: skeleton::run,
     },
     Task {
         name: "readme",

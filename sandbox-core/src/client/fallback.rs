@@ -226,6 +226,10 @@ impl FallbackProvider {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for FallbackProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        None // several providers: no single one is wrapped
+    }
+
     fn name(&self) -> &str {
         self.primary.name()
     }

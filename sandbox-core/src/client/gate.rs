@@ -64,6 +64,10 @@ impl GateProvider {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for GateProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -138,6 +142,10 @@ impl GateSandbox {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sandbox for GateSandbox {
+    fn wrapped(&self) -> Option<&dyn Sandbox> {
+        Some(self.inner.as_ref())
+    }
+
     fn id(&self) -> &str {
         self.inner.id()
     }

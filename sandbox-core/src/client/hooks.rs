@@ -94,6 +94,10 @@ impl HooksProvider {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for HooksProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -191,6 +195,10 @@ impl HooksSandbox {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sandbox for HooksSandbox {
+    fn wrapped(&self) -> Option<&dyn Sandbox> {
+        Some(self.inner.as_ref())
+    }
+
     fn id(&self) -> &str {
         self.inner.id()
     }

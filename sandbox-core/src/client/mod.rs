@@ -221,6 +221,10 @@ impl ClientBuilder {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for Client {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }

@@ -40,6 +40,10 @@ impl OwnerProvider {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for OwnerProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }

@@ -345,6 +345,10 @@ impl RetryProvider {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for RetryProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -459,6 +463,10 @@ impl RetrySandbox {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sandbox for RetrySandbox {
+    fn wrapped(&self) -> Option<&dyn Sandbox> {
+        Some(self.inner.as_ref())
+    }
+
     fn id(&self) -> &str {
         self.inner.id()
     }

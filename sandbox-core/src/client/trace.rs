@@ -72,6 +72,10 @@ impl<S: Stream + Unpin> Stream for InSpan<S> {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Provider for TraceProvider {
+    fn wrapped(&self) -> Option<&dyn Provider> {
+        Some(self.inner.as_ref())
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -144,6 +148,10 @@ impl TraceSandbox {
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sandbox for TraceSandbox {
+    fn wrapped(&self) -> Option<&dyn Sandbox> {
+        Some(self.inner.as_ref())
+    }
+
     fn id(&self) -> &str {
         self.inner.id()
     }
