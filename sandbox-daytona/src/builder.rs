@@ -62,6 +62,14 @@ pub struct DaytonaBuilder {
     log_ping: (Duration, Duration),
 }
 
+impl DaytonaProvider {
+    /// A builder with no credentials and the cloud defaults; [`DaytonaBuilder::from_env`]
+    /// starts from the environment instead.
+    pub fn builder() -> DaytonaBuilder {
+        DaytonaBuilder::new()
+    }
+}
+
 impl DaytonaBuilder {
     /// A builder with no credentials and the cloud defaults ([`DaytonaProvider::builder`]).
     pub(crate) fn new() -> Self {

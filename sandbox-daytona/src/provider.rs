@@ -2,7 +2,6 @@
 //! and Daytona's own extras, each a thin call into [`lifecycle`](crate::lifecycle).
 
 use crate::api::client::Api;
-use crate::builder::DaytonaBuilder;
 use crate::config::{PROVIDER, deadline_after};
 use crate::exec::session::SessionPool;
 use crate::lifecycle::create::{DaytonaCreate, check_spec, create};
@@ -19,7 +18,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Daytona: sandboxes on the control-plane API, commands and files through each sandbox's
-/// toolbox. Build it with [`DaytonaProvider::builder`] (or [`DaytonaBuilder::from_env`]).
+/// toolbox. Build it with [`DaytonaProvider::builder`] (or
+/// [`DaytonaBuilder::from_env`](crate::DaytonaBuilder::from_env)).
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
 pub struct DaytonaProvider {
@@ -38,12 +38,6 @@ impl fmt::Debug for DaytonaProvider {
 }
 
 impl DaytonaProvider {
-    /// A builder with no credentials and the cloud defaults; [`DaytonaBuilder::from_env`]
-    /// starts from the environment instead.
-    pub fn builder() -> DaytonaBuilder {
-        DaytonaBuilder::new()
-    }
-
     pub(crate) fn from_api(api: Api) -> Self {
         DaytonaProvider {
             api: Arc::new(api),
