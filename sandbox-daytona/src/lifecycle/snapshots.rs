@@ -9,7 +9,7 @@ use sandbox_sdk_core::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// The size of a snapshot made by [`DaytonaProvider::prepare`].
+/// The size of a snapshot made by [`DaytonaProvider::prepare`](crate::DaytonaProvider::prepare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 pub struct SnapshotSize {
     /// CPU cores.
@@ -20,7 +20,7 @@ pub struct SnapshotSize {
     pub disk_gb: u32,
 }
 
-/// The content-hash name [`DaytonaProvider::prepare`] gives a snapshot.
+/// The content-hash name [`DaytonaProvider::prepare`](crate::DaytonaProvider::prepare) gives a snapshot.
 pub fn snapshot_name(
     image: &str,
     size: SnapshotSize,
