@@ -42,9 +42,15 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     ..Capabilities::NONE
 };
 
-/// Flags: archive and stop keep the disk; pause keeps memory (VM classes); cwd and env are
-/// applied by the adapter per command; exit codes are the daemon's; previews are per-port
-/// subdomains.
+/// Flags: archive and stop keep the disk; pause keeps memory (VM classes); exit codes are the
+/// daemon's (`exitCode`, PROTOCOL.md §6.2); previews are per-port subdomains.
+///
+/// `per_command_env_cwd` is `true` although only `/process/execute` takes cwd and env
+/// (§6.1) and a session command does not (§6.2): the adapter folds them into each session
+/// command line itself, with core's [`shell_script`](sandbox_sdk_core::shell::shell_script),
+/// so a command's cwd and env always apply, also without core's emulation layer. Declaring it
+/// `false` would let that layer fold them first, which changes the line every such command
+/// sends (and so every recorded exchange of one).
 pub const FLAGS: Flags = Flags {
     preserves_memory_on_pause: true,
     preserves_disk_on_stop: true,

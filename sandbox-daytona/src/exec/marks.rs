@@ -1,6 +1,13 @@
 //! The shell line a command becomes in a session, and the end marks that make its output exact
 //! (PROTOCOL.md §8.1): [`command_line`], [`Trailer`], and how a command's end is reported
 //! ([`exit_event`]).
+//!
+//! The end marks are not core's [`ExitMarker`](sandbox_sdk_core::emulate::ExitMarker): they
+//! do another job. The exit code is native (the daemon's `exitCode`); the marks are on both
+//! streams, to take back the newline the daemon's line reader adds to a last partial line of
+//! each, and the follower must see that both are complete *while the stream is open*, to end
+//! as soon as the command does instead of waiting for the server's close (PROTOCOL.md §8.2).
+//! `ExitMarker` marks stdout only and tells whether its marker was seen only by finishing.
 
 use crate::config::PROVIDER;
 use bytes::Bytes;
