@@ -1,8 +1,9 @@
 //! How long `run("echo hi")` takes against the Daytona simulator, beside the raw requests it
 //! is measured against, interleaved in one run (issue 10 item 1):
 //!
-//! - one `POST /process/execute` (what the official SDK's `executeCommand` sends; stdout and
-//!   stderr merged),
+//! - one `POST /process/execute` of bare `echo hi`, and one of the line the official SDKs'
+//!   `executeCommand` sends for it (`echo '<base64>' | base64 -d | sh`); stdout and stderr
+//!   merged,
 //! - one synchronous session exec of the same line in a kept session (stdout and stderr apart),
 //! - the adapter's `run` with default settings (one synchronous session exec),
 //! - the adapter's `run` with a zero direct window (an async exec followed over the log
@@ -18,6 +19,9 @@ use sandbox_daytona::DaytonaProvider;
 use sandbox_daytona::sandbox_sdk_core::{Command, CreateSpec, Provider, SandboxExt};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+
+/// What the official TypeScript and Python SDKs' `executeCommand("echo hi")` sends.
+const OFFICIAL_LINE: &str = "sh -c \"echo 'ZWNobyBoaQ==' | base64 -d | sh\"";
 
 /// The line `run(Command::shell("echo hi"))` sends, so the raw session exec does the same work.
 const SAME_LINE: &str = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sandbox_sdk_end_of_output__ \"$s\"; printf '%s\\n' __sandbox_sdk_end_of_output__ >&2; exit $s)";
@@ -71,8 +75,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         json!({"sessionId": "raw"}),
     )
     .await;
-    let (mut execute, mut session, mut run, mut follow) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut execute, mut official, mut session, mut run, mut follow) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs + 5 {
         let at = Instant::now();
         let answer = post(
@@ -83,6 +87,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await;
         let execute_time = at.elapsed();
+        assert_eq!(answer["result"], "hi\n", "{answer}");
+        let at = Instant::now();
+        let answer = post(
+            &raw,
+            &key,
+            format!("{toolbox}/process/execute"),
+            json!({"command": OFFICIAL_LINE}),
+        )
+        .await;
+        let official_time = at.elapsed();
         assert_eq!(answer["result"], "hi\n", "{answer}");
         let at = Instant::now();
         let answer = post(
@@ -107,6 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(out.stdout_lossy(), "hi\n");
         if i >= 5 {
             execute.push(execute_time);
+            official.push(official_time);
             session.push(session_time);
             run.push(run_time);
             follow.push(follow_time);
@@ -114,14 +129,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (e, s, r) = (median_ms(execute), median_ms(session), median_ms(run));
     let f = median_ms(follow);
+    let o = median_ms(official);
     println!("runs: {runs} (interleaved, after 5 warm-up rounds)");
     println!("raw POST /process/execute (merged output): median {e:.2} ms");
+    println!("  the same with the official SDKs' line:   median {o:.2} ms");
     println!("raw sync session exec (apart):             median {s:.2} ms");
     println!("adapter run(\"echo hi\") (apart):            median {r:.2} ms");
     println!("adapter run, followed over the WebSocket: median {f:.2} ms");
     println!(
-        "run / execute = {:.2}x, run / session exec = {:.2}x",
+        "run / execute = {:.2}x, run / official execute = {:.2}x, run / session exec = {:.2}x",
         r / e,
+        r / o,
         r / s
     );
     sandbox.destroy().await?;
