@@ -7,13 +7,13 @@
 //! ```
 
 use sandbox_conformance::sim::daytona::DaytonaSim;
-use sandbox_daytona::DaytonaBuilder;
+use sandbox_daytona::DaytonaProvider;
 use sandbox_sdk_core::{CreateSpec, Provider, SandboxExt};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim = DaytonaSim::start().await?;
-    let provider = DaytonaBuilder::new()
+    let provider = DaytonaProvider::builder()
         .api_url(sim.api_url())
         .api_key(sim.api_key())
         .build()?;

@@ -1,80 +1,17 @@
 //! Configuration: [`DaytonaBuilder`] with `from_env()`, typed setters and a fallible `build()`.
 
-use crate::error::{PROVIDER, map_error};
+use crate::api::client::Api;
+use crate::api::ssh::parse_fingerprint;
+use crate::config::{
+    Config, DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, ExecTransport, LogFollow,
+    MIN_SDK_VERSION, PROVIDER, parse_version,
+};
 use crate::provider::DaytonaProvider;
-use sandbox_sdk_core::http::HttpClient;
 use sandbox_sdk_core::idempotency::CreateLookup;
 use sandbox_sdk_core::{Error, Result};
 use std::fmt;
 use std::time::Duration;
-
-/// The cloud API (`DAYTONA_API_URL` overrides it).
-pub const DEFAULT_API_URL: &str = "https://app.daytona.io/api";
-
-/// The SDK version sent as `X-Daytona-SDK-Version`. The daemon keeps stdout and stderr apart
-/// only for versions ≥ [`MIN_SDK_VERSION`] (PROTOCOL.md §4.3); this is the version of the
-/// official TypeScript SDK whose behaviour this crate follows.
-pub const DEFAULT_SDK_VERSION: &str = "0.218.0";
-
-/// The lowest `X-Daytona-SDK-Version` for which the daemon answers logs and sync session execs
-/// with stdout and stderr apart.
-pub const MIN_SDK_VERSION: (u64, u64, u64) = (0, 167, 0);
-
-/// How long a create that may have happened (timed out, connection lost after sending, 5xx
-/// gateway answer) is looked up by its name before anything is sent again: 60 s, from 25 ms
-/// apart doubling to 1 s. The API keeps a snapshot create's request open for up to 30 s while
-/// the sandbox starts (PROTOCOL.md §1), and the sandbox row, with its name, exists from the
-/// start of that wait; 60 s covers it with room for a slow API.
-pub const DEFAULT_CREATE_LOOKUP: CreateLookup = CreateLookup::new(Duration::from_secs(60));
-
-/// How long a foreground command is waited on in one synchronous request before it is followed
-/// instead (see [`DaytonaBuilder::direct_window`]).
-pub const DEFAULT_DIRECT_WINDOW: Duration = Duration::from_secs(1);
-
-/// The longest silence between the chunks of a streamed upload's or download's body, or of a
-/// polled log (see [`DaytonaBuilder::idle_timeout`]).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long the log WebSocket may be silent before a ping is sent.
-pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(20);
-
-/// How long a ping on the log WebSocket may go unanswered (no pong, no frame) before the stream
-/// ends with a `Transport` error.
-pub const DEFAULT_PING_ANSWER: Duration = Duration::from_secs(10);
-
-/// The `X-Daytona-Source` value this SDK sends.
-pub const SOURCE: &str = "sdk-rust";
-
-/// Where foreground commands run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ExecTransport {
-    /// Through the toolbox API (session commands). The default.
-    #[default]
-    Toolbox,
-    /// Over SSH through Daytona's gateway (russh, auth method `none` with a cached access
-    /// token as user): byte-exact live output, stdin, pty and resize. Background commands
-    /// still use toolbox sessions.
-    ///
-    /// **The gateway's host key must be verified.** Daytona publishes no fingerprint, so pin
-    /// it with [`DaytonaBuilder::ssh_host_key`]; without a pin every SSH connection is refused
-    /// (`Unauthorized`, naming the key the gateway showed) before the access token is sent,
-    /// unless the caller opts into trusting the first key seen with
-    /// [`DaytonaBuilder::ssh_trust_host_key_on_first_use`].
-    Ssh,
-}
-
-/// How a command's output is followed while it runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LogFollow {
-    /// Live, over the log WebSocket the service uses (PROTOCOL.md §4.2): output arrives as the
-    /// command writes it. The default.
-    #[default]
-    WebSocket,
-    /// By polling the command's status and its JSON logs every poll interval, for networks
-    /// that cannot carry WebSocket upgrades (and HTTP-only replay). Output then arrives in
-    /// polled pieces and processes report emulated streaming.
-    Poll,
-}
 
 /// Builds a [`DaytonaProvider`].
 ///
@@ -92,8 +29,8 @@ pub enum LogFollow {
 /// `Debug` never shows the key or token.
 ///
 /// ```
-/// use sandbox_daytona::DaytonaBuilder;
-/// let provider = DaytonaBuilder::new()
+/// use sandbox_daytona::DaytonaProvider;
+/// let provider = DaytonaProvider::builder()
 ///     .api_key("dtn_example")
 ///     .api_url("http://127.0.0.1:3000/api")
 ///     .target("us")
@@ -103,37 +40,39 @@ pub enum LogFollow {
 /// ```
 #[derive(Clone)]
 pub struct DaytonaBuilder {
-    pub(crate) api_key: Option<String>,
-    pub(crate) jwt_token: Option<String>,
-    pub(crate) organization_id: Option<String>,
-    pub(crate) api_url: String,
-    pub(crate) toolbox_url: Option<String>,
-    pub(crate) target: Option<String>,
-    pub(crate) sdk_version: String,
-    pub(crate) request_timeout: Duration,
-    pub(crate) poll_interval: Duration,
-    pub(crate) start_timeout: Duration,
-    pub(crate) state_change_timeout: Duration,
-    pub(crate) log_follow: LogFollow,
-    pub(crate) exec_transport: ExecTransport,
-    pub(crate) ssh_host_key: Option<String>,
-    pub(crate) ssh_trust_first_use: bool,
-    pub(crate) ssh_gateway: Option<(String, u16)>,
-    pub(crate) create_lookup: CreateLookup,
-    pub(crate) direct_window: Duration,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) log_ping: (Duration, Duration),
+    api_key: Option<String>,
+    jwt_token: Option<String>,
+    organization_id: Option<String>,
+    api_url: String,
+    toolbox_url: Option<String>,
+    target: Option<String>,
+    sdk_version: String,
+    request_timeout: Duration,
+    poll_interval: Duration,
+    start_timeout: Duration,
+    state_change_timeout: Duration,
+    log_follow: LogFollow,
+    exec_transport: ExecTransport,
+    ssh_host_key: Option<String>,
+    ssh_trust_first_use: bool,
+    ssh_gateway: Option<(String, u16)>,
+    create_lookup: CreateLookup,
+    direct_window: Duration,
+    idle_timeout: Duration,
+    log_ping: (Duration, Duration),
 }
 
-impl Default for DaytonaBuilder {
-    fn default() -> Self {
-        Self::new()
+impl DaytonaProvider {
+    /// A builder with no credentials and the cloud defaults; [`DaytonaBuilder::from_env`]
+    /// starts from the environment instead.
+    pub fn builder() -> DaytonaBuilder {
+        DaytonaBuilder::new()
     }
 }
 
 impl DaytonaBuilder {
-    /// A builder with no credentials and the cloud defaults.
-    pub fn new() -> Self {
+    /// A builder with no credentials and the cloud defaults ([`DaytonaProvider::builder`]).
+    pub(crate) fn new() -> Self {
         DaytonaBuilder {
             api_key: None,
             jwt_token: None,
@@ -297,7 +236,7 @@ impl DaytonaBuilder {
 
     /// How long and how often a create that may have happened is looked up by its name before
     /// the error goes back to the caller (default [`DEFAULT_CREATE_LOOKUP`]: 60 s). Applies to
-    /// creates with an idempotency key (see [`DaytonaProvider`](crate::DaytonaProvider)'s
+    /// creates with an idempotency key (see [`DaytonaProvider`]'s
     /// `create`).
     pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
         self.create_lookup = lookup;
@@ -373,29 +312,34 @@ impl DaytonaBuilder {
             }
         }
         if let Some(pin) = &self.ssh_host_key
-            && crate::ssh::parse_fingerprint(pin).is_none()
+            && parse_fingerprint(pin).is_none()
         {
             return Err(config_error(
                 "the SSH host key pin is not a fingerprint such as SHA256:… (as ssh-keygen -l prints it)",
             ));
         }
-        let mut http = HttpClient::builder(PROVIDER, self.api_url.trim_end_matches('/'))
-            .bearer(secret.clone())
-            .header("X-Daytona-Source", SOURCE)
-            .header("X-Daytona-SDK-Version", &self.sdk_version)
-            .user_agent(&format!("{SOURCE}/{}", self.sdk_version))
-            .timeout(self.request_timeout)
-            .error_mapper(map_error);
-        if self.api_key.is_none()
-            && let Some(org) = &self.organization_id
-        {
-            http = http.header("X-Daytona-Organization-ID", org);
-        }
-        let http = http.build()?;
-        if let Some(url) = &self.toolbox_url {
-            http.with_base_url(url.trim_end_matches('/'))?;
-        }
-        Ok(DaytonaProvider::from_parts(self, http, secret))
+        let config = Config {
+            api_key: self.api_key.is_some(),
+            organization_id: self.organization_id,
+            api_url: self.api_url,
+            toolbox_url: self.toolbox_url,
+            target: self.target,
+            sdk_version: self.sdk_version,
+            request_timeout: self.request_timeout,
+            poll_interval: self.poll_interval,
+            start_timeout: self.start_timeout,
+            state_change_timeout: self.state_change_timeout,
+            log_follow: self.log_follow,
+            exec_transport: self.exec_transport,
+            ssh_host_key: self.ssh_host_key,
+            ssh_trust_first_use: self.ssh_trust_first_use,
+            ssh_gateway: self.ssh_gateway,
+            create_lookup: self.create_lookup,
+            direct_window: self.direct_window,
+            idle_timeout: self.idle_timeout,
+            log_ping: self.log_ping,
+        };
+        Ok(DaytonaProvider::from_api(Api::new(config, secret)?))
     }
 }
 
@@ -403,19 +347,6 @@ fn config_error(message: impl Into<String>) -> Error {
     Error::validation(message)
         .with_provider(PROVIDER)
         .with_operation("build")
-}
-
-/// Parses `MAJOR.MINOR.PATCH` (a pre-release or build suffix is ignored).
-pub(crate) fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
-    let core = text.trim().trim_start_matches('v');
-    let core = core.split(['-', '+']).next()?;
-    let mut parts = core.split('.');
-    let v = (
-        parts.next()?.parse().ok()?,
-        parts.next()?.parse().ok()?,
-        parts.next()?.parse().ok()?,
-    );
-    parts.next().is_none().then_some(v)
 }
 
 impl fmt::Debug for DaytonaBuilder {
@@ -512,13 +443,5 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Validation);
-    }
-
-    #[test]
-    fn versions_parse() {
-        assert_eq!(parse_version("0.218.0"), Some((0, 218, 0)));
-        assert_eq!(parse_version("v1.2.3-dev"), Some((1, 2, 3)));
-        assert_eq!(parse_version("1.2"), None);
-        assert!(parse_version(DEFAULT_SDK_VERSION).unwrap() >= MIN_SDK_VERSION);
     }
 }

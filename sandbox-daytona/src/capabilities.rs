@@ -1,5 +1,6 @@
 //! What Daytona can do through this adapter: the one [`CAPABILITIES`] literal.
 
+use crate::config::ExecTransport;
 use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 
 /// Daytona's capability map. Only what this crate implements and its tests prove is `Native`.
@@ -9,7 +10,7 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// client only when its newline (or the end) arrives — live per line, not per byte as the
 /// capability means. `stdin` and `pty` are `Unsupported`: session input cannot send an end of
 /// file, and the PTY WebSocket API is not implemented. All three are `Native` with
-/// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) (see [`capabilities_for`]).
+/// [`ExecTransport::Ssh`] (see [`capabilities_for`]).
 ///
 /// `region` (`target`), `volumes`, `egress_control` (network block-all and allow-lists) and
 /// `gpu` are create options ([`DaytonaCreate`](crate::DaytonaCreate)); `usage` is the analytics
@@ -41,9 +42,15 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     ..Capabilities::NONE
 };
 
-/// Flags: archive and stop keep the disk; pause keeps memory (VM classes); cwd and env are
-/// applied by the adapter per command; exit codes are the daemon's; previews are per-port
-/// subdomains.
+/// Flags: archive and stop keep the disk; pause keeps memory (VM classes); exit codes are the
+/// daemon's (`exitCode`, PROTOCOL.md §6.2); previews are per-port subdomains.
+///
+/// `per_command_env_cwd` is `true` although only `/process/execute` takes cwd and env
+/// (§6.1) and a session command does not (§6.2): the adapter folds them into each session
+/// command line itself, with core's [`shell_script`](sandbox_sdk_core::shell::shell_script),
+/// so a command's cwd and env always apply, also without core's emulation layer. Declaring it
+/// `false` would let that layer fold them first, which changes the line every such command
+/// sends (and so every recorded exchange of one).
 pub const FLAGS: Flags = Flags {
     preserves_memory_on_pause: true,
     preserves_disk_on_stop: true,
@@ -52,12 +59,11 @@ pub const FLAGS: Flags = Flags {
     preview_model: PreviewModel::Subdomain,
 };
 
-/// The map for a configuration: [`CAPABILITIES`], and with
-/// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) also byte-level `streaming`, `stdin` and
-/// `pty`, which commands over SSH have.
-pub fn capabilities_for(config: &crate::DaytonaBuilder) -> Capabilities {
+/// The map for a transport: [`CAPABILITIES`], and with [`ExecTransport::Ssh`] also
+/// byte-level `streaming`, `stdin` and `pty`, which commands over SSH have.
+pub fn capabilities_for(transport: ExecTransport) -> Capabilities {
     let mut caps = CAPABILITIES;
-    if config.exec_transport == crate::ExecTransport::Ssh {
+    if transport == ExecTransport::Ssh {
         caps.streaming = Level::Native;
         caps.stdin = Level::Native;
         caps.pty = Level::Native;

@@ -1,19 +1,17 @@
 //! The one function that turns a Daytona answer into an [`Error`], for both error body shapes
 //! (API: `{statusCode, error, message, path, timestamp}`; daemon/proxy: `{statusCode, message,
 //! code, source, …}`), rate limits with `Retry-After-{throttler}` headers, and the proxy's
-//! empty-body 502 (PROTOCOL.md §2).
+//! empty-body 502 (PROTOCOL.md §5).
 
+use crate::config::PROVIDER;
 use crate::wire::ErrorBody;
 use sandbox_sdk_core::http::{ErrorResponse, truncate};
 use sandbox_sdk_core::{Error, ErrorKind};
 use std::time::Duration;
 
-/// The provider name used in errors.
-pub(crate) const PROVIDER: &str = "daytona";
-
 /// Whether an error is the API's "Sandbox state change in progress" answer (409, or 400 before
 /// API change #4307), which the adapter waits out instead of failing at once.
-pub fn is_state_change_in_progress(error: &Error) -> bool {
+pub(crate) fn is_state_change_in_progress(error: &Error) -> bool {
     error.kind() == ErrorKind::Conflict
         && error
             .message()
@@ -27,7 +25,7 @@ pub(crate) fn is_empty_bad_gateway(error: &Error) -> bool {
 }
 
 /// Maps any non-2xx Daytona answer to an [`Error`]. The only place statuses become kinds.
-pub fn map_error(response: &ErrorResponse) -> Error {
+pub(crate) fn map_error(response: &ErrorResponse) -> Error {
     let body: Option<ErrorBody> = response.json();
     let message = body.as_ref().and_then(ErrorBody::message_text);
     let code = body

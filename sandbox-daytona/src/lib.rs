@@ -8,7 +8,7 @@
 //! ```no_run
 //! # async fn demo() -> sandbox_sdk_core::Result<()> {
 //! use sandbox_daytona::DaytonaBuilder;
-//! use sandbox_sdk_core::{Command, CreateSpec, Provider, SandboxExt};
+//! use sandbox_daytona::sandbox_sdk_core::{Command, CreateSpec, Provider, SandboxExt};
 //!
 //! let provider = DaytonaBuilder::from_env().build()?; // DAYTONA_API_KEY, ...
 //! let sandbox = provider.create(&CreateSpec::new().metadata("team", "agents")).await?;
@@ -29,7 +29,7 @@
 //!   0.167.0, below which the daemon merges stdout and stderr) and a matching `User-Agent`.
 //! - **Lifecycle**: create posts the sandbox and polls until `started` (bounded by the start
 //!   timeout); `error`/`build_failed` fail with the server's `errorReason`. All 22 states map
-//!   onto [`SandboxState`](sandbox_sdk_core::SandboxState) ([`core_state`], [`phase`]). A 409
+//!   onto [`SandboxState`](sandbox_sdk_core::SandboxState). A 409
 //!   "Sandbox state change in progress" is waited out — poll until the sandbox rests, then
 //!   send again — within the state-change timeout. List streams pages over both the
 //!   `{items,nextCursor}` answer and the older bare array. Destroy waits for the 404. With an
@@ -39,7 +39,7 @@
 //!   a session the sandbox keeps for its next commands; when it ends within the builder's direct
 //!   window (1 s) that one answer carries stdout, stderr and the exit code. A longer one keeps
 //!   running and is followed live over the log WebSocket (or by polling, also when the upgrade
-//!   is refused), its output split by [`LogDemux`], a state machine over the 3-byte stream
+//!   is refused), its output split by a state machine over the 3-byte stream
 //!   markers that survives markers split across frames. Because the daemon's wrapper reads
 //!   output line by line (and would add a newline to a last partial line), each command ends by
 //!   printing end marks (stdout's with the exit status) that the adapter strips, so output comes
@@ -50,7 +50,7 @@
 //! - **Files**: uploads are `bulk-upload` multipart (`files[i].path` before `files[i].file`),
 //!   streamed; downloads stream in constant memory; list, stat, mkdir, move, delete,
 //!   permissions, find and search are the toolbox's own calls.
-//! - **Errors**: one function, [`map_error`], reads both body shapes (API and daemon/proxy),
+//! - **Errors**: one function, `map_error`, reads both body shapes (API and daemon/proxy),
 //!   turns `Retry-After-{throttler}` headers into `QuotaExceeded` with the delay, and the
 //!   proxy's empty 502 into `Transport` — or `NotRunning` once a look at the sandbox shows it
 //!   is not started, whether the 502 answered an HTTP request or a log-stream WebSocket upgrade.
@@ -76,34 +76,33 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
-mod capabilities;
-mod demux;
-mod error;
-mod exec;
-mod follow;
-mod logs;
 mod provider;
 mod sandbox;
-mod ssh;
-mod state;
-mod time;
+
+mod exec;
+mod files;
+mod lifecycle;
+
+mod api;
+
+mod capabilities;
+mod config;
+mod error;
 mod wire;
 
-pub use builder::{
-    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, DaytonaBuilder, ExecTransport,
-    LogFollow, MIN_SDK_VERSION, SOURCE,
-};
+pub use sandbox_sdk_core;
+
+pub use builder::DaytonaBuilder;
 pub use capabilities::{CAPABILITIES, FLAGS, capabilities_for};
-pub use demux::{LogDemux, LogStream, MARKER_LEN, split_log};
-pub use error::{is_state_change_in_progress, map_error};
-pub use provider::{
-    DaytonaCreate, DaytonaProvider, IDEMPOTENCY_LABEL, SandboxLimits, SnapshotSize, UsagePeriod,
-    idempotency_name, metered_usage, snapshot_name,
+pub use config::{
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, ExecTransport, IDEMPOTENCY_LABEL,
+    LogFollow, MIN_SDK_VERSION,
 };
-pub use sandbox::{
-    DaytonaFileInfo, DaytonaSandbox, ExecuteResult, FileMatch, Session, SessionCommand, SessionExec,
-};
-pub use ssh::DEFAULT_SSH_HOST;
-pub use state::{ALL_STATES, Phase, core_state, phase};
+pub use files::{DaytonaFileInfo, FileMatch};
+pub use lifecycle::create::{DaytonaCreate, idempotency_name};
+pub use lifecycle::snapshots::{SnapshotSize, snapshot_name};
+pub use lifecycle::usage::{SandboxLimits, UsagePeriod};
+pub use provider::DaytonaProvider;
+pub use sandbox::{DaytonaSandbox, ExecuteResult, Session, SessionCommand, SessionExec};
 pub use wire::VolumeMount;

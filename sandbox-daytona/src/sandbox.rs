@@ -1,73 +1,41 @@
-//! [`DaytonaSandbox`]: one sandbox — lifecycle on the API, commands and files on its toolbox,
-//! preview links, and Daytona's own extras as inherent methods.
+//! [`DaytonaSandbox`]: one sandbox — the [`Sandbox`] trait and Daytona's own extras as
+//! inherent methods, each a thin call into [`lifecycle`](crate::lifecycle),
+//! [`exec`](crate::exec) or [`files`](crate::files).
 
-use crate::error::{PROVIDER, is_empty_bad_gateway};
-use crate::exec;
-use crate::provider::{Inner, LifecycleRequest, info_from_dto};
-use crate::state::{Phase, phase};
-use crate::wire::{
-    BulkUploadAnswer, CreateSessionBody, ExecuteAnswer, ExecuteBody, FileInfoDto, ForkBody,
-    InputBody, Labels, MatchDto, PreviewUrlDto, ResizeBody, SandboxDto, SandboxSnapshotBody,
-    SearchAnswer, SessionDto, SessionExecAnswer, SessionExecBody,
-};
+use crate::api::client::Api;
+use crate::api::toolbox::Toolbox;
+use crate::config::{ExecTransport, LOG_ANSWER, PROVIDER, deadline_after};
+use crate::exec::session::{SessionPool, Sessions};
+use crate::files::{DaytonaFileInfo, FileMatch};
+use crate::lifecycle::state::info_from_dto;
+use crate::lifecycle::{calls, preview, wait};
+use crate::wire::{ExecuteBody, ResizeBody, SandboxDto};
+use crate::{exec, files};
 use bytes::Bytes;
-use futures::StreamExt;
-use sandbox_sdk_core::http::{
-    HttpClient, Method, Multipart, Request, Response, StreamBody, checked_answer_url,
-    encode_path_segment,
-};
+use sandbox_sdk_core::http::Response;
 use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
-    Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, FileKind,
-    ListOptions, Metrics, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo,
-    SnapshotInfo, SshAccess, Transfer, UploadBody, validate_path,
+    Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Metrics, PreviewLink,
+    Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo, SshAccess, Transfer,
+    UploadBody,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
-
-/// The cap on small JSON answers (a command's status, a file's metadata, metrics, a session,
-/// an address): bigger is a hostile or broken server.
-pub(crate) const SMALL_ANSWER: usize = 1024 * 1024;
-
-/// The cap on toolbox answers read whole unless an endpoint says otherwise (a command's
-/// status, file metadata, metrics, an upload's answer).
-pub(crate) const TOOLBOX_ANSWER: usize = 4 * 1024 * 1024;
-
-/// The cap on toolbox answers that grow with what is in the sandbox: listings, search results,
-/// a session's command list, and a finished command's output (`execute`, a synchronous session
-/// command).
-pub(crate) const LARGE_ANSWER: usize = 16 * 1024 * 1024;
-
-/// The cap on a command's whole log read by [`DaytonaSandbox::session_logs`] (following a
-/// command streams its log instead and holds one chunk at a time).
-pub(crate) const LOG_ANSWER: usize = 64 * 1024 * 1024;
 
 /// A log body larger than this is decoded on a blocking thread, not on a runtime worker.
 const BLOCKING_DECODE: usize = 1024 * 1024;
 
-/// The toolbox of one sandbox: `{toolboxProxyUrl}/{sandboxId}`.
-pub(crate) struct Toolbox {
-    pub inner: Arc<Inner>,
-    pub sandbox_id: String,
-    pub http: HttpClient,
-    pub base: String,
-    /// The number of the next session this handle names (`sdk-exec-N`, `sdk-bg-N`).
-    pub next_session: std::sync::atomic::AtomicU64,
-    /// The number of the next command line this handle sends (its `$0`, `sdk-cmd-N`).
-    pub next_command: std::sync::atomic::AtomicU64,
-}
-
 /// One Daytona sandbox. Cheap to clone.
 #[derive(Clone)]
 pub struct DaytonaSandbox {
-    inner: Arc<Inner>,
+    api: Arc<Api>,
+    pool: Arc<SessionPool>,
     id: String,
-    toolbox: Arc<Toolbox>,
+    sessions: Arc<Sessions>,
     /// The caller's deadline for lifecycle calls on this handle (waits for a state change in
     /// progress and for the call's own transition); the builder's timeouts when unset.
     deadline: Option<Duration>,
@@ -77,7 +45,7 @@ impl fmt::Debug for DaytonaSandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DaytonaSandbox")
             .field("id", &self.id)
-            .field("toolbox", &self.toolbox.base)
+            .field("toolbox", &self.sessions.tb.base)
             .finish()
     }
 }
@@ -125,79 +93,39 @@ pub struct SessionExec {
     pub stderr: Option<String>,
 }
 
-/// One match of [`DaytonaSandbox::find`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FileMatch {
-    /// The file.
-    pub file: String,
-    /// The line number.
-    pub line: u64,
-    /// The matching line.
-    pub content: String,
-}
-
-/// Daytona's file metadata, with owner and group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DaytonaFileInfo {
-    /// The common metadata.
-    pub info: FileInfo,
-    /// Owner user name.
-    pub owner: Option<String>,
-    /// Owner group name.
-    pub group: Option<String>,
+/// Deletes sandbox `id`, forgets its SSH token and idle sessions, then waits (within
+/// `deadline`) until it is gone.
+pub(crate) async fn destroy(
+    api: &Api,
+    pool: &SessionPool,
+    id: &str,
+    deadline: Instant,
+) -> Result<()> {
+    wait::delete(api, id, deadline).await?;
+    exec::ssh::forget(api, id).await;
+    pool.forget(id);
+    wait::wait_gone(api, id, deadline).await
 }
 
 impl DaytonaSandbox {
-    pub(crate) async fn from_dto(inner: Arc<Inner>, dto: &SandboxDto) -> Result<Self> {
-        let id = dto.id.clone();
-        // The caller's own toolbox URL is trusted; one from an API answer is checked: it may not
-        // downgrade to http (unless the API itself is plain http, as on loopback) nor carry user
-        // info, a query or a fragment, since the API key goes with every toolbox request.
-        let checked = |url: &str| {
-            checked_answer_url(url, &inner.config.api_url)
-                .map_err(|e| e.or_context(PROVIDER, "connect", Some(&id)))
-        };
-        let root = match (&inner.config.toolbox_url, &dto.toolbox_proxy_url) {
-            (Some(url), _) => url.clone(),
-            (None, Some(url)) if !url.is_empty() => checked(url)?,
-            _ => {
-                #[derive(serde::Deserialize)]
-                struct Url {
-                    url: String,
-                }
-                let answer: Url = inner
-                    .http
-                    .request(
-                        Method::Get,
-                        &format!("{}/toolbox-proxy-url", Inner::sandbox_path(&id)),
-                    )
-                    .operation("connect")
-                    .sandbox_id(&id)
-                    .max_body(SMALL_ANSWER)
-                    .send_json()
-                    .await?;
-                checked(&answer.url)?
-            }
-        };
-        let base = format!(
-            "{}/{}",
-            root.trim_end_matches('/'),
-            encode_path_segment(&id)
-        );
-        let http = inner.http.with_base_url(&base)?;
+    /// A handle to the sandbox `dto` describes (its toolbox found as [`Toolbox::open`] says).
+    pub(crate) async fn open(
+        api: Arc<Api>,
+        pool: Arc<SessionPool>,
+        dto: &SandboxDto,
+    ) -> Result<Self> {
+        let tb = Arc::new(Toolbox::open(api.clone(), dto).await?);
         Ok(DaytonaSandbox {
-            toolbox: Arc::new(Toolbox {
-                inner: inner.clone(),
-                sandbox_id: id.clone(),
-                http,
-                base,
-                next_session: std::sync::atomic::AtomicU64::new(1),
-                next_command: std::sync::atomic::AtomicU64::new(1),
-            }),
-            inner,
-            id,
+            sessions: Arc::new(Sessions::new(tb, pool.clone())),
+            api,
+            pool,
+            id: dto.id.clone(),
             deadline: None,
         })
+    }
+
+    fn tb(&self) -> &Toolbox {
+        &self.sessions.tb
     }
 
     /// This handle with its own deadline for every lifecycle call (start, stop, pause, archive,
@@ -219,109 +147,59 @@ impl DaytonaSandbox {
     }
 
     fn deadline(&self) -> Instant {
-        crate::time::instant_after(
+        deadline_after(
             self.deadline
-                .unwrap_or(self.inner.config.state_change_timeout),
+                .unwrap_or(self.api.config.state_change_timeout),
         )
     }
 
     fn start_deadline(&self) -> Instant {
-        crate::time::instant_after(self.deadline.unwrap_or(self.inner.config.start_timeout))
-    }
-
-    async fn lifecycle(
-        &self,
-        operation: &str,
-        suffix: &str,
-        query: &[(&str, String)],
-        body: Option<&serde_json::Value>,
-        deadline: Instant,
-    ) -> Result<SandboxDto> {
-        let request = LifecycleRequest {
-            operation,
-            method: Method::Post,
-            suffix,
-            query,
-            body,
-        };
-        let response = self
-            .inner
-            .lifecycle_call(&self.id, request, deadline)
-            .await?;
-        let bytes = response.bytes().await?;
-        Ok(
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| SandboxDto {
-                id: self.id.clone(),
-                ..Default::default()
-            }),
-        )
-    }
-
-    /// Polls after a lifecycle call until the sandbox reaches `target`.
-    async fn settle(
-        &self,
-        operation: &str,
-        first: SandboxDto,
-        target: &str,
-        deadline: Instant,
-    ) -> Result<SandboxDto> {
-        let first = if first.state.is_none() {
-            self.inner.fetch(&self.id, operation).await?
-        } else {
-            first
-        };
-        self.inner
-            .wait_until(&self.id, first, operation, deadline, |raw| raw == target)
-            .await
-    }
-
-    /// A lifecycle call without query or body (`suffix`), then polls until `target`.
-    async fn transition(
-        &self,
-        operation: &str,
-        suffix: &str,
-        target: &str,
-        deadline: Instant,
-    ) -> Result<()> {
-        let dto = self
-            .lifecycle(operation, suffix, &[], None, deadline)
-            .await?;
-        self.settle(operation, dto, target, deadline)
-            .await
-            .map(drop)
+        deadline_after(self.deadline.unwrap_or(self.api.config.start_timeout))
     }
 
     /// Starts (or resumes, or restores from archive) the sandbox and waits until `started`.
     pub async fn start(&self) -> Result<()> {
-        self.transition("start", "/start", "started", self.start_deadline())
-            .await
+        calls::transition(
+            &self.api,
+            &self.id,
+            "start",
+            "/start",
+            "started",
+            self.start_deadline(),
+        )
+        .await
     }
 
     /// Stops the sandbox (`force` sends SIGKILL instead of SIGTERM) and waits until `stopped`.
     /// An ephemeral sandbox is deleted by its stop; that also counts as done.
     pub async fn stop_with(&self, force: bool) -> Result<()> {
-        let deadline = self.deadline();
-        let query = [("force", force.to_string())];
-        let query: &[(&str, String)] = if force { &query } else { &[] };
-        let dto = self
-            .lifecycle("stop", "/stop", query, None, deadline)
-            .await?;
-        match self.settle("stop", dto, "stopped", deadline).await {
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            other => other.map(drop),
-        }
+        calls::stop(&self.api, &self.id, force, self.deadline()).await
     }
 
     /// Archives a stopped sandbox and waits until `archived`.
     pub async fn archive(&self) -> Result<()> {
-        self.transition("archive", "/archive", "archived", self.deadline())
-            .await
+        calls::transition(
+            &self.api,
+            &self.id,
+            "archive",
+            "/archive",
+            "archived",
+            self.deadline(),
+        )
+        .await
     }
 
     /// Recovers a sandbox in a recoverable `error` state and waits until `started`.
     pub async fn recover(&self) -> Result<()> {
-        self.transition("recover", "/recover", "started", self.start_deadline())
-            .await
+        calls::transition(
+            &self.api,
+            &self.id,
+            "recover",
+            "/recover",
+            "started",
+            self.start_deadline(),
+        )
+        .await
     }
 
     /// Resizes CPU (cores), memory and disk (GB; disk only grows, only when stopped) and waits
@@ -332,22 +210,12 @@ impl DaytonaSandbox {
         memory_gb: Option<u32>,
         disk_gb: Option<u32>,
     ) -> Result<()> {
-        let deadline = self.deadline();
-        let body = serde_json::to_value(ResizeBody {
+        let body = ResizeBody {
             cpu,
             memory: memory_gb,
             disk: disk_gb,
-        })
-        .map_err(|e| Error::validation(e.to_string()))?;
-        let dto = self
-            .lifecycle("resize", "/resize", &[], Some(&body), deadline)
-            .await?;
-        self.inner
-            .wait_until(&self.id, dto, "resize", deadline, |s| {
-                phase(s) == Phase::Resting
-            })
-            .await
-            .map(drop)
+        };
+        calls::resize(&self.api, &self.id, body, self.deadline()).await
     }
 
     /// Replaces all labels.
@@ -355,74 +223,41 @@ impl DaytonaSandbox {
         &self,
         labels: BTreeMap<String, String>,
     ) -> Result<BTreeMap<String, String>> {
-        let answer: Labels = self
-            .api_request(Method::Put, "/labels", "set_labels")
-            .json(&Labels { labels })
-            .send_json()
-            .await?;
-        Ok(answer.labels)
+        self.api.set_labels(&self.id, labels).await
     }
 
-    async fn interval_call(&self, operation: &str, what: &str, value: String) -> Result<()> {
-        self.lifecycle(
-            operation,
-            &format!("/{what}/{}", encode_path_segment(&value)),
-            &[],
-            None,
-            self.deadline(),
-        )
-        .await
-        .map(drop)
+    async fn set(&self, operation: &str, what: &str, value: String) -> Result<()> {
+        calls::set(&self.api, &self.id, operation, what, value, self.deadline()).await
     }
 
     /// Minutes idle before auto-stop (0 = never).
     pub async fn set_auto_stop(&self, minutes: u32) -> Result<()> {
-        self.interval_call("set_auto_stop", "autostop", minutes.to_string())
+        self.set("set_auto_stop", "autostop", minutes.to_string())
             .await
     }
 
     /// Minutes stopped before auto-archive (0 = the maximum).
     pub async fn set_auto_archive(&self, minutes: u32) -> Result<()> {
-        self.interval_call("set_auto_archive", "autoarchive", minutes.to_string())
+        self.set("set_auto_archive", "autoarchive", minutes.to_string())
             .await
     }
 
     /// Minutes stopped before auto-delete (negative = never, 0 = as soon as stopped).
     pub async fn set_auto_delete(&self, minutes: i32) -> Result<()> {
-        self.interval_call("set_auto_delete", "autodelete", minutes.to_string())
+        self.set("set_auto_delete", "autodelete", minutes.to_string())
             .await
     }
 
     /// Makes preview links public (no token) or private.
     pub async fn set_public(&self, public: bool) -> Result<()> {
-        self.interval_call("set_public", "public", public.to_string())
-            .await
+        self.set("set_public", "public", public.to_string()).await
     }
 
     /// Forks the running sandbox (disk and memory) into a new one named `name` (or a generated
     /// name) and waits until the fork is `started`.
     pub async fn fork_named(&self, name: Option<&str>) -> Result<DaytonaSandbox> {
-        let body = serde_json::to_value(ForkBody {
-            name: name.map(str::to_owned),
-        })
-        .map_err(|e| Error::validation(e.to_string()))?;
-        // A fork is a state change of the source: a 409 "state change in progress" is waited
-        // out like the other lifecycle calls.
-        let request = LifecycleRequest {
-            body: Some(&body),
-            ..LifecycleRequest::new("fork", Method::Post, "/fork")
-        };
-        let dto: SandboxDto = self
-            .inner
-            .lifecycle_call(&self.id, request, self.deadline())
-            .await?
-            .json()
-            .await?;
-        let dto = self
-            .inner
-            .wait_started(&dto.id, dto.clone(), "fork")
-            .await?;
-        DaytonaSandbox::from_dto(self.inner.clone(), &dto).await
+        let dto = calls::fork(&self.api, &self.id, name, self.deadline()).await?;
+        DaytonaSandbox::open(self.api.clone(), self.pool.clone(), &dto).await
     }
 
     /// Runs `command` over SSH through Daytona's gateway, whatever the builder's transport:
@@ -432,7 +267,7 @@ impl DaytonaSandbox {
     /// drops the connection is reported, after a look at the sandbox, as `NotRunning` or as an
     /// `Unauthorized` (invalid or expired) token.
     pub async fn ssh_exec(&self, command: &Command) -> Result<Process> {
-        crate::ssh::exec(self.inner.clone(), &self.id, command).await
+        exec::ssh::exec(self.api.clone(), &self.id, command).await
     }
 
     // ---- toolbox: one-shot execute and sessions ----
@@ -453,22 +288,13 @@ impl DaytonaSandbox {
         for key in env.keys() {
             sandbox_sdk_core::validate_env_name(key)?;
         }
-        let secs = timeout.map(|t| t.as_secs().max(1));
-        let mut request = self
-            .toolbox
-            .request(Method::Post, "/process/execute", "execute")
-            .max_body(LARGE_ANSWER)
-            .json(&ExecuteBody {
-                command: command.to_owned(),
-                cwd: cwd.map(str::to_owned),
-                envs: env.clone(),
-                timeout: secs,
-            });
-        if let Some(secs) = secs {
-            // The daemon enforces the timeout; give the HTTP call a little longer.
-            request = request.timeout(Duration::from_secs(secs + 5));
-        }
-        let answer: ExecuteAnswer = self.toolbox_send(request).await?.json().await?;
+        let body = ExecuteBody {
+            command: command.to_owned(),
+            cwd: cwd.map(str::to_owned),
+            envs: env.clone(),
+            timeout: timeout.map(|t| t.as_secs().max(1)),
+        };
+        let answer = self.tb().explained(self.tb().execute(&body).await).await?;
         Ok(ExecuteResult {
             exit_code: answer.exit_code.or(answer.code).unwrap_or(-1),
             result: answer.result,
@@ -477,13 +303,9 @@ impl DaytonaSandbox {
 
     /// Creates a session: a persistent shell where `cd` and exports carry over between commands.
     pub async fn create_session(&self, session_id: &str) -> Result<()> {
-        let request = self
-            .toolbox
-            .request(Method::Post, "/process/session", "create_session")
-            .json(&CreateSessionBody {
-                session_id: session_id.to_owned(),
-            });
-        self.toolbox_send(request).await?.bytes().await.map(drop)
+        let tb = self.tb();
+        tb.explained(tb.create_session(session_id, "create_session").await)
+            .await
     }
 
     /// Runs a command in a session: synchronously (stdout, stderr and exit code in the answer)
@@ -495,23 +317,15 @@ impl DaytonaSandbox {
         command: &str,
         run_async: bool,
     ) -> Result<SessionExec> {
-        let request = self
-            .toolbox
-            .request(
-                Method::Post,
-                &format!("{}/exec", exec::session_path(session_id)),
-                "session_exec",
-            )
-            .json(&SessionExecBody {
-                command: command.to_owned(),
-                run_async,
-            });
-        let request = if run_async {
-            request
+        let tb = self.tb();
+        let answer = if run_async {
+            tb.session_exec_async(session_id, command, None, "session_exec")
+                .await
         } else {
-            request.no_timeout().max_body(LARGE_ANSWER)
+            tb.session_exec_sync(session_id, command, "session_exec")
+                .await
         };
-        let answer: SessionExecAnswer = self.toolbox_send(request).await?.json().await?;
+        let answer = tb.explained(answer).await?;
         Ok(SessionExec {
             command_id: answer.cmd_id,
             exit_code: answer.exit_code,
@@ -526,12 +340,10 @@ impl DaytonaSandbox {
         session_id: &str,
         command_id: &str,
     ) -> Result<SessionCommand> {
-        let request = self.toolbox.request(
-            Method::Get,
-            &exec::command_path(session_id, command_id),
-            "session_command",
-        );
-        let dto: crate::wire::SessionCommandDto = self.toolbox_send(request).await?.json().await?;
+        let tb = self.tb();
+        let dto = tb
+            .explained(tb.command(session_id, command_id, "session_command").await)
+            .await?;
         Ok(SessionCommand {
             id: dto.id,
             command: dto.command,
@@ -546,36 +358,26 @@ impl DaytonaSandbox {
         command_id: &str,
         data: &str,
     ) -> Result<()> {
-        let request = self
-            .toolbox
-            .request(
-                Method::Post,
-                &format!("{}/input", exec::command_path(session_id, command_id)),
-                "session_input",
-            )
-            .json(&InputBody {
-                data: data.to_owned(),
-            });
-        self.toolbox_send(request).await?.bytes().await.map(drop)
+        let tb = self.tb();
+        tb.explained(tb.command_input(session_id, command_id, data).await)
+            .await
     }
 
     /// A session command's output so far (non-follow logs), stdout and stderr apart. The bytes
     /// are the daemon's: each line ends with a newline (follow a command with `attach` for the
     /// exact output of commands this SDK started).
     pub async fn session_logs(&self, session_id: &str, command_id: &str) -> Result<(Bytes, Bytes)> {
-        let request = self
-            .toolbox
-            .request(
-                Method::Get,
-                &format!("{}/logs", exec::command_path(session_id, command_id)),
-                "session_logs",
+        let tb = self.tb();
+        let response = tb
+            .explained(
+                tb.command_logs(session_id, command_id, Some(LOG_ANSWER), "session_logs")
+                    .await,
             )
-            .max_body(LOG_ANSWER);
-        let response = self.toolbox_send(request).await?;
+            .await?;
         let content_type = response.header("content-type").map(str::to_owned);
         let body = response.bytes().await?;
         let large = body.len() > BLOCKING_DECODE;
-        let split = move || crate::demux::session_logs(content_type.as_deref(), &body);
+        let split = move || exec::session_logs(content_type.as_deref(), &body);
         // Decoding a large log is CPU work: off the runtime's workers.
         let split = if large {
             tokio::task::spawn_blocking(split).await.map_err(|e| {
@@ -594,16 +396,13 @@ impl DaytonaSandbox {
 
     /// Deletes a session, killing what runs in it.
     pub async fn delete_session(&self, session_id: &str) -> Result<()> {
-        exec::delete_session(&self.toolbox, session_id).await
+        self.sessions.delete(session_id).await
     }
 
     /// Every session and its commands.
     pub async fn sessions(&self) -> Result<Vec<Session>> {
-        let request = self
-            .toolbox
-            .request(Method::Get, "/process/session", "sessions")
-            .max_body(LARGE_ANSWER);
-        let sessions: Vec<SessionDto> = self.toolbox_send(request).await?.json().await?;
+        let tb = self.tb();
+        let sessions = tb.explained(tb.list_sessions().await).await?;
         Ok(sessions
             .into_iter()
             .map(|s| Session {
@@ -626,17 +425,7 @@ impl DaytonaSandbox {
 
     /// Metadata with owner and group.
     pub async fn file_info(&self, path: &str) -> Result<DaytonaFileInfo> {
-        validate_path(path)?;
-        let request = self
-            .toolbox
-            .request(Method::Get, "/files/info", "stat")
-            .query("path", path);
-        let dto: FileInfoDto = self.toolbox_send(request).await?.json().await?;
-        Ok(DaytonaFileInfo {
-            owner: dto.owner.clone(),
-            group: dto.group.clone(),
-            info: file_info(path, None, &dto),
-        })
+        files::info(self.tb(), path).await
     }
 
     /// Changes owner, group and/or mode (octal text such as `"755"`).
@@ -647,90 +436,24 @@ impl DaytonaSandbox {
         group: Option<&str>,
         mode: Option<&str>,
     ) -> Result<()> {
-        validate_path(path)?;
-        let mut request = self
-            .toolbox
-            .request(Method::Post, "/files/permissions", "set_permissions")
-            .query("path", path);
-        if let Some(owner) = owner {
-            request = request.query("owner", owner);
-        }
-        if let Some(group) = group {
-            request = request.query("group", group);
-        }
-        if let Some(mode) = mode {
-            if mode.is_empty() || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-                return Err(Error::validation(format!("mode {mode:?} is not octal")));
-            }
-            request = request.query("mode", mode);
-        }
-        self.toolbox_send(request).await?.bytes().await.map(drop)
+        files::set_permissions(self.tb(), path, owner, group, mode).await
     }
 
     /// Lines matching `pattern` in the files under `path` (content grep).
     pub async fn find(&self, path: &str, pattern: &str) -> Result<Vec<FileMatch>> {
-        validate_path(path)?;
-        let request = self
-            .toolbox
-            .request(Method::Get, "/files/find", "find")
-            .max_body(LARGE_ANSWER)
-            .query("path", path)
-            .query("pattern", pattern);
-        let matches: Vec<MatchDto> = self.toolbox_send(request).await?.json().await?;
-        Ok(matches
-            .into_iter()
-            .map(|m| FileMatch {
-                file: m.file,
-                line: m.line,
-                content: m.content,
-            })
-            .collect())
+        files::find(self.tb(), path, pattern).await
     }
 
     /// Files under `path` whose names match the glob `pattern`.
     pub async fn search(&self, path: &str, pattern: &str) -> Result<Vec<String>> {
-        validate_path(path)?;
-        let request = self
-            .toolbox
-            .request(Method::Get, "/files/search", "search")
-            .max_body(LARGE_ANSWER)
-            .query("path", path)
-            .query("pattern", pattern);
-        let answer: SearchAnswer = self.toolbox_send(request).await?.json().await?;
-        Ok(answer.files)
+        files::search(self.tb(), path, pattern).await
     }
 
     /// Uploads several files in one multipart request (`files[i].path` before `files[i].file`,
     /// as the daemon expects); parents are created and existing files replaced. Returns the
     /// bytes written per path, as the daemon reports them.
     pub async fn upload_many(&self, files: Vec<(String, Bytes)>) -> Result<Vec<(String, u64)>> {
-        let mut form = Multipart::new();
-        for (i, (path, data)) in files.iter().enumerate() {
-            validate_path(path)?;
-            form = form.text(&format!("files[{i}].path"), path.clone()).bytes(
-                &format!("files[{i}].file"),
-                file_name(path),
-                "application/octet-stream",
-                data.clone(),
-            );
-        }
-        let request = self
-            .toolbox
-            .request(Method::Post, "/files/bulk-upload", "upload")
-            .multipart(form)
-            .idle_timeout(self.inner.config.idle_timeout);
-        let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
-        Ok(files
-            .iter()
-            .map(|(path, data)| {
-                let reported = answer
-                    .files
-                    .iter()
-                    .find(|f| &f.path == path)
-                    .and_then(|f| f.bytes);
-                (path.clone(), reported.unwrap_or(data.len() as u64))
-            })
-            .collect())
+        files::upload_many(self.tb(), files).await
     }
 
     // ---- previews ----
@@ -742,43 +465,16 @@ impl DaytonaSandbox {
         port: u16,
         expires_in: Duration,
     ) -> Result<PreviewLink> {
-        let secs = expires_in.as_secs().clamp(1, 86_400);
-        let dto: PreviewUrlDto = self
-            .api_request(
-                Method::Get,
-                &format!("/ports/{port}/signed-preview-url"),
-                "preview_link",
-            )
-            .query("expiresInSeconds", secs)
-            .send_json()
-            .await?;
-        let mut headers = BTreeMap::new();
-        headers.insert(
-            "X-Daytona-Skip-Preview-Warning".to_owned(),
-            "true".to_owned(),
-        );
-        Ok(PreviewLink {
-            url: dto.url,
-            port,
-            headers,
-            token: dto.token,
-            expires_at: Some(SystemTime::now() + Duration::from_secs(secs)),
-        })
+        preview::signed_link(&self.api, &self.id, port, expires_in).await
     }
 
     /// Revokes a signed preview URL before it expires. The token travels in the request's
     /// path (the API has no other form), so an error never repeats it: every occurrence in the
     /// message (the path, or an answer that echoes it) is replaced by `<redacted>`.
     pub async fn expire_signed_preview_link(&self, port: u16, token: &str) -> Result<()> {
-        let segment = encode_path_segment(token);
-        self.api_request(
-            Method::Post,
-            &format!("/ports/{port}/signed-preview-url/{segment}/expire"),
-            "preview_link",
-        )
-        .path_secret(token)
-        .send_empty()
-        .await
+        self.api
+            .expire_signed_preview_url(&self.id, port, token)
+            .await
     }
 
     /// Sends `GET {link.url}{path}` with the link's headers and returns the answer. A request
@@ -789,162 +485,8 @@ impl DaytonaSandbox {
     /// scheme, host and port (`Validation` otherwise, before anything is sent): a path such as
     /// `@other-host/x` cannot carry the link's token to another host.
     pub async fn fetch_preview(&self, link: &PreviewLink, path: &str) -> Result<Response> {
-        let url = sandbox_sdk_core::http::join_same_origin(&link.url, path)
-            .map_err(|e| e.or_context(PROVIDER, "fetch_preview", Some(&self.id)))?;
-        let mut request = self
-            .inner
-            .http
-            .request_url(Method::Get, &url)
-            .without_auth()
-            .operation("fetch_preview")
-            .sandbox_id(&self.id);
-        for (name, value) in &link.headers {
-            request = if name.to_ascii_lowercase().contains("token") {
-                request.sensitive_header(name, value)
-            } else {
-                request.header(name, value)
-            };
-        }
-        request.send().await
+        preview::fetch(&self.api, &self.id, link, path).await
     }
-
-    /// A control-plane request to `suffix` below this sandbox's path, for `operation`.
-    fn api_request(&self, method: Method, suffix: &str, operation: &str) -> Request {
-        self.inner
-            .http
-            .request(
-                method,
-                &format!("{}{suffix}", Inner::sandbox_path(&self.id)),
-            )
-            .operation(operation)
-            .sandbox_id(&self.id)
-    }
-
-    /// Sends a toolbox request. The proxy's empty-body 502 is checked against the sandbox's
-    /// state: a sandbox that is not `started` turns it into `NotRunning`.
-    async fn toolbox_send(&self, request: Request) -> Result<Response> {
-        match request.send().await {
-            Err(e) => Err(self.toolbox.explain(e).await),
-            ok => ok,
-        }
-    }
-}
-
-impl Toolbox {
-    /// A toolbox request to `path` (below the toolbox base) for `operation`, aimed at this
-    /// sandbox.
-    pub(crate) fn request(&self, method: Method, path: &str, operation: &str) -> Request {
-        self.http
-            .request(method, path)
-            .operation(operation)
-            .sandbox_id(&self.sandbox_id)
-            .max_body(TOOLBOX_ANSWER)
-    }
-
-    /// The one place a toolbox failure (HTTP answer or refused WebSocket upgrade, both mapped by
-    /// [`map_error`](crate::error::map_error)) is checked against the sandbox's state: the
-    /// proxy's empty-body 502, or a 400 that mapped to `Validation`, from a sandbox that is not
-    /// `started`, or is gone, becomes `NotRunning`. Any other error, or one from a sandbox still
-    /// `started`, is returned as is.
-    pub(crate) async fn explain(&self, error: Error) -> Error {
-        // The proxy's empty 502, and a 400 the mapping could not place (the proxy refuses a
-        // request for a sandbox it cannot reach with 400, in wording that has changed).
-        let unclear = is_empty_bad_gateway(&error)
-            || (error.kind() == ErrorKind::Validation && error.status() == Some(400));
-        if !unclear {
-            return error;
-        }
-        match self.inner.fetch(&self.sandbox_id, "check").await {
-            Ok(dto) if dto.state.as_deref() != Some("started") => Error::new(
-                ErrorKind::NotRunning,
-                format!(
-                    "the toolbox proxy could not reach the sandbox: it is {}",
-                    dto.state.as_deref().unwrap_or("in an unknown state")
-                ),
-            )
-            .with_status(error.status().unwrap_or(502))
-            .or_context(
-                PROVIDER,
-                error.operation().unwrap_or("toolbox"),
-                Some(&self.sandbox_id),
-            ),
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                Error::new(ErrorKind::NotRunning, "the sandbox is gone")
-                    .with_status(error.status().unwrap_or(502))
-                    .or_context(
-                        PROVIDER,
-                        error.operation().unwrap_or("toolbox"),
-                        Some(&self.sandbox_id),
-                    )
-            }
-            _ => error,
-        }
-    }
-}
-
-fn file_name(path: &str) -> &str {
-    path.trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path)
-}
-
-/// Permission bits from `permissions` (octal text) or `mode` (`-rwxr-xr-x`).
-fn mode_bits(dto: &FileInfoDto) -> Option<u32> {
-    if let Some(p) = &dto.permissions
-        && let Ok(bits) = u32::from_str_radix(p.trim(), 8)
-    {
-        return Some(bits & 0o7777);
-    }
-    let mode = dto.mode.as_deref()?;
-    let perms = mode.get(mode.len().checked_sub(9)?..)?;
-    let mut bits = 0u32;
-    for (i, c) in perms.chars().enumerate() {
-        if c != '-' {
-            bits |= 1 << (8 - i);
-        }
-    }
-    Some(bits)
-}
-
-fn file_info(requested: &str, parent: Option<&str>, dto: &FileInfoDto) -> FileInfo {
-    let path = dto.path.clone().unwrap_or_else(|| match parent {
-        Some(dir) => format!("{}/{}", dir.trim_end_matches('/'), dto.name),
-        None => requested.to_owned(),
-    });
-    let kind = if dto.is_dir {
-        FileKind::Dir
-    } else if dto.mode.as_deref().is_some_and(|m| m.starts_with('L')) {
-        FileKind::Symlink
-    } else if dto.mode.as_deref().is_some_and(|m| m.starts_with('-')) || dto.mode.is_none() {
-        FileKind::File
-    } else {
-        FileKind::Other
-    };
-    let name = if dto.name.is_empty() {
-        file_name(&path).to_owned()
-    } else {
-        dto.name.clone()
-    };
-    FileInfo {
-        path,
-        name,
-        kind,
-        size: dto.size,
-        mode: mode_bits(dto),
-        modified: dto.modified_at.as_deref().and_then(parse_rfc3339),
-    }
-}
-
-/// Counts bytes as an upload stream is read.
-fn counted(body: UploadBody, counter: Arc<AtomicU64>) -> sandbox_sdk_core::ByteStream {
-    tokio_util::io::ReaderStream::new(body)
-        .map(move |chunk| {
-            let chunk = chunk.map_err(Error::from)?;
-            counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-            Ok(chunk)
-        })
-        .boxed()
 }
 
 #[async_trait::async_trait]
@@ -958,123 +500,47 @@ impl Sandbox for DaytonaSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        crate::capabilities::capabilities_for(&self.inner.config)
+        crate::capabilities::capabilities_for(self.api.config.exec_transport)
     }
 
     async fn info(&self) -> Result<SandboxInfo> {
-        Ok(info_from_dto(&self.inner.fetch(&self.id, "info").await?))
+        Ok(info_from_dto(
+            &self.api.get_sandbox(&self.id, "info").await?,
+        ))
     }
 
     /// Runs a command: through a toolbox session, or over SSH when the builder chose
-    /// [`ExecTransport::Ssh`](crate::ExecTransport::Ssh) (background commands always use a
-    /// toolbox session, so they can be listed, reattached and killed).
+    /// [`ExecTransport::Ssh`] (background commands always use a toolbox session, so they can
+    /// be listed, reattached and killed).
     async fn exec(&self, command: &Command) -> Result<Process> {
-        if self.inner.config.exec_transport == crate::builder::ExecTransport::Ssh
-            && !command.background
-        {
+        if self.api.config.exec_transport == ExecTransport::Ssh && !command.background {
             return self.ssh_exec(command).await;
         }
-        exec::start(self.toolbox.clone(), command).await
+        exec::start(self.sessions.clone(), command).await
     }
 
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {
-        let sessions = self.sessions().await?;
-        Ok(sessions
-            .into_iter()
-            .flat_map(|s| {
-                let sid = s.id;
-                let tag = sid.strip_prefix(exec::TAG_PREFIX).map(str::to_owned);
-                s.commands.into_iter().map(move |c| ProcessInfo {
-                    pid: format!("{sid}/{}", c.id),
-                    tag: tag.clone(),
-                    argv: vec![c.command],
-                    cwd: None,
-                    running: c.exit_code.is_none(),
-                })
-            })
-            .collect())
+        exec::processes(&self.sessions).await
     }
 
     /// Reattaches by pid (`{session}/{command}`) or by tag (the last command of the tag's
     /// session). The log is followed from its start.
     async fn attach(&self, pid: &str) -> Result<Process> {
-        let (sid, cid) = if pid.contains('/') {
-            let (sid, cid) = exec::split_pid(pid)?;
-            // Fail early, with NotFound, for a pid that does not exist.
-            self.session_command(sid, cid).await?;
-            (sid.to_owned(), cid.to_owned())
-        } else {
-            let sid = exec::tag_session(pid)?;
-            let request = self
-                .toolbox
-                .request(Method::Get, &exec::session_path(&sid), "attach")
-                .max_body(LARGE_ANSWER);
-            let session: SessionDto = self.toolbox_send(request).await?.json().await?;
-            let last = session.commands.unwrap_or_default().pop().ok_or_else(|| {
-                Error::new(
-                    ErrorKind::NotFound,
-                    format!("no command runs under tag {pid}"),
-                )
-                .or_context(PROVIDER, "attach", Some(&self.id))
-            })?;
-            (sid, last.id)
-        };
-        Ok(exec::process(self.toolbox.clone(), sid, cid, false, None))
+        exec::attach(&self.sessions, pid).await
     }
 
     /// Kills by pid or tag: deletes the command's session (the daemon kills its shell). A
     /// command run over SSH (pid `ssh/…`) is killed through its channel while its handle lives.
     async fn kill_process(&self, pid: &str) -> Result<()> {
-        if pid.starts_with(crate::ssh::PID_PREFIX) {
-            return crate::ssh::kill(pid, &self.id).await;
-        }
-        let sid = if pid.contains('/') {
-            let (sid, cid) = exec::split_pid(pid)?;
-            // A foreground session serves one command after another: once this command has
-            // ended, its session may run another, which deleting it would kill.
-            if sid.starts_with(exec::EXEC_PREFIX)
-                && self.session_command(sid, cid).await?.exit_code.is_some()
-            {
-                return Ok(());
-            }
-            sid.to_owned()
-        } else {
-            exec::tag_session(pid)?
-        };
-        exec::delete_session(&self.toolbox, &sid).await
+        exec::kill(&self.sessions, pid).await
     }
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
-        validate_path(path)?;
-        let counter = Arc::new(AtomicU64::new(0));
-        let stream = counted(body, counter.clone());
-        let form = Multipart::new().text("files[0].path", path).stream(
-            "files[0].file",
-            file_name(path),
-            "application/octet-stream",
-            StreamBody::from(stream),
-            None,
-        );
-        let request = self
-            .toolbox
-            .request(Method::Post, "/files/bulk-upload", "upload")
-            .multipart(form)
-            .idle_timeout(self.inner.config.idle_timeout);
-        let answer: BulkUploadAnswer = self.toolbox_send(request).await?.json().await?;
-        let sent = counter.load(Ordering::Relaxed);
-        let reported = answer
-            .files
-            .iter()
-            .find(|f| f.path == path)
-            .and_then(|f| f.bytes);
-        Ok(Transfer {
-            bytes: reported.unwrap_or(sent),
-            emulated: false,
-        })
+        files::upload(self.tb(), path, body).await
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
-        let written = self.upload_many(vec![(path.to_owned(), data)]).await?;
+        let written = files::upload_many(self.tb(), vec![(path.to_owned(), data)]).await?;
         Ok(Transfer {
             bytes: written.first().map(|(_, n)| *n).unwrap_or(0),
             emulated: false,
@@ -1082,70 +548,27 @@ impl Sandbox for DaytonaSandbox {
     }
 
     async fn download(&self, path: &str) -> Result<Download> {
-        validate_path(path)?;
-        let request = self
-            .toolbox
-            .request(Method::Get, "/files/download", "download")
-            .query("path", path)
-            .idle_timeout(self.inner.config.idle_timeout);
-        let response = self.toolbox_send(request).await?;
-        Ok(Download::new(response.bytes_stream()))
+        files::download(self.tb(), path).await
     }
 
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
-        validate_path(path)?;
-        let mut request = self
-            .toolbox
-            .request(Method::Get, "/files", "list_files")
-            .max_body(LARGE_ANSWER)
-            .query("path", path);
-        if options.depth > 1 {
-            request = request.query("depth", options.depth);
-        }
-        let entries: Vec<FileInfoDto> = self.toolbox_send(request).await?.json().await?;
-        Ok(entries
-            .iter()
-            .map(|e| file_info(path, Some(path), e))
-            .collect())
+        files::list(self.tb(), path, options).await
     }
 
     async fn stat(&self, path: &str) -> Result<FileInfo> {
-        Ok(self.file_info(path).await?.info)
+        Ok(files::info(self.tb(), path).await?.info)
     }
 
     async fn mkdir(&self, path: &str) -> Result<()> {
-        validate_path(path)?;
-        let request = self
-            .toolbox
-            .request(Method::Post, "/files/folder", "mkdir")
-            .query("path", path)
-            .query("mode", "755");
-        self.toolbox_send(request).await?.bytes().await.map(drop)
+        files::mkdir(self.tb(), path).await
     }
 
     async fn remove(&self, path: &str) -> Result<()> {
-        validate_path(path)?;
-        let request = self
-            .toolbox
-            .request(Method::Delete, "/files", "remove")
-            .query("path", path)
-            .query("recursive", "true");
-        self.toolbox_send(request).await?.bytes().await.map(drop)
+        files::remove(self.tb(), path).await
     }
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        validate_path(from)?;
-        validate_path(to)?;
-        let request = self
-            .toolbox
-            .request(Method::Post, "/files/move", "rename")
-            .query("source", from)
-            .query("destination", to);
-        self.toolbox_send(request).await?.bytes().await.map(drop)
-    }
-
-    async fn watch(&self, _path: &str, _recursive: bool) -> Result<FileEventStream> {
-        Err(Error::not_supported(PROVIDER, "watch"))
+        files::rename(self.tb(), from, to).await
     }
 
     async fn stop(&self) -> Result<()> {
@@ -1153,8 +576,15 @@ impl Sandbox for DaytonaSandbox {
     }
 
     async fn pause(&self) -> Result<()> {
-        self.transition("pause", "/pause", "paused", self.deadline())
-            .await
+        calls::transition(
+            &self.api,
+            &self.id,
+            "pause",
+            "/pause",
+            "paused",
+            self.deadline(),
+        )
+        .await
     }
 
     /// Starts the sandbox again. Daytona keeps the time to live (`ttlMinutes`, wall-clock since
@@ -1164,51 +594,28 @@ impl Sandbox for DaytonaSandbox {
     }
 
     async fn destroy(&self) -> Result<()> {
-        self.inner.destroy(&self.id, self.deadline()).await
+        destroy(&self.api, &self.pool, &self.id, self.deadline()).await
     }
 
     /// Sets Daytona's TTL so the sandbox is destroyed `timeout` from now: `setTtl` re-anchors
     /// the TTL at the current time (api.json), so the minutes asked for are `timeout` rounded up.
     async fn set_timeout(&self, timeout: Duration) -> Result<()> {
         let minutes = timeout.as_secs().div_ceil(60).max(1);
-        self.interval_call("set_timeout", "ttl", minutes.to_string())
-            .await
+        self.set("set_timeout", "ttl", minutes.to_string()).await
     }
 
     /// The preview URL for `port` and the token it needs (sent as `x-daytona-preview-token`;
     /// the warning page is skipped with `X-Daytona-Skip-Preview-Warning`). The token changes on
     /// every start.
     async fn preview_link(&self, port: u16) -> Result<PreviewLink> {
-        let dto: PreviewUrlDto = self
-            .api_request(
-                Method::Get,
-                &format!("/ports/{port}/preview-url"),
-                "preview_link",
-            )
-            .send_json()
-            .await?;
-        let mut headers = BTreeMap::new();
-        if let Some(token) = &dto.token {
-            headers.insert("x-daytona-preview-token".to_owned(), token.clone());
-        }
-        headers.insert(
-            "X-Daytona-Skip-Preview-Warning".to_owned(),
-            "true".to_owned(),
-        );
-        Ok(PreviewLink {
-            url: dto.url,
-            port,
-            headers,
-            token: dto.token,
-            expires_at: None,
-        })
+        preview::link(&self.api, &self.id, port).await
     }
 
     /// SSH access through Daytona's gateway: the token is the user name (auth method `none`).
     /// One token per sandbox is kept for the whole process and reused while it stays valid for
     /// `ttl`, because minting a new one revokes the old.
     async fn ssh_access(&self, ttl: Duration) -> Result<SshAccess> {
-        crate::ssh::access(&self.inner, &self.id, ttl).await
+        exec::ssh::access(&self.api, &self.id, ttl).await
     }
 
     async fn fork(&self) -> Result<Box<dyn Sandbox>> {
@@ -1221,28 +628,13 @@ impl Sandbox for DaytonaSandbox {
         let name = name
             .map(str::to_owned)
             .unwrap_or_else(|| format!("sdk-snapshot-{}", uuid::Uuid::new_v4().simple()));
-        let body = serde_json::to_value(SandboxSnapshotBody {
-            name: name.clone(),
-            include_memory: None,
-        })
-        .map_err(|e| Error::validation(e.to_string()))?;
-        self.lifecycle("snapshot", "/snapshot", &[], Some(&body), self.deadline())
-            .await?;
-        Ok(SnapshotInfo {
-            id: name.clone(),
-            name: Some(name),
-            sandbox_id: Some(self.id.clone()),
-            created_at: None,
-        })
+        calls::snapshot(&self.api, &self.id, name, self.deadline()).await
     }
 
     /// The daemon's latest CPU, memory and disk sample (`GET /system/metrics`, newer daemons;
     /// CPU percent is of the sandbox's CPU limit, 0 until the first sample completes).
     async fn metrics(&self) -> Result<Metrics> {
-        let request = self
-            .toolbox
-            .request(Method::Get, "/system/metrics", "metrics");
-        let dto: crate::wire::SystemMetricsDto = self.toolbox_send(request).await?.json().await?;
+        let dto = self.tb().explained(self.tb().metrics().await).await?;
         let timestamp = match (dto.timestamp_unix, dto.timestamp.as_deref()) {
             (Some(secs), _) if secs >= 0 => {
                 Some(std::time::UNIX_EPOCH + Duration::from_secs(secs as u64))
@@ -1259,70 +651,5 @@ impl Sandbox for DaytonaSandbox {
             disk_used_bytes: dto.disk_used,
             disk_total_bytes: dto.disk_total,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_toolbox_url_from_the_api_may_not_downgrade_to_http() {
-        let provider = crate::DaytonaBuilder::new()
-            .api_key("dtn_k")
-            .api_url("https://app.example.test/api")
-            .build()
-            .unwrap();
-        let dto = |url: &str| SandboxDto {
-            id: "sb1".into(),
-            toolbox_proxy_url: Some(url.into()),
-            ..Default::default()
-        };
-        let err = DaytonaSandbox::from_dto(
-            provider.inner.clone(),
-            &dto("http://proxy.example.test/toolbox"),
-        )
-        .await
-        .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Provider);
-        assert!(err.message().contains("plain http"), "{err}");
-        let ok = DaytonaSandbox::from_dto(
-            provider.inner.clone(),
-            &dto("https://proxy.example.test/toolbox/"),
-        )
-        .await
-        .unwrap();
-        assert_eq!(ok.toolbox.base, "https://proxy.example.test/toolbox/sb1");
-    }
-
-    #[test]
-    fn mode_bits_read_octal_permissions_or_the_mode_string() {
-        let dto = FileInfoDto {
-            permissions: Some("0644".into()),
-            ..Default::default()
-        };
-        assert_eq!(mode_bits(&dto), Some(0o644));
-        let dto = FileInfoDto {
-            mode: Some("-rwxr-x--x".into()),
-            ..Default::default()
-        };
-        assert_eq!(mode_bits(&dto), Some(0o751));
-        let dto = FileInfoDto {
-            mode: Some("drwxr-xr-x".into()),
-            is_dir: true,
-            name: "d".into(),
-            ..Default::default()
-        };
-        let info = file_info("x/d", Some("x"), &dto);
-        assert_eq!(info.kind, FileKind::Dir);
-        assert_eq!(info.path, "x/d");
-        assert_eq!(info.mode, Some(0o755));
-    }
-
-    #[test]
-    fn file_names_are_the_last_component() {
-        assert_eq!(file_name("a/b/c.txt"), "c.txt");
-        assert_eq!(file_name("c.txt"), "c.txt");
-        assert_eq!(file_name("a/b/"), "b");
     }
 }

@@ -1,4 +1,4 @@
-//! Serde types matching Daytona's JSON (PROTOCOL.md §1–§6, `api.json`, `toolbox.json`).
+//! Serde types matching Daytona's JSON (PROTOCOL.md §1–§11).
 //!
 //! Optional request fields are omitted when unset; unknown response fields are ignored and every
 //! response field the service may leave out or send as `null` is optional. Types holding secrets
@@ -224,6 +224,28 @@ pub(crate) struct RegionUsageDto {
     pub max_cpu_per_sandbox: Option<f64>,
     pub max_memory_per_sandbox: Option<f64>,
     pub max_disk_per_sandbox: Option<f64>,
+}
+
+/// `GET /config`: the installation's public settings (only what the adapter reads).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct PublicConfigDto {
+    pub analytics_api_url: Option<String>,
+}
+
+/// One period of the analytics API's `…/sandbox/{id}/usage` answer.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct UsagePeriodDto {
+    pub start_at: Option<String>,
+    pub end_at: Option<String>,
+    pub cpu: f64,
+    pub gpu: f64,
+    #[serde(rename = "ramGB")]
+    pub ram_gb: f64,
+    #[serde(rename = "diskGB")]
+    pub disk_gb: f64,
+    pub price: Option<f64>,
 }
 
 // ---- toolbox ----

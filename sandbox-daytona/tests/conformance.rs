@@ -16,7 +16,7 @@
 mod common;
 
 use sandbox_conformance::{LoggedRequest, RecordTarget, Suite, cassette, conformance_tests};
-use sandbox_daytona::{DaytonaBuilder, ExecTransport, LogFollow};
+use sandbox_daytona::{DaytonaBuilder, DaytonaProvider, ExecTransport, LogFollow};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::Path;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ fn suite() -> Suite {
 fn replay_suite(dir: &Path) -> Suite {
     covered(Suite::replay(
         |base_url| {
-            let provider = DaytonaBuilder::new()
+            let provider = DaytonaProvider::builder()
                 .api_key(cassette::TOKEN)
                 .api_url(format!("{base_url}/api"))
                 .toolbox_url(format!("{base_url}/toolbox"))
@@ -281,7 +281,7 @@ mod recording {
         assert!(record_suite(vars(&[("DAYTONA_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
     }
 
-    /// The sandbox DTO of `LIVE_ID` (PROTOCOL.md §7.1), started.
+    /// The sandbox DTO of `LIVE_ID` (PROTOCOL.md §2.3), started.
     fn live_sandbox() -> Value {
         let dto = common::sandbox(LIVE_ID, "started");
         let dto = common::with(dto, "labels", json!({"suite": "conformance"}));

@@ -12,7 +12,7 @@ use sandbox_conformance::sim::live::SIM_STREAM_IDLE;
 use sandbox_conformance::{
     REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
 };
-use sandbox_daytona::DaytonaBuilder;
+use sandbox_daytona::DaytonaProvider;
 use sandbox_sdk_core::{Capability, Provider, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use std::time::Duration;
 /// The adapter pointed at a simulator as a user would point it at Daytona (API URL and key),
 /// with the kit's short timeouts and state polled every 20 ms instead of 500 ms.
 fn adapter(url: &str, key: &str) -> Result<Arc<dyn Provider>> {
-    let provider = DaytonaBuilder::new()
+    let provider = DaytonaProvider::builder()
         .api_key(key)
         .api_url(format!("{url}/api"))
         .poll_interval(Duration::from_millis(20))

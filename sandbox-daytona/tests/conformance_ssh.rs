@@ -15,7 +15,7 @@
 mod gateway;
 
 use sandbox_conformance::{Suite, cassette, conformance_tests};
-use sandbox_daytona::{DaytonaBuilder, ExecTransport, LogFollow};
+use sandbox_daytona::{DaytonaProvider, ExecTransport, LogFollow};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -26,7 +26,7 @@ const CASSETTES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cassettes");
 fn suite() -> Suite {
     Suite::replay(
         |base_url| {
-            let provider = DaytonaBuilder::new()
+            let provider = DaytonaProvider::builder()
                 .api_key(cassette::TOKEN)
                 .api_url(format!("{base_url}/api"))
                 .toolbox_url(format!("{base_url}/toolbox"))

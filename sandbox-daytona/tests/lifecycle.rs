@@ -857,7 +857,13 @@ async fn a_handle_deadline_bounds_the_state_change_wait() {
         .expect("the handle's deadline was not applied")
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);
-    assert!(sandbox_daytona::is_state_change_in_progress(&err));
+    assert!(
+        err.message()
+            .to_ascii_lowercase()
+            .contains("state change in progress"),
+        "{err}"
+    );
+    assert!(err.is_retryable());
 }
 
 #[tokio::test]
@@ -963,7 +969,7 @@ async fn prepare_activates_an_inactive_snapshot_once_and_waits() {
 #[tokio::test]
 async fn a_template_with_resources_is_refused_before_anything_is_sent() {
     // Daytona answers 400 "Cannot specify Sandbox resources when using a snapshot"
-    // (PROTOCOL.md §1.1); the adapter says so itself, naming both fields and the way out.
+    // (PROTOCOL.md §2.1); the adapter says so itself, naming both fields and the way out.
     let server = MockServer::start().await;
     Mock::given(wiremock::matchers::any())
         .respond_with(ok(sandbox("sb1", "started")))

@@ -3,7 +3,7 @@
 
 mod common;
 
-use sandbox_daytona::{DaytonaBuilder, DaytonaCreate};
+use sandbox_daytona::{DaytonaBuilder, DaytonaCreate, DaytonaProvider};
 use sandbox_sdk_core::{ErrorKind, Sandbox};
 use serde_json::json;
 use std::time::Duration;
@@ -22,7 +22,7 @@ fn assert_hidden(what: &str, text: &str) {
 
 #[test]
 fn builder_and_provider_debug_hide_the_key_and_jwt() {
-    let builder = DaytonaBuilder::new()
+    let builder = DaytonaProvider::builder()
         .api_key(CANARY)
         .jwt_token(CANARY)
         .organization_id("org");
@@ -39,7 +39,7 @@ fn builder_and_provider_debug_hide_the_key_and_jwt() {
 
 #[test]
 fn build_errors_do_not_echo_credentials() {
-    let err = DaytonaBuilder::new()
+    let err = DaytonaProvider::builder()
         .api_key(CANARY)
         .sdk_version("0.1.0")
         .build()
@@ -116,7 +116,7 @@ async fn a_hostile_toolbox_proxy_url_gets_no_request() {
             .respond_with(ResponseTemplate::new(200).set_body_json(dto))
             .mount_as_scoped(&server)
             .await;
-        let provider = DaytonaBuilder::new()
+        let provider = DaytonaProvider::builder()
             .api_key(CANARY)
             .api_url(format!("{}/api", server.uri()))
             .build()

@@ -1,5 +1,5 @@
 //! Exec over SSH against the in-process stand-in for Daytona's gateway (`tests/gateway/`,
-//! PROTOCOL.md §5): auth method `none` accepted for any user, the user name checked as an
+//! PROTOCOL.md §10): auth method `none` accepted for any user, the user name checked as an
 //! access token only after the handshake, and a bad token or a sandbox that is not started
 //! answered by closing the connection. Accepted commands run as real local processes, so
 //! stdout, stderr, stdin, exit codes and the pty are real. Each test starts its own recording

@@ -1019,7 +1019,7 @@ async fn a_silent_log_stream_ends_with_transport_after_an_unanswered_ping() {
     assert!(err.to_string().contains("ping"), "{err}");
 }
 
-/// The sync session exec answer in the shape PROTOCOL.md §3.2 gives (`output` marked,
+/// The sync session exec answer in the shape PROTOCOL.md §6.2 gives (`output` marked,
 /// `stdout`/`stderr` apart), for a command printing `out`/`err` and ending with `code`.
 fn sync_answer(cmd_id: &str, out: &str, err: &str, code: i32) -> serde_json::Value {
     let stdout = format!("{out}{END_MARK}:{code}\n");

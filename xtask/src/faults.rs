@@ -357,7 +357,7 @@ fn adapter(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
             .transfer_idle_timeout(SIM_STREAM_IDLE)
             .build()
             .map(|p| Arc::new(p) as Arc<dyn Provider>),
-        "daytona" => sandbox_daytona::DaytonaBuilder::new()
+        "daytona" => sandbox_daytona::DaytonaProvider::builder()
             .api_key(key)
             .api_url(format!("{url}/api"))
             .poll_interval(Duration::from_millis(20))

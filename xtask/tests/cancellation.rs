@@ -39,7 +39,7 @@ fn adapter(sim: &dyn Simulator) -> Arc<dyn Provider> {
                 .unwrap(),
         ),
         "daytona" => Arc::new(
-            sandbox_daytona::DaytonaBuilder::new()
+            sandbox_daytona::DaytonaProvider::builder()
                 .api_key(key)
                 .api_url(format!("{url}/api"))
                 .poll_interval(Duration::from_millis(20))

@@ -6,7 +6,7 @@ use crate::harness::{
     Config, Record, Result, Timings, interleaved, iqr_percent, latency_record, memory_record,
     memory_runs, probe_runs,
 };
-use sandbox_daytona::{DaytonaBuilder, DaytonaSandbox, LogFollow};
+use sandbox_daytona::{DaytonaBuilder, DaytonaProvider, DaytonaSandbox, LogFollow};
 use sandbox_sdk_core::{Command, CreateSpec, ProcessEvent, Provider, Sandbox, SandboxExt};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -25,7 +25,7 @@ const SAME_LINE: &str = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sa
 const FOLLOWED: u64 = 32 << 20;
 
 fn builder(addr: SocketAddr) -> DaytonaBuilder {
-    DaytonaBuilder::new()
+    DaytonaProvider::builder()
         .api_key("dtn_loopback_bench")
         .api_url(format!("http://{addr}/api"))
         .toolbox_url(format!("http://{addr}/toolbox"))

@@ -16,7 +16,7 @@ pub const KEY: &str = "dtn_test_key_0123456789";
 /// command sent asynchronously and followed (no direct window; the direct path has its own
 /// tests).
 pub fn builder(server: &MockServer) -> DaytonaBuilder {
-    DaytonaBuilder::new()
+    DaytonaProvider::builder()
         .api_key(KEY)
         .api_url(format!("{}/api", server.uri()))
         .toolbox_url(format!("{}/toolbox", server.uri()))
@@ -34,7 +34,7 @@ pub fn polling_provider(server: &MockServer) -> DaytonaProvider {
     builder(server).log_follow(LogFollow::Poll).build().unwrap()
 }
 
-/// A `Sandbox` DTO as PROTOCOL.md §7.1 shows it.
+/// A `Sandbox` DTO as PROTOCOL.md §2.3 shows it.
 pub fn sandbox(id: &str, state: &str) -> Value {
     json!({
         "id": id,

@@ -1,4 +1,4 @@
-//! A stand-in for Daytona's SSH gateway (PROTOCOL.md §5): russh's server side on loopback,
+//! A stand-in for Daytona's SSH gateway (PROTOCOL.md §10): russh's server side on loopback,
 //! accepting auth method `none` for any user and checking the user name as an access token
 //! only when a session channel is opened (an unknown token drops the connection, as the
 //! gateway does).

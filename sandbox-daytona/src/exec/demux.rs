@@ -1,9 +1,9 @@
 //! The stdout/stderr demultiplexer for Daytona session logs.
 //!
 //! The daemon stores a session command's output as one log in which every line is preceded by a
-//! 3-byte marker: `01 01 01` for stdout, `02 02 02` for stderr (PROTOCOL.md §4.1). Followed live
+//! 3-byte marker: `01 01 01` for stdout, `02 02 02` for stderr (PROTOCOL.md §8.1). Followed live
 //! over the WebSocket, the log arrives in binary frames of up to 1024 bytes, so a marker can be
-//! split across two or three frames, and one frame can hold lines of both streams (§4.2).
+//! split across two or three frames, and one frame can hold lines of both streams (§8.2).
 //!
 //! [`LogDemux`] is an explicit state machine over the byte stream: the current stream is the one
 //! named by the last complete marker; bytes before any marker are dropped; up to two trailing
@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 /// Which stream a piece of output belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LogStream {
+pub(crate) enum LogStream {
     /// Standard output (marker `01 01 01`).
     Stdout,
     /// Standard error (marker `02 02 02`).
@@ -34,7 +34,7 @@ impl LogStream {
 const STDOUT_BYTE: u8 = 0x01;
 const STDERR_BYTE: u8 = 0x02;
 /// Length of a stream marker.
-pub const MARKER_LEN: usize = 3;
+const MARKER_LEN: usize = 3;
 
 /// The demultiplexer's state between frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,18 +46,8 @@ enum State {
 }
 
 /// Splits a marked log byte stream into stdout and stderr pieces. See the module docs.
-///
-/// ```
-/// use sandbox_daytona::{LogDemux, LogStream};
-/// let mut demux = LogDemux::new();
-/// let mut out = demux.feed(b"\x01\x01\x01ok\n\x02\x02");
-/// out.extend(demux.feed(b"\x02warn\n"));
-/// out.extend(demux.finish());
-/// assert_eq!(out[0], (LogStream::Stdout, bytes::Bytes::from_static(b"ok\n")));
-/// assert_eq!(out[1], (LogStream::Stderr, bytes::Bytes::from_static(b"warn\n")));
-/// ```
 #[derive(Debug, Clone)]
-pub struct LogDemux {
+pub(crate) struct LogDemux {
     current: Option<LogStream>,
     state: State,
     dropped: u64,
@@ -74,18 +64,13 @@ impl Default for LogDemux {
 
 impl LogDemux {
     /// A demultiplexer at the start of a log.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         LogDemux {
             current: None,
             state: State::Data,
             dropped: 0,
             copied: 0,
         }
-    }
-
-    /// The stream the next data bytes belong to, once a marker was seen.
-    pub fn current(&self) -> Option<LogStream> {
-        self.current
     }
 
     /// Bytes written into output pieces so far (the work done; linear in the input).
@@ -95,13 +80,14 @@ impl LogDemux {
     }
 
     /// How many bytes were dropped because they came before any marker.
-    pub fn dropped(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 
     /// Feeds one frame; returns the pieces of output it completes, in order. Adjacent pieces of
     /// the same stream are merged.
-    pub fn feed(&mut self, frame: &[u8]) -> Vec<(LogStream, Bytes)> {
+    pub(crate) fn feed(&mut self, frame: &[u8]) -> Vec<(LogStream, Bytes)> {
         let mut out = Out::default();
         let mut run_start = 0;
         let mut i = 0;
@@ -153,7 +139,7 @@ impl LogDemux {
     }
 
     /// Ends the log: marker bytes still held back are data of the current stream.
-    pub fn finish(&mut self) -> Vec<(LogStream, Bytes)> {
+    pub(crate) fn finish(&mut self) -> Vec<(LogStream, Bytes)> {
         let mut out = Out::default();
         if let State::Marker { byte, count } = self.state {
             self.emit_held(&mut out, byte, count);
@@ -235,7 +221,7 @@ pub(crate) fn session_logs(
 }
 
 /// Splits a whole marked log (as in the JSON `output` field) into stdout and stderr.
-pub fn split_log(log: &[u8]) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn split_log(log: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut demux = LogDemux::new();
     let mut pieces = demux.feed(log);
     pieces.extend(demux.finish());
@@ -293,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_frame_that_is_exactly_one_marker_loses_nothing() {
-        // The TypeScript SDK drops data in this case (PROTOCOL.md §4.2); pin that we do not.
+        // The TypeScript SDK drops data in this case (PROTOCOL.md §8.2); pin that we do not.
         let got = collect(&[b"\x02\x02\x02", b"err\n", b"\x01\x01\x01", b"out\n"]);
         assert_eq!(got, (b"out\n".to_vec(), b"err\n".to_vec()));
     }

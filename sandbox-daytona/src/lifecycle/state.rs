@@ -1,10 +1,14 @@
-//! Daytona's sandbox states (PROTOCOL.md §1.3) mapped onto the core model.
+//! Daytona's sandbox states (PROTOCOL.md §3) mapped onto the core model, and a sandbox's
+//! answer mapped onto [`SandboxInfo`].
 
-use sandbox_sdk_core::SandboxState;
+use crate::config::PROVIDER;
+use crate::wire::SandboxDto;
+use sandbox_sdk_core::time::parse_rfc3339;
+use sandbox_sdk_core::{SandboxInfo, SandboxState};
 
 /// How a client should treat a Daytona state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// `started`, `stopped`, `archived`, `paused`: safe to issue the next lifecycle call.
     Resting,
     /// Any in-flight state: keep polling; lifecycle calls now get 409.
@@ -16,7 +20,7 @@ pub enum Phase {
 }
 
 /// Every state name the service sends (`SandboxState`, 22 values).
-pub const ALL_STATES: [&str; 22] = [
+pub(crate) const ALL_STATES: [&str; 22] = [
     "creating",
     "restoring",
     "destroyed",
@@ -43,7 +47,7 @@ pub const ALL_STATES: [&str; 22] = [
 
 /// The phase of a raw state. Names this SDK does not know are treated as transitional, so a
 /// newer server's in-flight state keeps a wait loop polling instead of failing it.
-pub fn phase(raw: &str) -> Phase {
+pub(crate) fn phase(raw: &str) -> Phase {
     match raw {
         "started" | "stopped" | "archived" | "paused" => Phase::Resting,
         "error" | "build_failed" => Phase::Failed,
@@ -59,7 +63,7 @@ pub fn phase(raw: &str) -> Phase {
 /// to `Creating`; `stopping` to `Stopped`; `pausing` to `Paused`; `archiving` to `Archived`;
 /// `destroying` to `Destroyed`; `resizing`, `snapshotting` and `forking` (which a running
 /// sandbox goes through and comes back from) to `Running`. Unknown names map to `Unknown`.
-pub fn core_state(raw: &str) -> SandboxState {
+pub(crate) fn core_state(raw: &str) -> SandboxState {
     match raw {
         "started" | "resizing" | "snapshotting" | "forking" => SandboxState::Running,
         "creating" | "pending_build" | "building_snapshot" | "pulling_snapshot" | "starting"
@@ -74,12 +78,40 @@ pub fn core_state(raw: &str) -> SandboxState {
 }
 
 /// The raw states that a core state filter asks for (for the list endpoint's `states` query).
-pub fn raw_states_of(state: SandboxState) -> Vec<&'static str> {
+pub(crate) fn raw_states_of(state: SandboxState) -> Vec<&'static str> {
     ALL_STATES
         .iter()
         .copied()
         .filter(|raw| core_state(raw) == state)
         .collect()
+}
+
+/// The core view of a sandbox answer.
+pub(crate) fn info_from_dto(dto: &SandboxDto) -> SandboxInfo {
+    let raw = dto.state.clone().unwrap_or_else(|| "unknown".to_owned());
+    let mut info = SandboxInfo::new(dto.id.clone(), PROVIDER, core_state(&raw));
+    info.raw_state = Some(raw);
+    info.template = dto.snapshot.clone();
+    info.metadata = dto.labels.clone().unwrap_or_default();
+    info.created_at = dto.created_at.as_deref().and_then(parse_rfc3339);
+    info.expires_at = dto.auto_destroy_at.as_deref().and_then(parse_rfc3339);
+    info.region = dto.target.clone();
+    info.updated_at = dto.updated_at.as_deref().and_then(parse_rfc3339);
+    info.last_activity_at = dto.last_activity_at.as_deref().and_then(parse_rfc3339);
+    // cpu, memory and disk are whole cores and GB (PROTOCOL.md §2.3), sent as JSON numbers.
+    let whole = |v: Option<f64>| {
+        v.filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v.round() as u64)
+    };
+    info.resources = sandbox_sdk_core::Resources {
+        cpus: whole(dto.cpu).and_then(|c| u32::try_from(c).ok()),
+        memory_mb: whole(dto.memory).map(|gb| gb.saturating_mul(1024)),
+        disk_gb: whole(dto.disk),
+        gpus: whole(dto.gpu)
+            .filter(|g| *g > 0)
+            .and_then(|g| u32::try_from(g).ok()),
+    };
+    info
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Reading a session command's non-follow logs incrementally, for [`LogFollow::Poll`].
 //!
-//! The logs endpoint (`GET T/process/session/{sid}/command/{cid}/logs`, PROTOCOL.md §3.2, §4.3)
+//! The logs endpoint (`GET T/process/session/{sid}/command/{cid}/logs`, PROTOCOL.md §6.2, §9)
 //! takes no offset or range: every poll answers the whole log so far, as JSON
 //! `{"output": <marked log>, "stdout": …, "stderr": …}` (or only `output` on older daemons, or
 //! the raw marked log as `text/plain`). So each poll still downloads the whole log, but nothing
@@ -11,7 +11,7 @@
 //!
 //! [`LogFollow::Poll`]: crate::LogFollow::Poll
 
-use crate::demux::{LogDemux, LogStream};
+use super::demux::{LogDemux, LogStream};
 use bytes::Bytes;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 
