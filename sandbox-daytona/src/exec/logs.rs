@@ -97,6 +97,48 @@ enum State {
     Done,
 }
 
+/// Reads `data`, cut into `chunk`-byte pieces, the two ways a command's log arrives: as
+/// marker-framed WebSocket frames through the demultiplexer, and as one polled logs body (JSON
+/// when `json`). Returns the stdout and stderr bytes each way passed on (or the body's error):
+/// the fuzz target `daytona_command_log` and its proptest drive it.
+pub(crate) fn read_command_log(
+    data: &[u8],
+    chunk: usize,
+    json: bool,
+) -> ((Vec<u8>, Vec<u8>), Result<(Vec<u8>, Vec<u8>)>) {
+    let collect = |pieces: Vec<(LogStream, Bytes)>, into: &mut (Vec<u8>, Vec<u8>)| {
+        for (stream, bytes) in pieces {
+            match stream {
+                LogStream::Stdout => into.0.extend_from_slice(&bytes),
+                LogStream::Stderr => into.1.extend_from_slice(&bytes),
+            }
+        }
+    };
+    let mut framed = (Vec::new(), Vec::new());
+    let mut demux = LogDemux::new();
+    for piece in data.chunks(chunk.max(1)) {
+        collect(demux.feed(piece), &mut framed);
+    }
+    collect(demux.finish(), &mut framed);
+    let polled = (|| {
+        let mut out = (Vec::new(), Vec::new());
+        let mut cursor = LogCursor::default();
+        let content_type = if json {
+            "application/json"
+        } else {
+            "text/plain"
+        };
+        let mut scan = BodyScan::new(Some(content_type));
+        for piece in data.chunks(chunk.max(1)) {
+            collect(scan.feed(&mut cursor, piece)?, &mut out);
+        }
+        scan.finish()?;
+        collect(cursor.finish(), &mut out);
+        Ok(out)
+    })();
+    (framed, polled)
+}
+
 /// One poll's logs body being read. Feed it the body's chunks in order, then `finish`.
 #[derive(Debug)]
 pub(crate) struct BodyScan {

@@ -22,7 +22,7 @@
 
 mod demux;
 mod follow;
-mod logs;
+pub(crate) mod logs;
 mod marks;
 pub(crate) mod session;
 pub(crate) mod ssh;
