@@ -93,19 +93,17 @@ mod wire;
 /// Test support: not part of the API, may change without notice.
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::exec::logs::Split;
+
     /// Reads `data`, cut into `chunk`-byte pieces, as a command's log both ways it arrives
     /// (marker-framed WebSocket frames, and a polled logs body, JSON when `json`): the stdout
     /// and stderr bytes each way passed on, or the polled body's error (for the fuzz targets
     /// and proptests of the decoders).
-    #[allow(clippy::type_complexity)]
     pub fn read_command_log(
         data: &[u8],
         chunk: usize,
         json: bool,
-    ) -> (
-        (Vec<u8>, Vec<u8>),
-        sandbox_sdk_core::Result<(Vec<u8>, Vec<u8>)>,
-    ) {
+    ) -> (Split, sandbox_sdk_core::Result<Split>) {
         crate::exec::logs::read_command_log(data, chunk, json)
     }
 }

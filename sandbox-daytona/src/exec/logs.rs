@@ -97,16 +97,15 @@ enum State {
     Done,
 }
 
+/// Stdout and stderr bytes, apart.
+pub(crate) type Split = (Vec<u8>, Vec<u8>);
+
 /// Reads `data`, cut into `chunk`-byte pieces, the two ways a command's log arrives: as
 /// marker-framed WebSocket frames through the demultiplexer, and as one polled logs body (JSON
 /// when `json`). Returns the stdout and stderr bytes each way passed on (or the body's error):
 /// the fuzz target `daytona_command_log` and its proptest drive it.
-pub(crate) fn read_command_log(
-    data: &[u8],
-    chunk: usize,
-    json: bool,
-) -> ((Vec<u8>, Vec<u8>), Result<(Vec<u8>, Vec<u8>)>) {
-    let collect = |pieces: Vec<(LogStream, Bytes)>, into: &mut (Vec<u8>, Vec<u8>)| {
+pub(crate) fn read_command_log(data: &[u8], chunk: usize, json: bool) -> (Split, Result<Split>) {
+    let collect = |pieces: Vec<(LogStream, Bytes)>, into: &mut Split| {
         for (stream, bytes) in pieces {
             match stream {
                 LogStream::Stdout => into.0.extend_from_slice(&bytes),
