@@ -98,7 +98,7 @@ enum State {
 }
 
 /// Stdout and stderr bytes, apart.
-pub(crate) type Split = (Vec<u8>, Vec<u8>);
+pub type Split = (Vec<u8>, Vec<u8>);
 
 /// Reads `data`, cut into `chunk`-byte pieces, the two ways a command's log arrives: as
 /// marker-framed WebSocket frames through the demultiplexer, and as one polled logs body (JSON
