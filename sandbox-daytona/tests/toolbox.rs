@@ -1142,6 +1142,49 @@ async fn a_command_outliving_the_direct_window_is_found_and_followed() {
     assert_eq!(out.status.code, Some(0));
 }
 
+/// A loaded daemon may not list a command yet when the direct window passes: the session is
+/// looked at again (backing off) until it does, instead of failing the exec (seen with a
+/// thousand sandboxes at once against the simulator).
+#[tokio::test]
+async fn a_command_the_session_lists_late_is_still_found() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    let line = wrapped("'sleep' '5'");
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .respond_with(ResponseTemplate::new(201))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
+        .respond_with(ok(sync_answer("c2", "", "", 0)).set_delay(Duration::from_secs(30)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // Not listed at the first two looks, listed at the third.
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1"))
+        .respond_with(ok(json!({"sessionId": "sdk-exec-1", "commands": []})))
+        .up_to_n_times(2)
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/toolbox/sb1/process/session/sdk-exec-1"))
+        .respond_with(ok(json!({"sessionId": "sdk-exec-1", "commands": [
+            {"id": "c2", "command": line},
+        ]})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider_with(&server, |b| b.direct_window(Duration::from_millis(50)))
+        .get("sb1")
+        .await
+        .unwrap();
+    let process = sandbox.exec(&Command::new("sleep").arg("5")).await.unwrap();
+    assert_eq!(process.pid(), "sdk-exec-1/c2");
+}
+
 fn polling_provider_with(
     server: &MockServer,
     f: impl FnOnce(DaytonaBuilder) -> DaytonaBuilder,

@@ -48,12 +48,15 @@ pub fn run(mut args: Args) -> Result {
     let mut crashed = Vec::new();
     for target in chosen {
         println!("fuzz: {target} for {secs} s");
-        let mut command = shell::cargo_command();
-        if nightly {
-            command.arg("+nightly");
+        let mut command = if nightly {
+            let mut rustup = Command::new("rustup");
+            rustup.args(["run", "nightly", "cargo"]);
+            shell::shell_env(rustup)
         } else {
-            command.env("RUSTC_BOOTSTRAP", "1");
-        }
+            let mut stable = shell::cargo_command();
+            stable.env("RUSTC_BOOTSTRAP", "1");
+            stable
+        };
         let status = command
             .args(["fuzz", "run", target.as_str(), "--"])
             .arg(format!("-max_total_time={secs}"))

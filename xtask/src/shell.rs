@@ -38,7 +38,11 @@ fn set_by_cargo_run(name: &str) -> bool {
 /// A `cargo` command with the environment a shell would give it: without the variables
 /// `cargo run` set for xtask, so builds from xtask and from a shell share `target/`.
 pub fn cargo_command() -> Command {
-    let mut command = Command::new(cargo());
+    shell_env(Command::new(cargo()))
+}
+
+/// `command` without the variables `cargo run` set for xtask (see [`cargo_command`]).
+pub fn shell_env(mut command: Command) -> Command {
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(set_by_cargo_run) {
             command.env_remove(&name);

@@ -206,8 +206,10 @@ async fn send_async(
 
 /// Sends the command synchronously and waits up to `window` for its answer. A command still
 /// running then is left running (the daemon keeps it whether or not anyone waits), and its id
-/// is read from the session by its unique line. A caller that stops waiting ends the wait with
-/// a `Cancelled` error (the session is then deleted, killing the command).
+/// is read from the session by its unique line. A loaded daemon may not list the command yet:
+/// the session is looked at again, backing off from 25 ms to the poll interval, for up to the
+/// request timeout, while the sync answer may still arrive. A caller that stops waiting ends
+/// the wait with a `Cancelled` error (the session is then deleted, killing the command).
 async fn send_direct(
     sessions: &Sessions,
     sid: &str,
@@ -217,27 +219,43 @@ async fn send_direct(
 ) -> Result<Started> {
     let tb = &sessions.tb;
     // The window bounds the wait; the daemon's sync exec has no timeout of its own (§6.2).
+    let exec = tb.session_exec_sync(sid, line, "exec");
+    tokio::pin!(exec);
     tokio::select! {
-        answer = tb.session_exec_sync(sid, line, "exec") => return answer.map(Started::Done),
+        answer = &mut exec => return answer.map(Started::Done),
         _ = tokio::time::sleep(window) => {}
         _ = caller.closed() => return Err(abandoned(&tb.sandbox_id)),
     }
-    let session = tb.get_session(sid, "exec").await?;
-    session
-        .commands
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.command == line)
-        .map(|c| Started::Running(c.id))
-        .ok_or_else(|| {
-            Error::new(
+    let config = &tb.api.config;
+    let give_up = tokio::time::Instant::now() + config.request_timeout;
+    let mut pause = Duration::from_millis(25);
+    loop {
+        let session = tb.get_session(sid, "exec").await?;
+        let listed = session
+            .commands
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.command == line);
+        if let Some(command) = listed {
+            return Ok(Started::Running(command.id));
+        }
+        if tokio::time::Instant::now() >= give_up {
+            return Err(Error::new(
                 ErrorKind::Provider,
                 format!(
-                    "the command was sent but its session {sid} does not list it after {window:?}"
+                    "the command was sent but its session {sid} does not list it after {:?}",
+                    window + config.request_timeout
                 ),
             )
-            .or_context(PROVIDER, "exec", Some(&tb.sandbox_id))
-        })
+            .or_context(PROVIDER, "exec", Some(&tb.sandbox_id)));
+        }
+        tokio::select! {
+            answer = &mut exec => return answer.map(Started::Done),
+            _ = tokio::time::sleep(pause) => {}
+            _ = caller.closed() => return Err(abandoned(&tb.sandbox_id)),
+        }
+        pause = (pause * 2).min(config.poll_interval.max(Duration::from_millis(25)));
+    }
 }
 
 /// The handle of a command that already ended: its output and exit, from the sync answer.
