@@ -213,6 +213,16 @@ impl Vars {
         self.get(name).ok_or_else(|| format!("{name} is not set"))
     }
 
+    /// A lookup answering from `pairs` only (for tests of recording wiring: no process
+    /// environment involved).
+    pub fn fixed(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'static + use<> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
     /// The raw lookup, for an adapter builder's `from_lookup`.
     pub fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
         |name| (self.lookup)(name)
@@ -223,7 +233,6 @@ impl Vars {
 mod tests {
     use super::*;
     use sandbox_sdk_core::local::LocalProvider;
-    use std::collections::HashMap;
 
     fn adapter() -> AdapterSuite {
         AdapterSuite::new("acme", "/nonexistent", |_| {
@@ -236,11 +245,7 @@ mod tests {
     }
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'static {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |name| map.get(name).cloned()
+        Vars::fixed(pairs)
     }
 
     #[test]

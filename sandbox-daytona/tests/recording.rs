@@ -5,10 +5,9 @@ mod common;
 mod suite;
 
 use bytes::Bytes;
-use sandbox_conformance::{LoggedRequest, Outcome, Suite, cassette};
+use sandbox_conformance::{LoggedRequest, Outcome, Suite, Vars, cassette};
 use sandbox_daytona::DaytonaBuilder;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,14 +29,6 @@ fn replay_suite(dir: &Path) -> Suite {
 const LIVE_KEY: &str = "dtn_livekey00000000000000000000000000000000abcd";
 const LIVE_ID: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
 
-fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-    let map: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    move |name| map.get(name).cloned()
-}
-
 fn request(path: &str) -> LoggedRequest {
     LoggedRequest {
         method: "GET".into(),
@@ -49,7 +40,7 @@ fn request(path: &str) -> LoggedRequest {
 }
 
 fn routes(pairs: &[(&str, &str)]) -> Routes {
-    Routes::of(&DaytonaBuilder::from_lookup(vars(pairs))).expect("routes")
+    Routes::of(&DaytonaBuilder::from_lookup(Vars::fixed(pairs))).expect("routes")
 }
 
 #[test]
@@ -103,9 +94,9 @@ fn other_paths_and_bad_sandbox_ids_have_no_route() {
 #[test]
 fn recording_without_an_api_key_or_with_odd_urls_fails_naming_the_variable() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let err = record_suite(vars(&[]), dir.path()).unwrap_err();
+    let err = record_suite(Vars::fixed(&[]), dir.path()).unwrap_err();
     assert!(err.contains("DAYTONA_API_KEY"), "{err}");
-    let err = record_suite(vars(&[("DAYTONA_API_KEY", " ")]), dir.path()).unwrap_err();
+    let err = record_suite(Vars::fixed(&[("DAYTONA_API_KEY", " ")]), dir.path()).unwrap_err();
     assert!(err.contains("DAYTONA_API_KEY"), "{err}");
     for (var, url) in [
         ("DAYTONA_API_URL", "https://app.daytona.io/v1"),
@@ -114,14 +105,14 @@ fn recording_without_an_api_key_or_with_odd_urls_fails_naming_the_variable() {
         ("DAYTONA_TOOLBOX_URL", "https://proxy.app.daytona.io/tb"),
     ] {
         let err = record_suite(
-            vars(&[("DAYTONA_API_KEY", LIVE_KEY), (var, url)]),
+            Vars::fixed(&[("DAYTONA_API_KEY", LIVE_KEY), (var, url)]),
             dir.path(),
         )
         .unwrap_err();
         assert!(err.contains(var), "{err}");
         assert!(!err.contains(LIVE_KEY) && !err.contains("hunter2"), "{err}");
     }
-    assert!(record_suite(vars(&[("DAYTONA_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
+    assert!(record_suite(Vars::fixed(&[("DAYTONA_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
 }
 
 /// The sandbox DTO of `LIVE_ID` (PROTOCOL.md §2.3), started.
@@ -220,7 +211,7 @@ async fn records_api_and_toolbox_calls_through_the_proxy_with_secrets_scrubbed()
     let api_url = format!("{}/api", api.uri());
     let toolbox_url = format!("{}/toolbox", toolbox.uri());
     let suite = record_suite(
-        vars(&[
+        Vars::fixed(&[
             ("DAYTONA_API_KEY", LIVE_KEY),
             ("DAYTONA_API_URL", &api_url),
             ("DAYTONA_TOOLBOX_URL", &toolbox_url),

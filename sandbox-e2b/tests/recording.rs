@@ -4,9 +4,8 @@
 mod suite;
 
 use bytes::Bytes;
-use sandbox_conformance::{LoggedRequest, Outcome, Suite, cassette};
+use sandbox_conformance::{LoggedRequest, Outcome, Suite, Vars, cassette};
 use sandbox_e2b::E2bBuilder;
-use std::collections::HashMap;
 use std::path::Path;
 use suite::Routes;
 use wiremock::matchers::{header, method, path};
@@ -26,14 +25,6 @@ fn replay_suite(dir: &Path) -> Suite {
 const LIVE_KEY: &str = "e2b_livekey0000000000000000000000000000abcd";
 const LIVE_ENVD_TOKEN: &str = "envd-live-token-5e1f";
 const LIVE_ID: &str = "irecorded0000000000001";
-
-fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-    let map: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    move |name| map.get(name).cloned()
-}
 
 fn request(path: &str, headers: &[(&str, &str)]) -> LoggedRequest {
     LoggedRequest {
@@ -56,7 +47,7 @@ fn envd(id: &str, port: &str) -> LoggedRequest {
 }
 
 fn routes(pairs: &[(&str, &str)]) -> Routes {
-    Routes::of(&E2bBuilder::from_lookup(vars(pairs)))
+    Routes::of(&E2bBuilder::from_lookup(Vars::fixed(pairs)))
 }
 
 #[test]
@@ -119,18 +110,18 @@ fn requests_with_bad_routing_headers_have_no_route() {
 #[test]
 fn recording_without_an_api_key_fails_naming_the_variable() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let err = record_suite(vars(&[("E2B_DOMAIN", "e2b.app")]), dir.path()).unwrap_err();
+    let err = record_suite(Vars::fixed(&[("E2B_DOMAIN", "e2b.app")]), dir.path()).unwrap_err();
     assert!(err.contains("E2B_API_KEY"), "{err}");
-    let err = record_suite(vars(&[("E2B_API_KEY", "  ")]), dir.path()).unwrap_err();
+    let err = record_suite(Vars::fixed(&[("E2B_API_KEY", "  ")]), dir.path()).unwrap_err();
     assert!(err.contains("E2B_API_KEY"), "{err}");
     let err = record_suite(
-        vars(&[("E2B_API_KEY", LIVE_KEY), ("E2B_DOMAIN", "a/b")]),
+        Vars::fixed(&[("E2B_API_KEY", LIVE_KEY), ("E2B_DOMAIN", "a/b")]),
         dir.path(),
     )
     .unwrap_err();
     assert!(err.contains("invalid E2B domain"), "{err}");
     assert!(!err.contains(LIVE_KEY), "{err}");
-    assert!(record_suite(vars(&[("E2B_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
+    assert!(record_suite(Vars::fixed(&[("E2B_API_KEY", LIVE_KEY)]), dir.path()).is_ok());
 }
 
 fn created() -> serde_json::Value {
@@ -194,7 +185,7 @@ async fn records_a_scenario_through_the_proxy_with_secrets_scrubbed() {
     let api = control_plane().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let suite = record_suite(
-        vars(&[("E2B_API_KEY", LIVE_KEY), ("E2B_API_URL", &api.uri())]),
+        Vars::fixed(&[("E2B_API_KEY", LIVE_KEY), ("E2B_API_URL", &api.uri())]),
         dir.path(),
     )
     .expect("record suite");
@@ -258,7 +249,7 @@ async fn records_envd_calls_through_the_proxy_to_the_envd_host() {
         .await;
     let dir = tempfile::tempdir().expect("tempdir");
     let suite = record_suite(
-        vars(&[
+        Vars::fixed(&[
             ("E2B_API_KEY", LIVE_KEY),
             ("E2B_API_URL", &api.uri()),
             ("E2B_SANDBOX_URL", &envd.uri()),

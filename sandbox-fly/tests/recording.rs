@@ -5,9 +5,8 @@ mod suite;
 
 use bytes::Bytes;
 use sandbox_conformance::Outcome;
-use sandbox_conformance::{LoggedRequest, Suite, cassette};
+use sandbox_conformance::{LoggedRequest, Suite, Vars, cassette};
 use sandbox_fly::FlyBuilder;
-use std::collections::HashMap;
 use std::path::Path;
 use suite::{route, upstream_of};
 use wiremock::matchers::{header, method, path, query_param};
@@ -28,14 +27,6 @@ const LIVE_TOKEN: &str = "fm2_livetoken0000secret0000abcdef";
 const LIVE_APP: &str = "acme-recording-sandboxes";
 const LIVE_ID: &str = "d8d9e1f2a3b4c5";
 
-fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-    let map: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    move |name| map.get(name).cloned()
-}
-
 fn request(path: &str) -> LoggedRequest {
     LoggedRequest {
         method: "GET".into(),
@@ -47,7 +38,7 @@ fn request(path: &str) -> LoggedRequest {
 }
 
 fn upstream(pairs: &[(&str, &str)]) -> String {
-    upstream_of(&FlyBuilder::from_lookup(vars(pairs))).expect("upstream")
+    upstream_of(&FlyBuilder::from_lookup(Vars::fixed(pairs))).expect("upstream")
 }
 
 #[test]
@@ -79,24 +70,24 @@ fn machines_api_requests_go_to_the_api_host() {
 #[test]
 fn recording_without_credentials_fails_naming_the_variable() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let err = record_suite(vars(&[("FLY_APP_NAME", LIVE_APP)]), dir.path()).unwrap_err();
+    let err = record_suite(Vars::fixed(&[("FLY_APP_NAME", LIVE_APP)]), dir.path()).unwrap_err();
     assert!(err.contains("FLY_API_TOKEN"), "{err}");
     let err = record_suite(
-        vars(&[("FLY_API_TOKEN", " "), ("FLY_APP_NAME", LIVE_APP)]),
+        Vars::fixed(&[("FLY_API_TOKEN", " "), ("FLY_APP_NAME", LIVE_APP)]),
         dir.path(),
     )
     .unwrap_err();
     assert!(err.contains("FLY_API_TOKEN"), "{err}");
-    let err = record_suite(vars(&[("FLY_API_TOKEN", LIVE_TOKEN)]), dir.path()).unwrap_err();
+    let err = record_suite(Vars::fixed(&[("FLY_API_TOKEN", LIVE_TOKEN)]), dir.path()).unwrap_err();
     assert!(err.contains("FLY_APP_NAME"), "{err}");
     let err = record_suite(
-        vars(&[("FLY_API_TOKEN", LIVE_TOKEN), ("FLY_APP_NAME", "Bad App")]),
+        Vars::fixed(&[("FLY_API_TOKEN", LIVE_TOKEN), ("FLY_APP_NAME", "Bad App")]),
         dir.path(),
     )
     .unwrap_err();
     assert!(err.contains("invalid app name"), "{err}");
     assert!(!err.contains(LIVE_TOKEN), "{err}");
-    let ok = vars(&[("FLY_API_TOKEN", LIVE_TOKEN), ("FLY_APP", LIVE_APP)]);
+    let ok = Vars::fixed(&[("FLY_API_TOKEN", LIVE_TOKEN), ("FLY_APP", LIVE_APP)]);
     assert!(record_suite(ok, dir.path()).is_ok());
 }
 
@@ -143,7 +134,7 @@ async fn records_a_scenario_through_the_proxy_with_secrets_scrubbed() {
         .await;
     let dir = tempfile::tempdir().expect("tempdir");
     let suite = record_suite(
-        vars(&[
+        Vars::fixed(&[
             ("FLY_API_TOKEN", LIVE_TOKEN),
             ("FLY_APP_NAME", LIVE_APP),
             ("FLY_API_HOSTNAME", &api.uri()),
