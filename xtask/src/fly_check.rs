@@ -122,6 +122,9 @@ async fn adapter_run() -> Result<(
             .app(app)
             .base_url(sim.url())
             .expose_port(8080)
+            // As the fly-sim suite builds it: exec_streaming's 1 s command must outlive the
+            // launch wait to be streamed rather than come back whole.
+            .launch_wait(std::time::Duration::from_millis(200))
             .build()
             .map_err(|e| format!("building the adapter: {e}"))
     };
