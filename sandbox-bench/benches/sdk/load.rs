@@ -111,7 +111,11 @@ pub async fn serve(provider: &str) -> Result {
         while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
     })
     .await?;
-    Ok(())
+    // Dropping the simulator removes its sandboxes' directories; exiting at once then spares
+    // its machines' pending steps a runtime shutdown they would panic in (a timer on a runtime
+    // going away).
+    drop(sim);
+    std::process::exit(0)
 }
 
 /// An idempotency key for each create, but on Fly: a keyed create first looks its key up, which
