@@ -33,6 +33,7 @@ pub mod idempotency;
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;
+pub mod paging;
 pub mod shell;
 pub mod time;
 pub mod wait;

@@ -5,21 +5,18 @@ use super::state::{info_from_dto, raw_states_of};
 use crate::api::client::Api;
 use crate::config::IDEMPOTENCY_LABEL;
 use crate::wire::SandboxList;
-use futures::{StreamExt, TryStreamExt};
-use sandbox_sdk_core::{Error, ListFilter, Result, SandboxInfo, SandboxStream};
+use futures::TryStreamExt;
+use sandbox_sdk_core::{ListFilter, Result, SandboxInfo, SandboxStream};
 use std::sync::Arc;
 
 /// The sandboxes `filter` selects, page by page (100 a page) over the cursor page of newer
 /// APIs and the bare array of older ones; a cursor that does not move ends the listing.
 pub(crate) fn list(api: Arc<Api>, filter: &ListFilter) -> SandboxStream<'static> {
     let filter = filter.clone();
-    let pages = futures::stream::try_unfold(Some(None::<String>), move |cursor| {
+    sandbox_sdk_core::paging::pages(move |cursor: Option<String>| {
         let api = api.clone();
         let filter = filter.clone();
         async move {
-            let Some(cursor) = cursor else {
-                return Ok::<_, Error>(None);
-            };
             let labels = (!filter.metadata.is_empty())
                 .then(|| serde_json::to_string(&filter.metadata).unwrap_or_default());
             let states: Vec<&str> = filter
@@ -31,23 +28,17 @@ pub(crate) fn list(api: Arc<Api>, filter: &ListFilter) -> SandboxStream<'static>
                 .list_sandboxes(cursor.as_deref(), 100, labels.as_deref(), &states, "list")
                 .await?;
             let (items, next) = match page {
-                SandboxList::Page { items, next_cursor } => {
-                    // A cursor that does not move would loop forever.
-                    let next = next_cursor.filter(|n| Some(n) != cursor.as_ref());
-                    (items, next.map(Some))
-                }
+                SandboxList::Page { items, next_cursor } => (items, next_cursor),
                 SandboxList::Array(items) => (items, None),
             };
-            let infos: Vec<Result<SandboxInfo>> = items
+            let infos: Vec<SandboxInfo> = items
                 .iter()
                 .map(info_from_dto)
                 .filter(|info| filter.matches(info))
-                .map(Ok)
                 .collect();
-            Ok(Some((futures::stream::iter(infos), next)))
+            Ok((infos, next))
         }
-    });
-    pages.try_flatten().boxed()
+    })
 }
 
 /// Lists by the [`IDEMPOTENCY_LABEL`] label (`GET /sandbox?labels=…`) and returns the first

@@ -10,9 +10,8 @@ use crate::wire::{
     TemplateCreated, TemplateWithBuilds, TimeoutBody, Volume,
 };
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use sandbox_sdk_core::Result;
 use sandbox_sdk_core::http::{Method, Request, encode_path_segment};
-use sandbox_sdk_core::{Error, Result};
 use std::collections::BTreeMap;
 
 /// The header E2B dedupes `POST /v2/sandboxes` by (E2B SDK 2.63 sends it on every try of a
@@ -381,12 +380,9 @@ where
     T: serde::de::DeserializeOwned + Send + 'static,
 {
     let request = std::sync::Arc::new(request);
-    futures::stream::try_unfold(Some(None::<String>), move |next| {
+    sandbox_sdk_core::paging::pages(move |token: Option<String>| {
         let request = request.clone();
         async move {
-            let Some(token) = next else {
-                return Ok(None);
-            };
             let mut req = request();
             if let Some(t) = &token {
                 req = req.query("nextToken", t);
@@ -398,16 +394,9 @@ where
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned);
             let page: Vec<T> = response.json().await?;
-            let items = futures::stream::iter(page.into_iter().map(Ok));
-            let next = match next {
-                Some(t) if Some(&t) != token.as_ref() => Some(Some(t)),
-                _ => None,
-            };
-            Ok::<_, Error>(Some((items, next)))
+            Ok((page, next))
         }
     })
-    .try_flatten()
-    .boxed()
 }
 
 #[cfg(test)]
