@@ -284,6 +284,11 @@ impl FlyBuilder {
     /// Checks the configuration and builds the provider. A missing token or app is a
     /// `Validation` error naming the variable to set.
     pub fn build(self) -> Result<FlyProvider> {
+        FlyProvider::new(self.settings()?)
+    }
+
+    /// The resolved settings, or the error [`FlyBuilder::build`] gives.
+    fn settings(self) -> Result<Settings> {
         let missing = |what: &str, var: &str| {
             Error::validation(format!(
                 "fly: no {what} configured; set {var} or call FlyBuilder::{}",
@@ -309,7 +314,7 @@ impl FlyBuilder {
                 Error::validation("fly: the default image is empty").with_provider(PROVIDER)
             );
         }
-        let settings = Settings {
+        Ok(Settings {
             api_root: self.api_root()?,
             authorization: crate::config::authorization(self.token.as_deref().unwrap_or_default()),
             app: self.app.unwrap_or_default(),
@@ -331,8 +336,20 @@ impl FlyBuilder {
             upload_chunk: self.upload_chunk,
             download_chunk: self.download_chunk,
             create_lookup: self.create_lookup,
-        };
-        FlyProvider::new(settings)
+        })
+    }
+}
+
+#[cfg(test)]
+impl Settings {
+    /// The settings a default builder makes for `app` at an unreachable loopback address.
+    pub(crate) fn for_tests(app: &str) -> Settings {
+        FlyBuilder::empty()
+            .token("t")
+            .app(app)
+            .base_url("http://127.0.0.1:1")
+            .settings()
+            .expect("a default builder with a token and an app builds")
     }
 }
 

@@ -138,36 +138,6 @@ impl fmt::Debug for Settings {
     }
 }
 
-#[cfg(test)]
-impl Settings {
-    /// The settings a default builder makes for `app` at an unreachable loopback address.
-    pub(crate) fn for_tests(app: &str) -> Settings {
-        Settings {
-            api_root: "http://127.0.0.1:1/v1".to_owned(),
-            authorization: authorization("t"),
-            app: app.to_owned(),
-            region: None,
-            image: DEFAULT_IMAGE.to_owned(),
-            cpu_kind: None,
-            cpus: None,
-            memory_mb: None,
-            keep_alive: true,
-            service_ports: Vec::new(),
-            mounts: Vec::new(),
-            public_host: None,
-            request_timeout: Duration::from_secs(30),
-            start_timeout: Duration::from_secs(120),
-            direct_exec_limit: EXEC_DEADLINE,
-            prefer_direct_exec: false,
-            poll_interval: Duration::from_secs(1),
-            launch_wait: DEFAULT_LAUNCH_WAIT,
-            upload_chunk: UPLOAD_CHUNK,
-            download_chunk: DOWNLOAD_CHUNK,
-            create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
-        }
-    }
-}
-
 /// The `Authorization` header value for `token`: macaroons use the `FlyV1` scheme, other tokens
 /// `Bearer` (PROTOCOL.md §1).
 pub(crate) fn authorization(token: &str) -> String {
