@@ -2,7 +2,7 @@
 //! each created, given one `run("echo hi")` and destroyed, with zero errors expected; the
 //! client's wall time and peak resident set are recorded.
 //!
-//! The simulator serves from a child process of its own (`--serve-sim PROVIDER`), so the peak
+//! The simulator serves from a child process of its own ([`SimChild`]), so the peak
 //! RSS measured is the client's alone, in a fresh process (`--load PROVIDER N`) configured only
 //! through the provider's usual environment variables, which the simulator prints. There is no
 //! raw client doing the same three protocols here: the row's baseline is the goal for
@@ -10,17 +10,15 @@
 //! Errors are counted into the row (the first three are printed), not fatal: they are data.
 
 use crate::harness::{Config, Record, Result, mib};
+use crate::sim::SimChild;
 use futures::{StreamExt, stream};
 use sandbox_sdk::prelude::*;
 use sandbox_sdk_core::client::{Client, RetryPolicy};
-use std::io::{BufRead, BufReader, Write as _};
 use std::process::{Command as Child, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
 const GROUP: &str = "load";
-/// Serves one provider simulator until stdin closes, printing its variables as a JSON line.
-pub const SERVE_FLAG: &str = "--serve-sim";
 /// Runs one load in this process and prints its measurements as a JSON line.
 pub const LOAD_FLAG: &str = "--load";
 const PROVIDERS: &[&str] = &["e2b", "daytona", "fly"];
@@ -67,55 +65,17 @@ pub async fn run(config: &Config) -> Result {
 
 /// Starts the simulator child, then the load child pointed at it; returns the load's JSON.
 fn load_in_children(provider: &str, sandboxes: usize) -> Result<serde_json::Value> {
-    let exe = std::env::current_exe()?;
-    let mut server = Child::new(&exe)
-        .args([SERVE_FLAG, provider])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let sim = SimChild::start(provider, false, "")?;
+    let output = Child::new(std::env::current_exe()?)
+        .args([LOAD_FLAG, provider, &sandboxes.to_string()])
+        .envs(sim.vars().iter().map(|(k, v)| (k, v)))
         .stderr(Stdio::inherit())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().ok_or("no simulator stdout")?).read_line(&mut line)?;
-    let vars: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&line)
-        .map_err(|e| format!("the {provider} simulator printed {line:?}: {e}"))?;
-    let mut load = Child::new(&exe);
-    load.args([LOAD_FLAG, provider, &sandboxes.to_string()])
-        .stderr(Stdio::inherit());
-    for (name, value) in &vars {
-        load.env(name, value.as_str().unwrap_or_default());
-    }
-    let output = load.output()?;
-    // Closing its stdin stops the simulator.
-    drop(server.stdin.take());
-    server.wait()?;
+        .output()?;
+    drop(sim);
     if !output.status.success() {
         return Err(format!("{provider} load failed: {}", output.status).into());
     }
     Ok(serde_json::from_slice(&output.stdout)?)
-}
-
-/// `--serve-sim PROVIDER`: serves the simulator, rate limits off, until stdin closes.
-pub async fn serve(provider: &str) -> Result {
-    let sim = sandbox_conformance::sim::start(provider, 0, Default::default()).await?;
-    sim.set_rate_limits(false);
-    let vars: serde_json::Map<String, serde_json::Value> = sim
-        .env()
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.into()))
-        .collect();
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "{}", serde_json::Value::Object(vars))?;
-    stdout.flush()?;
-    tokio::task::spawn_blocking(|| {
-        let mut sink = String::new();
-        while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
-    })
-    .await?;
-    // Dropping the simulator removes its sandboxes' directories; exiting at once then spares
-    // its machines' pending steps a runtime shutdown they would panic in (a timer on a runtime
-    // going away).
-    drop(sim);
-    std::process::exit(0)
 }
 
 /// An idempotency key for each create, but on Fly: a keyed create first looks its key up, which
