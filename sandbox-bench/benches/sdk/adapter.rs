@@ -97,10 +97,16 @@ pub fn per_run(config: &Config) -> Config {
 }
 
 /// Timings of single `run("echo hi")`s against the raw client's, `runs` of each (see
-/// [`per_run`]).
-pub async fn run_timings(runs: &Config, sandbox: &dyn Sandbox, raw: &impl Raw) -> Result<Timings> {
-    harness::interleaved(
+/// [`per_run`]), with an untimed `rest` before each (zero for none).
+pub async fn run_timings(
+    runs: &Config,
+    rest: Duration,
+    sandbox: &dyn Sandbox,
+    raw: &impl Raw,
+) -> Result<Timings> {
+    rested(
         runs,
+        rest,
         async || sdk_run(sandbox).await,
         async || check_len(raw.run("echo hi").await?, 3),
     )

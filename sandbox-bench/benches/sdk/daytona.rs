@@ -73,7 +73,7 @@ pub async fn run(config: &Config) -> Result {
     for (mode, builder, how) in modes {
         let sandbox = builder.build()?.connect(sandbox.id()).await?;
         sim.requests()?;
-        let timings = adapter::run_timings(&runs, &*sandbox, &raw).await?;
+        let timings = adapter::run_timings(&runs, Duration::ZERO, &*sandbox, &raw).await?;
         let runs = (runs.warmup + runs.iterations) as u64;
         let per = (sim.requests()? - runs) as f64 / runs as f64;
         latency_rows(

@@ -29,7 +29,8 @@ pub async fn run(config: &Config) -> Result {
     let sandbox = provider.create(&spec).await?;
     let raw = E2bRaw::connect(&var, sandbox.id()).await?;
 
-    let timings = adapter::run_timings(&adapter::per_run(config), &*sandbox, &raw).await?;
+    let timings =
+        adapter::run_timings(&adapter::per_run(config), Duration::ZERO, &*sandbox, &raw).await?;
     latency_rows(
         GROUP,
         "`run(\"echo hi\")`",
