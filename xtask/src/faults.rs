@@ -488,9 +488,9 @@ async fn call(setup: &Setup, op: Op, key: &str) -> sandbox_sdk_core::Result<()> 
                     "a process started with stdin has none",
                 )
             })?;
-            let io = |e: std::io::Error| {
-                sandbox_sdk_core::Error::new(sandbox_sdk_core::ErrorKind::Transport, e.to_string())
-            };
+            // An adapter's error comes back whole from inside the io error (a 401 stays
+            // `Unauthorized`); a plain io error gets the nearest kind.
+            let io = sandbox_sdk_core::Error::from;
             stdin.write_all(b"fed\n").await.map_err(io)?;
             stdin.shutdown().await.map_err(io)?;
             let out = process.output().await?;
