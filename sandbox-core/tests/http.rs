@@ -1393,3 +1393,47 @@ proptest::proptest! {
         }
     }
 }
+
+/// An upload reader that fails with one of our errors (inside the io error `AsyncRead` must
+/// return) fails the request with that error's kind, not a transport error.
+#[tokio::test]
+async fn an_upload_reader_failing_with_our_error_keeps_its_kind() {
+    struct Failing;
+    impl tokio::io::AsyncRead for Failing {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let ours = Error::new(ErrorKind::Unauthorized, "the source sandbox refused the read");
+            std::task::Poll::Ready(Err(ours.into()))
+        }
+    }
+    let server = MockServer::start().await;
+    Mock::given(method("PUT"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let body: UploadBody = Box::pin(Failing);
+    let e = client(&server)
+        .request(Method::Put, "/up")
+        .body_stream(body, "application/octet-stream")
+        .send_empty()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
+    assert!(e.to_string().contains("refused the read"), "{e}");
+    // A byte stream failing with our error: the same.
+    let stream: ByteStream = futures::stream::iter(vec![
+        Ok(Bytes::from_static(b"part")),
+        Err(Error::new(ErrorKind::NotFound, "the file went away")),
+    ])
+    .boxed();
+    let e = client(&server)
+        .request(Method::Put, "/up")
+        .body_stream(stream, "application/octet-stream")
+        .send_empty()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+}
