@@ -178,6 +178,31 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
     assert_eq!(headers["x-daytona-source"], "sdk-rust");
 }
 
+/// A log WebSocket message far beyond the daemon's 1024-byte pieces (2 MiB, over the 1 MiB
+/// cap) is refused before it is held: the command's output fails with a transport error
+/// instead of buffering whatever the server sends (tungstenite alone would take 64 MiB).
+#[tokio::test]
+async fn an_oversized_log_message_is_refused() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    let mut huge = b"\x01\x01\x01".to_vec();
+    huge.resize(2 * 1024 * 1024, b'x');
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Frames(vec![huge], 1000),
+    );
+    let err = process.output().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    assert!(err.to_string().contains("log stream failed"), "{err}");
+}
+
 #[tokio::test]
 async fn a_refused_upgrade_goes_through_the_error_mapping() {
     let server = MockServer::start().await;

@@ -363,8 +363,7 @@ impl CallSite {
         // A streamed request body that failed with one of our errors (an upload reader's
         // io error wrapping a core error, a byte stream's error) keeps that error's kind: the
         // caller's own source failed, not the connection.
-        if !reading && let Some(ours) = core_error_in(&err)
-        {
+        if !reading && let Some(ours) = core_error_in(&err) {
             return self.context(
                 Error::new(
                     ours.kind(),
