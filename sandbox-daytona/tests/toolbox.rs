@@ -1476,8 +1476,9 @@ async fn raw_toolbox(answer: fn(&str) -> Vec<u8>) -> String {
     format!("http://{addr}/toolbox")
 }
 
-/// Toolbox answers read whole are capped per endpoint: a command's status over 4 MiB, and a
-/// whole log announced over 64 MiB, are `Provider` errors (before any of it is kept).
+/// Toolbox answers read whole are capped per endpoint: a command's status over 4 MiB, a whole
+/// log announced over 64 MiB and a file listing announced over 16 MiB are `Provider` errors
+/// (before any of it is kept).
 #[tokio::test]
 async fn oversized_toolbox_answers_are_refused() {
     let server = MockServer::start().await;
@@ -1486,6 +1487,9 @@ async fn oversized_toolbox_answers_are_refused() {
         if path.ends_with("/logs") {
             // Announced, not sent: the cap must refuse it from the header alone.
             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 68157440\r\n\r\n{\"output\":\"".to_vec()
+        } else if path.contains("/files?") {
+            // A listing (16 MiB at most) announced at 17 MB.
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17000000\r\n\r\n[".to_vec()
         } else {
             let body = format!(r#"{{"id":"c1","command":"{}","exitCode":0}}"#, "x".repeat(5 << 20));
             let mut out = format!(
@@ -1506,6 +1510,15 @@ async fn oversized_toolbox_answers_are_refused() {
     assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
     assert!(
         err.message().contains("larger than the 67108864 bytes"),
+        "{err}"
+    );
+    let err = sandbox
+        .list_files("/home", sandbox_sdk_core::ListOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    assert!(
+        err.message().contains("larger than the 16777216 bytes"),
         "{err}"
     );
 }
