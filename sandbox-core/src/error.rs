@@ -386,11 +386,10 @@ impl std::error::Error for Error {
     }
 }
 
-/// An io error becomes our error in one way: when it wraps one of ours (as
-/// [`From<Error> for std::io::Error`](#impl-From%3CError%3E-for-Error) does for a stdin write, an
-/// upload reader or a download read through `AsyncRead`), that error comes back whole, kind,
-/// status and retry-after included; otherwise the kind follows the io error's kind (a reset is
-/// `Transport`, a missing file `NotFound`, ...).
+/// An io error becomes our error in one way: when it wraps one of ours (as the conversion the
+/// other way does, for a stdin write, an upload reader or a download read through `AsyncRead`),
+/// that error comes back whole, kind, status and retry-after included; otherwise the kind
+/// follows the io error's kind (a reset is `Transport`, a missing file `NotFound`, ...).
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         use std::io::ErrorKind as Io;
@@ -423,8 +422,8 @@ impl From<std::io::Error> for Error {
 }
 
 /// Our error as an io error (for `AsyncRead`/`AsyncWrite` surfaces such as [`crate::Stdin`]):
-/// the io kind is the nearest match, and the error itself rides inside, so
-/// [`From<std::io::Error> for Error`](#impl-From%3CError%3E-for-Error-1) gets it back whole.
+/// the io kind is the nearest match, and the error itself rides inside, so `Error::from` of
+/// the io error gets it back whole.
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         use std::io::ErrorKind as Io;
