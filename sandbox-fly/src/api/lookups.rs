@@ -1,7 +1,7 @@
 //! Idempotency-key look-ups shared by concurrent keyed creates (single flight).
 //!
 //! A create with an idempotency key first lists the app's machines to look for its key, and Fly
-//! paces that list per app (1/s after a burst of 3; PROTOCOL.md §3), so a thousand keyed
+//! paces that list per app (1/s after a burst of 3; PROTOCOL.md §1, §3), so a thousand keyed
 //! creates, each with its own list, would take a thousand seconds. A look-up only needs a list
 //! that reflects every machine existing when its create began, which any list whose request
 //! was *sent after* that is. So look-ups gather into a batch until its request goes out: one
@@ -9,7 +9,8 @@
 //! (the previous list's answer, then the pace) joins the next one and shares its answer. A list
 //! already sent when a look-up began is never used by it. A batch of one key asks for that
 //! key's machines (the request a lone create always sent); a batch of several asks for all of
-//! the adapter's machines, among which each create finds its own.
+//! the adapter's machines, among which each create finds its own (the answer an unfiltered
+//! `Provider::list` gets, under the transport's same 16 MiB cap).
 //!
 //! Nothing here is a task: the batch's request is a shared future its members poll, so when
 //! every member is dropped the request is dropped with it.
