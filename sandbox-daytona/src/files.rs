@@ -231,7 +231,7 @@ fn counted(body: UploadBody, counter: Arc<AtomicU64>) -> sandbox_sdk_core::ByteS
     StreamBody::from(body)
         .into_stream()
         .map(move |chunk| {
-            let chunk = chunk.map_err(Error::from)?;
+            let chunk = chunk?;
             counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             Ok(chunk)
         })

@@ -48,14 +48,9 @@ pub async fn run(config: &Config) -> Result {
             iterations: 1,
             iqr_percent: 0.0,
             notes: format!(
-                "{errors} errors; wall time {seconds:.1} s ({:.1} ms per sandbox); {IN_FLIGHT} calls in flight; RSS {:.1} MiB before the load (client built, runtime up); the simulator serves from its own process with its rate limits off (the load is the client's, not the provider's quota) and backs each sandbox with a real local one; the client has the default retry policy; creates carry an idempotency key{}",
+                "{errors} errors; wall time {seconds:.1} s ({:.1} ms per sandbox); {IN_FLIGHT} calls in flight; RSS {:.1} MiB before the load (client built, runtime up); the simulator serves from its own process with its rate limits off (the load is the client's, not the provider's quota) and backs each sandbox with a real local one; the client has the default retry policy; creates carry an idempotency key (on Fly each keyed create looks its key up in a list, which Fly paces to 1/s per app: concurrent look-ups share one list)",
                 seconds * 1000.0 / sandboxes as f64,
                 measured["idle_mib"].as_f64().unwrap_or(f64::NAN),
-                if *provider == "fly" {
-                    " except on Fly, where a keyed create lists its key first and Fly's list limit (1/s per app after a burst of 3) would hold a thousand creates to about 17 minutes"
-                } else {
-                    ""
-                },
             ),
         }
         .emit();
@@ -78,17 +73,6 @@ fn load_in_children(provider: &str, sandboxes: usize) -> Result<serde_json::Valu
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
-/// An idempotency key for each create, but on Fly: a keyed create first looks its key up, which
-/// on Fly is a list call, and Fly allows one list a second per app after a burst of three
-/// (the adapter paces to that), so a thousand keyed creates there would take about 17 minutes.
-fn keyed(spec: CreateSpec, provider: &str, i: usize) -> CreateSpec {
-    if provider == "fly" {
-        spec
-    } else {
-        spec.idempotency_key(format!("load-{i}"))
-    }
-}
-
 /// `--load PROVIDER N`: the load itself, configured from the environment; prints the JSON line.
 pub async fn load(provider: &str, sandboxes: usize) -> Result {
     let raw = sandbox_sdk::provider_from_lookup(provider, |k| std::env::var(k).ok())?;
@@ -108,7 +92,9 @@ pub async fn load(provider: &str, sandboxes: usize) -> Result {
             let client = client.clone();
             async move {
                 let spec = CreateSpec::new().metadata("purpose", "load");
-                client.create(&keyed(spec, provider, i)).await
+                client
+                    .create(&spec.idempotency_key(format!("load-{i}")))
+                    .await
             }
         })
         .buffer_unordered(IN_FLIGHT)
