@@ -283,7 +283,7 @@ pub(crate) struct PolledControl {
 }
 
 impl PolledControl {
-    /// Kills the process; with `clean` also removes its directory (output files included) from
+    /// Kills the process; with `clean` also removes its files (output included) from
     /// the machine, for a process nobody will poll again.
     pub(crate) async fn kill_now(&self, clean: bool) -> Result<()> {
         let dir = process_dir(&self.pid);
@@ -316,7 +316,7 @@ impl ProcessControl for PolledControl {
     }
 }
 
-/// The directory of a background process inside the machine.
+/// The path prefix of a background process's files inside the machine (`DIR.pid`, `DIR.out`, …).
 pub(crate) fn process_dir(pid: &str) -> String {
     format!("{}/{pid}", scripts::ROOT)
 }
@@ -616,8 +616,8 @@ fn launch_wait(api: &Api, cmd: &Command) -> Duration {
 
 /// Launches `cmd` detached under the first free id of `ids`, waits up to `wait` in the machine
 /// for it to end, and returns that id and the first poll (the whole result when it ended in
-/// time). An id whose directory exists is skipped (exit 47), except that a tag (`reuse`) may
-/// take over the directory of a finished process.
+/// time). An id whose files exist is skipped (exit 47), except that a tag (`reuse`) may
+/// take over the id of a finished process.
 #[allow(clippy::too_many_arguments)]
 async fn launch(
     api: &Api,
@@ -662,8 +662,8 @@ async fn launch(
     }))
 }
 
-/// The poll scripts' clean flag: `0` keeps the process directory (a background process), `1`
-/// removes it once everything is read, `2` does so detached after answering, for an untagged
+/// The poll scripts' clean flag: `0` keeps the process's files (a background process), `1`
+/// removes them once everything is read, `2` does so in the background after answering, for an untagged
 /// id (`p{seq}…`) that no later command can ask for, so the removal races with nothing.
 fn clean_flag(clean: bool, tagged: bool) -> &'static str {
     match (clean, tagged) {
@@ -750,8 +750,8 @@ pub(crate) async fn start_polled(
             files::on(&api, &machine).write_file(&path, input).await?;
             let launched = launch(&api, &machine, &ids, &cmd, clean, true, reuse, wait).await;
             if launched.is_err() {
-                // The launch moves the stdin file into the process directory; when it failed
-                // (the tag is taken, ...) the file would stay beside the directories forever.
+                // The launch reads the stdin file where it was uploaded; when it failed
+                // (the tag is taken, ...) the file would stay among the process files forever.
                 files::on(&api, &machine).remove_part(&path).await;
             }
             launched
@@ -821,7 +821,7 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
 }
 
 /// Lists the background processes started in the machine (running or finished, until their
-/// directory is cleaned up).
+/// files are cleaned up).
 pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInfo>> {
     let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], 0, true).await?;
     if resp.exit_code.unwrap_or(0) != 0 {
