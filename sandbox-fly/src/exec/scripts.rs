@@ -588,8 +588,8 @@ mod tests {
 
     /// A file name holding a newline and text shaped like more entries is one entry, named
     /// exactly so, under the host's tools, bash and BusyBox (the old `stat … %n` lines let it
-    /// forge a `forged` entry of any kind and size); and a process directory so named adds
-    /// no process to the process listing.
+    /// forge a `forged` entry of any kind and size); and a process file so named adds no
+    /// process to the process listing.
     #[test]
     fn hostile_file_names_cannot_forge_listing_entries() {
         let root = std::env::temp_dir().join(format!("sandbox-fly-names-{}", std::process::id()));
@@ -653,6 +653,107 @@ mod tests {
             let ids: Vec<&str> = infos.iter().map(|i| i.pid.as_str()).collect();
             if ids != ["p1"] {
                 failures.push(format!("{label}: processes {ids:?}"));
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Launch, answer, kill and clean-up under the host's tools, bash and BusyBox: a quick
+    /// command's whole result in the launch's answer and its files gone after it; a slow one
+    /// left running, then killed with its whole session (a grandchild included) and `s9`
+    /// recorded.
+    #[test]
+    fn launch_and_kill_work_under_every_toolset() {
+        let root = std::env::temp_dir().join(format!("sandbox-fly-sets-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let tools = [
+            "sh", "setsid", "wc", "base64", "sleep", "rm", "pkill", "tail", "head", "mkdir",
+        ];
+        let sets = test_tools::toolsets(&root, &tools);
+        assert!(!sets.is_empty(), "no sh on this host");
+        let mut failures = Vec::new();
+        for (label, tools) in &sets {
+            let path = format!("{}:/usr/bin:/bin", tools.display());
+            let procs = root.join(format!("procs-{label}"));
+            let run_with = |script: &str, args: &[&str]| {
+                std::process::Command::new(tools.join("sh"))
+                    .arg("-c")
+                    .arg(script)
+                    .arg("sh")
+                    .args(args)
+                    .env("PATH", &path)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .unwrap()
+            };
+            let answer = |out: std::process::Output| {
+                crate::exec::parse_poll(&String::from_utf8_lossy(&out.stdout))
+            };
+            let quick = procs.join("q");
+            let quick_s = quick.to_str().unwrap();
+            let argv = ["sh", "-c", "printf hi; printf oops >&2; exit 3"];
+            let args = [&[quick_s, "5", "1024", "2", "0", "{}", "0"][..], &argv].concat();
+            let got = answer(run_with(&run_script(), &args));
+            let whole = got.as_ref().is_some_and(|a| {
+                a.exit == Some(sandbox_sdk_core::ExitStatus::code(3))
+                    && (&a.stdout[..], &a.stderr[..]) == (&b"hi"[..], &b"oops"[..])
+            });
+            if !whole {
+                failures.push(format!("{label}: quick answer {got:?}"));
+            }
+            let gone = (0..100).any(|_| {
+                let empty = std::fs::read_dir(&procs).is_ok_and(|mut d| d.next().is_none());
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                empty
+            });
+            if !gone {
+                failures.push(format!("{label}: files left after a quick run"));
+            }
+
+            let slow = procs.join("s");
+            let slow_s = slow.to_str().unwrap();
+            let pid_file = root.join(format!("grandchild-{label}"));
+            let script = "sleep 33 & echo $! >\"$1\"; wait";
+            let argv = ["sh", "-c", script, "sh", pid_file.to_str().unwrap()];
+            let args = [&[slow_s, "0.2", "1024", "2", "0", "{}", "0"][..], &argv].concat();
+            let got = answer(run_with(&run_script(), &args));
+            if !got.as_ref().is_some_and(|a| a.exit.is_none()) {
+                failures.push(format!("{label}: slow answer {got:?}"));
+            }
+            let mut grandchild = String::new();
+            for _ in 0..100 {
+                grandchild = std::fs::read_to_string(&pid_file).unwrap_or_default();
+                if grandchild.ends_with('\n') {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let killed = run_with(KILL, &[slow_s]);
+            let poll = answer(run_with(&poll_script(), &[slow_s, "0", "0", "0", "0", "1"]));
+            if !killed.status.success()
+                || poll.map(|a| a.exit) != Some(Some(sandbox_sdk_core::ExitStatus::signal(9)))
+            {
+                failures.push(format!("{label}: kill {killed:?}"));
+            }
+            let stat = format!("/proc/{}/stat", grandchild.trim());
+            let dead = (0..100).any(|_| {
+                let dead = std::fs::read_to_string(&stat).map_or(true, |s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                });
+                if !dead {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                dead
+            });
+            if grandchild.trim().is_empty() || !dead {
+                failures.push(format!(
+                    "{label}: grandchild {grandchild:?} survived the kill"
+                ));
             }
         }
         std::fs::remove_dir_all(&root).unwrap();
