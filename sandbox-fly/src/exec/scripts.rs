@@ -98,6 +98,10 @@ poll() {
 /// it (after setting the trap) and then looks for the exit, so a command that ended before that
 /// is not waited for. The command starts first and the timer beside it, to keep the timer off a
 /// quick command's path.
+///
+/// The recording subshell stays in the launching `/exec`'s process group, so this relies on
+/// nothing signalling that group once the exec has answered (the simulator does not, and Fly
+/// documents nothing of the kind); the command has a session of its own either way.
 pub(crate) fn run_script() -> String {
     format!(
         r#"{POLL_FN}d=$1 w=$2 n=$3 c=$4 i=$5 m=$6 r=$7; shift 7
@@ -718,7 +722,7 @@ mod tests {
             let argv = ["sh", "-c", script, "sh", pid_file.to_str().unwrap()];
             let args = [&[slow_s, "0.2", "1024", "2", "0", "{}", "0"][..], &argv].concat();
             let got = answer(run_with(&run_script(), &args));
-            if !got.as_ref().is_some_and(|a| a.exit.is_none()) {
+            if got.as_ref().is_none_or(|a| a.exit.is_some()) {
                 failures.push(format!("{label}: slow answer {got:?}"));
             }
             let mut grandchild = String::new();
