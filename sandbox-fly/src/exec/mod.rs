@@ -223,7 +223,10 @@ fn decode_b64(text: &str) -> Option<Bytes> {
     b64().decode(joined).ok().map(Bytes::from)
 }
 
-/// Parses `sandbox-fly-poll ALIVE EXIT OUT ERR`, base64 stdout, `.`, base64 stderr.
+/// Parses `sandbox-fly-poll ALIVE EXIT OUT ERR [OUTFORM ERRFORM]`, stdout, a `.` line, stderr.
+/// Each stream comes in base64 unless its form is `raw`: then it is the whole stream as it is
+/// (the script sends that only for a stream of printable ASCII and newlines whose every byte it
+/// read back, from offset 0), exactly its size in bytes, followed by a newline.
 pub(crate) fn parse_poll(text: &str) -> Option<PollAnswer> {
     let start = text.find(scripts::POLL_TAG)?;
     let text = &text[start..];
@@ -237,22 +240,46 @@ pub(crate) fn parse_poll(text: &str) -> Option<PollAnswer> {
     };
     let out_size = fields.next()?.parse().ok()?;
     let err_size = fields.next()?.parse().ok()?;
-    let (out, err) = match rest.split_once("\n.\n") {
-        Some((out, err)) => (out, err),
-        None => {
-            let (out, err) = rest.split_once(".\n").or_else(|| rest.split_once('.'))?;
-            (out, err)
-        }
+    let raw_out = fields.next() == Some("raw");
+    let raw_err = fields.next() == Some("raw");
+    let (stdout, err) = if raw_out {
+        let (out, rest) = split_raw(rest, out_size)?;
+        (out, rest.strip_prefix(".\n").or(rest.strip_prefix('.'))?)
+    } else {
+        let (out, err) = match rest.strip_prefix(".\n") {
+            Some(err) => ("", err),
+            None => match rest.split_once("\n.\n") {
+                Some((out, err)) => (out, err),
+                None => rest.split_once(".\n").or_else(|| rest.split_once('.'))?,
+            },
+        };
+        let out = if out.trim() == "." { "" } else { out };
+        (decode_b64(out)?, err)
     };
-    let out = if out.trim() == "." { "" } else { out };
+    let stderr = if raw_err {
+        split_raw(err, err_size)?.0
+    } else {
+        decode_b64(err)?
+    };
     Some(PollAnswer {
         alive,
         exit,
         out_size,
         err_size,
-        stdout: decode_b64(out)?,
-        stderr: decode_b64(err)?,
+        stdout,
+        stderr,
     })
+}
+
+/// The first `size` bytes of `text` (a raw stream) and what follows its closing newline.
+fn split_raw(text: &str, size: u64) -> Option<(Bytes, &str)> {
+    let size = usize::try_from(size).ok()?;
+    let stream = text.get(..size)?;
+    let rest = &text[size..];
+    Some((
+        Bytes::copy_from_slice(stream.as_bytes()),
+        rest.strip_prefix('\n').unwrap_or(rest),
+    ))
 }
 
 fn poll_result(resp: ExecResponse, machine: &str, pid: &str) -> Result<PollAnswer> {
@@ -914,6 +941,19 @@ mod tests {
         let a = parse_poll("sandbox-fly-poll 0 s9 0 0\n.\n").unwrap();
         assert_eq!(a.exit, Some(ExitStatus::signal(9)));
         assert!(parse_poll("garbage").is_none());
+        // Raw streams: exactly their size, even when they hold `.` lines or the tag.
+        let a = parse_poll("sandbox-fly-poll 0 0 9 5 raw raw\nx\n.\nsandb\n.\na\n.\nb\n").unwrap();
+        assert_eq!(
+            (&a.stdout[..], &a.stderr[..]),
+            (&b"x\n.\nsandb"[..], &b"a\n.\nb"[..])
+        );
+        let a = parse_poll("sandbox-fly-poll 0 0 3 4 raw b64\nhi\n\n.\nb29wcw==\n").unwrap();
+        assert_eq!((&a.stdout[..], &a.stderr[..]), (&b"hi\n"[..], &b"oops"[..]));
+        let a = parse_poll("sandbox-fly-poll 0 0 0 5 b64 raw\n.\na\n.\nb\n").unwrap();
+        assert_eq!((&a.stdout[..], &a.stderr[..]), (&b""[..], &b"a\n.\nb"[..]));
+        // A raw stream shorter than its size, or cut inside a character, is unreadable.
+        assert!(parse_poll("sandbox-fly-poll 0 0 9 0 raw b64\nhi\n.\n").is_none());
+        assert!(parse_poll("sandbox-fly-poll 0 0 1 0 raw b64\n\u{e9}\n.\n").is_none());
         assert!(parse_poll("sandbox-fly-poll 1 x 0 0\n.\n").is_none());
     }
 

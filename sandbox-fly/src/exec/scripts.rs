@@ -36,9 +36,13 @@ macro_rules! files {
     };
 }
 
-/// Shell functions printing one poll: `sandbox-fly-poll ALIVE EXIT OUTSIZE ERRSIZE`, then up
-/// to N bytes of stdout from offset O in base64, a `.` line, and up to N bytes of stderr from
-/// offset E in base64. It first waits up to W ticks of 0.2 s for news (long poll). With C=1 it
+/// Shell functions printing one poll: `sandbox-fly-poll ALIVE EXIT OUTSIZE ERRSIZE OUTFORM
+/// ERRFORM`, then up to N bytes of stdout from offset O, a `.` line, and up to N bytes of stderr
+/// from offset E, each in base64 (form `b64`), or as it is (form `raw`, then followed by a
+/// newline) when it is read whole from offset 0, holds at most 1 KiB of printable ASCII and
+/// newlines, and every byte of it was read back (`text`: the shell's `read` drops NUL bytes, so
+/// the count shows them): a short text answer then needs no `base64` at all. It first waits up
+/// to W ticks of 0.2 s for news (long poll). With C=1 it
 /// removes the process's files once the exit is recorded and everything left fits this answer;
 /// C=2 removes them the same way, in the background, after answering (for ids nobody else can
 /// reuse: the removal races with nothing and stays off the answer's path).
@@ -48,7 +52,19 @@ macro_rules! files {
 /// `base64` per stream with news (plus `tail`/`head` past offset 0 or past N bytes), so a
 /// finished command's answer costs two or three processes, or none.
 const POLL_FN: &str = concat!(
-    r#"part() {
+    r#"text() {
+  [ "$2" -le 1024 ] || return 1
+  b= k=0 l=
+  while IFS= read -r l; do
+    case $l in *[!\ -~]*) return 1 ;; esac
+    b="$b$l
+" k=$((k+${#l}+1)) l=
+  done <"$1"
+  case $l in *[!\ -~]*) return 1 ;; esac
+  b=$b$l k=$((k+${#l}))
+  [ "$k" = "$2" ]
+}
+part() {
   [ "$4" -gt 0 ] && [ "$3" -gt "$2" ] || return 0
   if [ "$2" = 0 ] && [ "$3" -le "$4" ]; then LC_ALL=C base64 <"$1"; else LC_ALL=C tail -c +$(($2+1)) "$1" | LC_ALL=C head -c "$4" | LC_ALL=C base64; fi
 }
@@ -65,10 +81,13 @@ poll() {
     LC_ALL=C sleep 0.2 2>/dev/null || LC_ALL=C sleep 1
     t=$((t+1))
   done
-  echo "sandbox-fly-poll $a ${x:--} $so $se"
-  part "$d.out" "$o" "$so" "$n"
+  f=b64 g=b64
+  [ "$o" = 0 ] && [ "$so" -gt 0 ] && [ "$so" -le "$n" ] && text "$d.out" "$so" && f=raw r=$b
+  [ "$e" = 0 ] && [ "$se" -gt 0 ] && [ "$se" -le "$n" ] && text "$d.err" "$se" && g=raw
+  echo "sandbox-fly-poll $a ${x:--} $so $se $f $g"
+  if [ "$f" = raw ]; then printf '%s\n' "$r"; else part "$d.out" "$o" "$so" "$n"; fi
   echo .
-  part "$d.err" "$e" "$se" "$n"
+  if [ "$g" = raw ]; then printf '%s\n' "$b"; else part "$d.err" "$e" "$se" "$n"; fi
   if [ "$c" != 0 ] && [ -n "$x" ] && [ $((so-o)) -le "$n" ] && [ $((se-e)) -le "$n" ]; then
     if [ "$c" = 2 ]; then LC_ALL=C rm -f "#,
     files!(),
@@ -698,13 +717,37 @@ mod tests {
             let quick_s = quick.to_str().unwrap();
             let argv = ["sh", "-c", "printf hi; printf oops >&2; exit 3"];
             let args = [&[quick_s, "5", "1024", "2", "0", "{}", "0"][..], &argv].concat();
-            let got = answer(run_with(&run_script(), &args));
+            let out = run_with(&run_script(), &args);
+            let as_text = String::from_utf8_lossy(&out.stdout).contains(" raw raw\n");
+            let got = answer(out);
             let whole = got.as_ref().is_some_and(|a| {
                 a.exit == Some(sandbox_sdk_core::ExitStatus::code(3))
                     && (&a.stdout[..], &a.stderr[..]) == (&b"hi"[..], &b"oops"[..])
             });
+            if !whole || !as_text {
+                failures.push(format!(
+                    "{label}: quick answer {got:?} (as text: {as_text})"
+                ));
+            }
+            // Bytes that are not printable ASCII (a NUL, a lone high byte, a tab) come whole,
+            // in base64.
+            let binary = procs.join("b");
+            let argv = [
+                "sh",
+                "-c",
+                "printf 'x\\000y\\351\\tz\\n'; printf 'e\\000' >&2",
+            ];
+            let args = [
+                &[binary.to_str().unwrap(), "5", "1024", "2", "0", "{}", "0"][..],
+                &argv,
+            ]
+            .concat();
+            let got = answer(run_with(&run_script(), &args));
+            let whole = got.as_ref().is_some_and(|a| {
+                (&a.stdout[..], &a.stderr[..]) == (&b"x\0y\xe9\tz\n"[..], &b"e\0"[..])
+            });
             if !whole {
-                failures.push(format!("{label}: quick answer {got:?}"));
+                failures.push(format!("{label}: binary answer {got:?}"));
             }
             let gone = (0..100).any(|_| {
                 let empty = std::fs::read_dir(&procs).is_ok_and(|mut d| d.next().is_none());
