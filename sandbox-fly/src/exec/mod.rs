@@ -6,7 +6,7 @@
 //! - **Background and poll** (emulated streaming): the command is started detached inside the
 //!   machine with stdout and stderr going to files (see `exec/scripts.rs`); the adapter polls
 //!   them by offset and streams what is new as `Stdout`/`Stderr` events, then the exit code the
-//!   wrapping shell recorded. Used for commands without a timeout or longer than the exec
+//!   recording subshell wrote. Used for commands without a timeout or longer than the exec
 //!   deadline, and for background commands, which can be listed, reattached and killed.
 //!
 //! Environment and working directory are passed as argv (`env -- K=V …`, `cd -- "$1"` in a tiny
@@ -857,7 +857,7 @@ pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInf
     Ok(parse_processes(resp.stdout.as_deref().unwrap_or("")))
 }
 
-/// Parses `ID RUNNING BASE64(meta.json)` lines; unreadable lines are skipped.
+/// Parses `ID RUNNING BASE64(meta)` lines; unreadable lines are skipped.
 pub(crate) fn parse_processes(text: &str) -> Vec<ProcessInfo> {
     #[derive(serde::Deserialize, Default)]
     struct Meta {
