@@ -6,7 +6,7 @@
 //! - **Background and poll** (emulated streaming): the command is started detached inside the
 //!   machine with stdout and stderr going to files (see `exec/scripts.rs`); the adapter polls
 //!   them by offset and streams what is new as `Stdout`/`Stderr` events, then the exit code the
-//!   wrapping shell recorded. Used for commands without a timeout or longer than the exec
+//!   recording subshell wrote. Used for commands without a timeout or longer than the exec
 //!   deadline, and for background commands, which can be listed, reattached and killed.
 //!
 //! Environment and working directory are passed as argv (`env -- K=V …`, `cd -- "$1"` in a tiny
@@ -223,7 +223,10 @@ fn decode_b64(text: &str) -> Option<Bytes> {
     b64().decode(joined).ok().map(Bytes::from)
 }
 
-/// Parses `sandbox-fly-poll ALIVE EXIT OUT ERR`, base64 stdout, `.`, base64 stderr.
+/// Parses `sandbox-fly-poll ALIVE EXIT OUT ERR [OUTFORM ERRFORM]`, stdout, a `.` line, stderr.
+/// Each stream comes in base64 unless its form is `raw`: then it is the whole stream as it is
+/// (the script sends that only for a stream of printable ASCII and newlines whose every byte it
+/// read back, from offset 0), exactly its size in bytes, followed by a newline.
 pub(crate) fn parse_poll(text: &str) -> Option<PollAnswer> {
     let start = text.find(scripts::POLL_TAG)?;
     let text = &text[start..];
@@ -237,22 +240,46 @@ pub(crate) fn parse_poll(text: &str) -> Option<PollAnswer> {
     };
     let out_size = fields.next()?.parse().ok()?;
     let err_size = fields.next()?.parse().ok()?;
-    let (out, err) = match rest.split_once("\n.\n") {
-        Some((out, err)) => (out, err),
-        None => {
-            let (out, err) = rest.split_once(".\n").or_else(|| rest.split_once('.'))?;
-            (out, err)
-        }
+    let raw_out = fields.next() == Some("raw");
+    let raw_err = fields.next() == Some("raw");
+    let (stdout, err) = if raw_out {
+        let (out, rest) = split_raw(rest, out_size)?;
+        (out, rest.strip_prefix(".\n").or(rest.strip_prefix('.'))?)
+    } else {
+        let (out, err) = match rest.strip_prefix(".\n") {
+            Some(err) => ("", err),
+            None => match rest.split_once("\n.\n") {
+                Some((out, err)) => (out, err),
+                None => rest.split_once(".\n").or_else(|| rest.split_once('.'))?,
+            },
+        };
+        let out = if out.trim() == "." { "" } else { out };
+        (decode_b64(out)?, err)
     };
-    let out = if out.trim() == "." { "" } else { out };
+    let stderr = if raw_err {
+        split_raw(err, err_size)?.0
+    } else {
+        decode_b64(err)?
+    };
     Some(PollAnswer {
         alive,
         exit,
         out_size,
         err_size,
-        stdout: decode_b64(out)?,
-        stderr: decode_b64(err)?,
+        stdout,
+        stderr,
     })
+}
+
+/// The first `size` bytes of `text` (a raw stream) and what follows its closing newline.
+fn split_raw(text: &str, size: u64) -> Option<(Bytes, &str)> {
+    let size = usize::try_from(size).ok()?;
+    let stream = text.get(..size)?;
+    let rest = &text[size..];
+    Some((
+        Bytes::copy_from_slice(stream.as_bytes()),
+        rest.strip_prefix('\n').unwrap_or(rest),
+    ))
 }
 
 fn poll_result(resp: ExecResponse, machine: &str, pid: &str) -> Result<PollAnswer> {
@@ -283,7 +310,7 @@ pub(crate) struct PolledControl {
 }
 
 impl PolledControl {
-    /// Kills the process; with `clean` also removes its directory (output files included) from
+    /// Kills the process; with `clean` also removes its files (output included) from
     /// the machine, for a process nobody will poll again.
     pub(crate) async fn kill_now(&self, clean: bool) -> Result<()> {
         let dir = process_dir(&self.pid);
@@ -316,7 +343,7 @@ impl ProcessControl for PolledControl {
     }
 }
 
-/// The directory of a background process inside the machine.
+/// The path prefix of a background process's files inside the machine (`DIR.pid`, `DIR.out`, …).
 pub(crate) fn process_dir(pid: &str) -> String {
     format!("{}/{pid}", scripts::ROOT)
 }
@@ -616,8 +643,8 @@ fn launch_wait(api: &Api, cmd: &Command) -> Duration {
 
 /// Launches `cmd` detached under the first free id of `ids`, waits up to `wait` in the machine
 /// for it to end, and returns that id and the first poll (the whole result when it ended in
-/// time). An id whose directory exists is skipped (exit 47), except that a tag (`reuse`) may
-/// take over the directory of a finished process.
+/// time). An id whose files exist is skipped (exit 47), except that a tag (`reuse`) may
+/// take over the id of a finished process.
 #[allow(clippy::too_many_arguments)]
 async fn launch(
     api: &Api,
@@ -662,8 +689,8 @@ async fn launch(
     }))
 }
 
-/// The poll scripts' clean flag: `0` keeps the process directory (a background process), `1`
-/// removes it once everything is read, `2` does so detached after answering, for an untagged
+/// The poll scripts' clean flag: `0` keeps the process's files (a background process), `1`
+/// removes them once everything is read, `2` does so in the background after answering, for an untagged
 /// id (`p{seq}…`) that no later command can ask for, so the removal races with nothing.
 fn clean_flag(clean: bool, tagged: bool) -> &'static str {
     match (clean, tagged) {
@@ -750,8 +777,8 @@ pub(crate) async fn start_polled(
             files::on(&api, &machine).write_file(&path, input).await?;
             let launched = launch(&api, &machine, &ids, &cmd, clean, true, reuse, wait).await;
             if launched.is_err() {
-                // The launch moves the stdin file into the process directory; when it failed
-                // (the tag is taken, ...) the file would stay beside the directories forever.
+                // The launch reads the stdin file where it was uploaded; when it failed
+                // (the tag is taken, ...) the file would stay among the process files forever.
                 files::on(&api, &machine).remove_part(&path).await;
             }
             launched
@@ -821,7 +848,7 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
 }
 
 /// Lists the background processes started in the machine (running or finished, until their
-/// directory is cleaned up).
+/// files are cleaned up).
 pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInfo>> {
     let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], 0, true).await?;
     if resp.exit_code.unwrap_or(0) != 0 {
@@ -830,7 +857,7 @@ pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInf
     Ok(parse_processes(resp.stdout.as_deref().unwrap_or("")))
 }
 
-/// Parses `ID RUNNING BASE64(meta.json)` lines; unreadable lines are skipped.
+/// Parses `ID RUNNING BASE64(meta)` lines; unreadable lines are skipped.
 pub(crate) fn parse_processes(text: &str) -> Vec<ProcessInfo> {
     #[derive(serde::Deserialize, Default)]
     struct Meta {
@@ -914,6 +941,19 @@ mod tests {
         let a = parse_poll("sandbox-fly-poll 0 s9 0 0\n.\n").unwrap();
         assert_eq!(a.exit, Some(ExitStatus::signal(9)));
         assert!(parse_poll("garbage").is_none());
+        // Raw streams: exactly their size, even when they hold `.` lines or the tag.
+        let a = parse_poll("sandbox-fly-poll 0 0 9 5 raw raw\nx\n.\nsandb\n.\na\n.\nb\n").unwrap();
+        assert_eq!(
+            (&a.stdout[..], &a.stderr[..]),
+            (&b"x\n.\nsandb"[..], &b"a\n.\nb"[..])
+        );
+        let a = parse_poll("sandbox-fly-poll 0 0 3 4 raw b64\nhi\n\n.\nb29wcw==\n").unwrap();
+        assert_eq!((&a.stdout[..], &a.stderr[..]), (&b"hi\n"[..], &b"oops"[..]));
+        let a = parse_poll("sandbox-fly-poll 0 0 0 5 b64 raw\n.\na\n.\nb\n").unwrap();
+        assert_eq!((&a.stdout[..], &a.stderr[..]), (&b""[..], &b"a\n.\nb"[..]));
+        // A raw stream shorter than its size, or cut inside a character, is unreadable.
+        assert!(parse_poll("sandbox-fly-poll 0 0 9 0 raw b64\nhi\n.\n").is_none());
+        assert!(parse_poll("sandbox-fly-poll 0 0 1 0 raw b64\n\u{e9}\n.\n").is_none());
         assert!(parse_poll("sandbox-fly-poll 1 x 0 0\n.\n").is_none());
     }
 
