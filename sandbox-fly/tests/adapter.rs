@@ -1,12 +1,13 @@
 //! Fly-specific behaviour beyond the conformance scenarios, replayed from the `spec` cassettes
 //! in `tests/cassettes/fly/` (chained and timed-out waits, leases, chunked files, idempotent
-//! create, every error body shape, direct exec, preview errors, region).
+//! create, every error body shape, direct exec, env and cwd folding, preview errors, region).
 
 use bytes::Bytes;
 use futures::TryStreamExt;
 use sandbox_conformance::cassette::{self, Cassette, Placeholders};
 use sandbox_conformance::replay::ReplayServer;
 use sandbox_fly::{FlyBuilder, FlyProvider, MachineConfig};
+use sandbox_sdk_core::emulate::EmulateSandbox;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, CreateSpec, ErrorKind};
 use std::time::Duration;
@@ -332,6 +333,33 @@ async fn short_commands_use_one_buffered_exec_with_stdin_and_signals() {
         .unwrap();
     assert_eq!(out.status.signal, Some(9));
     assert_eq!(out.status.code, None);
+    r.verify().await;
+}
+
+/// `/exec` takes no env or cwd (the flag says `false`): a command sent to the sandbox directly
+/// is folded by the adapter with core's `fold_env_cwd`, one sent through core's emulation layer
+/// (what `Client` puts around every provider) is folded there and passed on unchanged: one and
+/// the same request either way, folded once.
+#[tokio::test]
+async fn env_and_cwd_are_folded_once_with_or_without_the_client_layer() {
+    let r = Replay::start("fly_direct_env_cwd").await;
+    let sandbox = r.provider().connect_machine(ID).await.unwrap();
+    assert!(!sandbox.capabilities().flags.per_command_env_cwd);
+    let cmd = Command::new("pwd")
+        .cwd("/srv")
+        .env("GREETING", "it's $HOME")
+        .timeout(Duration::from_secs(5));
+    let direct = sandbox.run(&cmd).await.unwrap();
+    let layered = EmulateSandbox::new(Box::new(sandbox.clone()))
+        .run(&cmd)
+        .await
+        .unwrap();
+    for out in [direct, layered] {
+        assert_eq!(
+            (out.stdout_lossy(), out.status.code),
+            ("/srv\n".into(), Some(0))
+        );
+    }
     r.verify().await;
 }
 
