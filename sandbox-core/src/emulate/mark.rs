@@ -291,42 +291,43 @@ mod tests {
         assert_eq!(scan.value(), Some(&b"4"[..]));
     }
 
+    /// Feeds `pieces` to an exit marker for `__m_`: (output, exit code).
+    fn exit(pieces: &[&[u8]]) -> (Vec<u8>, Option<i32>) {
+        let mut m = ExitMarker::with_token("__m_");
+        let mut out = Vec::new();
+        for piece in pieces {
+            out.extend_from_slice(&m.push(piece));
+        }
+        let (rest, code) = m.finish();
+        out.extend_from_slice(&rest);
+        (out, code)
+    }
+
     #[test]
     fn exit_markers_read_codes_and_terminal_line_ends() {
-        let mut m = ExitMarker::with_token("__m_");
-        let mut out = m.push(b"hello __m world\n__m_42\r\n").to_vec();
-        let (rest, code) = m.finish();
-        out.extend_from_slice(&rest);
-        assert_eq!((out, code), (b"hello __m world\n".to_vec(), Some(42)));
-        let mut m = ExitMarker::with_token("__m_");
-        let mut out = m.push(b"abc __m_4\r2\n").to_vec();
-        let (rest, code) = m.finish();
-        out.extend_from_slice(&rest);
-        assert_eq!((out, code), (b"abc __m_4\r2\n".to_vec(), None));
+        assert_eq!(
+            exit(&[b"hello __m world\n__m_42\r\n"]),
+            (b"hello __m world\n".to_vec(), Some(42))
+        );
+        assert_eq!(
+            exit(&[b"abc __m_4\r2\n"]),
+            (b"abc __m_4\r2\n".to_vec(), None)
+        );
+        // A missing marker leaves output intact.
+        assert_eq!(exit(&[b"abc __m"]), (b"abc __m".to_vec(), None));
     }
 
     #[test]
     fn marker_is_found_wherever_the_chunks_split() {
         let stream = b"hello __m world\n__m_42\n";
         for split in 0..=stream.len() {
-            let mut m = ExitMarker::with_token("__m_");
-            let mut out = m.push(&stream[..split]).to_vec();
-            out.extend_from_slice(&m.push(&stream[split..]));
-            let (rest, code) = m.finish();
-            out.extend_from_slice(&rest);
-            assert_eq!(out, b"hello __m world\n", "split at {split}");
-            assert_eq!(code, Some(42), "split at {split}");
+            let (a, b) = stream.split_at(split);
+            assert_eq!(
+                exit(&[a, b]),
+                (b"hello __m world\n".to_vec(), Some(42)),
+                "split at {split}"
+            );
         }
-    }
-
-    #[test]
-    fn a_missing_marker_leaves_output_intact() {
-        let mut m = ExitMarker::with_token("__m_");
-        let mut out = m.push(b"abc __m").to_vec();
-        let (rest, code) = m.finish();
-        out.extend_from_slice(&rest);
-        assert_eq!(out, b"abc __m");
-        assert_eq!(code, None);
     }
 
     /// Streams made of pieces that look like the token, its beginnings, values and newlines.
@@ -380,14 +381,8 @@ mod tests {
             cut in any::<prop::sample::Index>(),
         ) {
             let input = format!("{before}__m_{code}\n{after}").into_bytes();
-            let cut = cut.index(input.len() + 1);
-            let mut m = ExitMarker::with_token("__m_");
-            let mut out = m.push(&input[..cut]).to_vec();
-            out.extend_from_slice(&m.push(&input[cut..]));
-            let (rest, got) = m.finish();
-            out.extend_from_slice(&rest);
-            prop_assert_eq!(got, Some(code));
-            prop_assert_eq!(out, format!("{before}{after}").into_bytes());
+            let (a, b) = input.split_at(cut.index(input.len() + 1));
+            prop_assert_eq!(exit(&[a, b]), (format!("{before}{after}").into_bytes(), Some(code)));
         }
     }
 }
