@@ -386,9 +386,23 @@ impl std::error::Error for Error {
     }
 }
 
+/// An io error becomes our error in one way: when it wraps one of ours (as the conversion the
+/// other way does, for a stdin write, an upload reader or a download read through `AsyncRead`),
+/// that error comes back whole, kind, status and retry-after included; otherwise the kind
+/// follows the io error's kind (a reset is `Transport`, a missing file `NotFound`, ...).
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         use std::io::ErrorKind as Io;
+        let e = if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+            let kind = e.kind();
+            match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+                Some(Ok(ours)) => return *ours,
+                Some(Err(other)) => std::io::Error::new(kind, other),
+                None => std::io::Error::from(kind),
+            }
+        } else {
+            e
+        };
         let kind = match e.kind() {
             Io::NotFound => ErrorKind::NotFound,
             Io::PermissionDenied => ErrorKind::Unauthorized,
@@ -407,6 +421,9 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// Our error as an io error (for `AsyncRead`/`AsyncWrite` surfaces such as [`crate::Stdin`]):
+/// the io kind is the nearest match, and the error itself rides inside, so `Error::from` of
+/// the io error gets it back whole.
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         use std::io::ErrorKind as Io;
@@ -510,6 +527,29 @@ mod tests {
         let e: Error = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
         assert_eq!(e.kind(), ErrorKind::Transport);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn an_error_through_io_keeps_its_kind_and_details() {
+        for kind in [
+            ErrorKind::Unauthorized,
+            ErrorKind::QuotaExceeded,
+            ErrorKind::Conflict,
+            ErrorKind::Timeout,
+        ] {
+            let ours = Error::new(kind, "stdin write failed")
+                .with_status(418)
+                .with_retry_after(std::time::Duration::from_secs(3));
+            let through: std::io::Error = ours.into();
+            let back = Error::from(through);
+            assert_eq!(back.kind(), kind);
+            assert_eq!(back.status(), Some(418));
+            assert_eq!(back.retry_after(), Some(std::time::Duration::from_secs(3)));
+            assert_eq!(back.message(), "stdin write failed");
+        }
+        // Another error inside an io error is not mistaken for ours.
+        let other = std::io::Error::new(std::io::ErrorKind::TimedOut, "slow disk");
+        assert_eq!(Error::from(other).kind(), ErrorKind::Timeout);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use futures::{Stream, StreamExt};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -388,8 +389,41 @@ impl Stdin {
     /// dropping it ends the receiver.
     pub fn channel(capacity: usize) -> (Stdin, tokio::sync::mpsc::Receiver<Bytes>) {
         let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
-        let writer = ChannelWriter(Some(tokio_util::sync::PollSender::new(tx)));
+        let writer = ChannelWriter {
+            sender: Some(tokio_util::sync::PollSender::new(tx)),
+            outcome: None,
+        };
         (Stdin::new(writer), rx)
+    }
+
+    /// [`Stdin::channel`] for an adapter that delivers the chunks with requests that can fail:
+    /// it tells the writer how delivery ended through the returned [`StdinOutcome`]. Shutting
+    /// the writer down then waits for that word and fails with the adapter's error, and a write
+    /// after delivery failed fails with it too, so an `Unauthorized` or `QuotaExceeded` answer
+    /// reaches the caller as itself (inside the `io::Error`; `Error::from` gets it back).
+    pub fn channel_with_outcome(
+        capacity: usize,
+    ) -> (Stdin, tokio::sync::mpsc::Receiver<Bytes>, StdinOutcome) {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
+        let writer = ChannelWriter {
+            sender: Some(tokio_util::sync::PollSender::new(tx)),
+            outcome: Some(outcome_rx),
+        };
+        (Stdin::new(writer), rx, StdinOutcome(outcome_tx))
+    }
+}
+
+/// How an adapter's delivery of stdin ended, for the writer of [`Stdin::channel_with_outcome`].
+/// Report before dropping the chunk receiver; dropping it unreported reads as success.
+#[derive(Debug)]
+pub struct StdinOutcome(tokio::sync::oneshot::Sender<Result<()>>);
+
+impl StdinOutcome {
+    /// Reports that every chunk (and the close, when the writer was shut down) was delivered,
+    /// or the error that stopped delivery.
+    pub fn report(self, result: Result<()>) {
+        let _ = self.0.send(result);
     }
 }
 
@@ -417,7 +451,23 @@ impl AsyncWrite for Stdin {
     }
 }
 
-struct ChannelWriter(Option<tokio_util::sync::PollSender<Bytes>>);
+struct ChannelWriter {
+    sender: Option<tokio_util::sync::PollSender<Bytes>>,
+    /// How delivery ended ([`Stdin::channel_with_outcome`]); `None` once read, or never asked.
+    outcome: Option<tokio::sync::oneshot::Receiver<Result<()>>>,
+}
+
+impl ChannelWriter {
+    /// The error for a write the channel no longer takes: the adapter's, when it reported one.
+    fn closed(&mut self) -> std::io::Error {
+        if let Some(mut outcome) = self.outcome.take()
+            && let Ok(Err(e)) = outcome.try_recv()
+        {
+            return e.into();
+        }
+        std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin is closed")
+    }
+}
 
 impl AsyncWrite for ChannelWriter {
     fn poll_write(
@@ -425,16 +475,15 @@ impl AsyncWrite for ChannelWriter {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let closed = || std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin is closed");
-        let Some(sender) = self.0.as_mut() else {
-            return Poll::Ready(Err(closed()));
+        let Some(sender) = self.sender.as_mut() else {
+            return Poll::Ready(Err(self.closed()));
         };
         match sender.poll_reserve(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(_)) => Poll::Ready(Err(closed())),
+            Poll::Ready(Err(_)) => Poll::Ready(Err(self.closed())),
             Poll::Ready(Ok(())) => match sender.send_item(Bytes::copy_from_slice(buf)) {
                 Ok(()) => Poll::Ready(Ok(buf.len())),
-                Err(_) => Poll::Ready(Err(closed())),
+                Err(_) => Poll::Ready(Err(self.closed())),
             },
         }
     }
@@ -443,9 +492,19 @@ impl AsyncWrite for ChannelWriter {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.0 = None;
-        Poll::Ready(Ok(()))
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.sender = None;
+        let Some(outcome) = self.outcome.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let answer = match Pin::new(outcome).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(Err(e))) => Err(e.into()),
+            // Delivered, or the adapter stopped without a word (the process ended).
+            Poll::Ready(Ok(Ok(())) | Err(_)) => Ok(()),
+        };
+        self.outcome = None;
+        Poll::Ready(answer)
     }
 }
 
@@ -684,6 +743,37 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap(), Bytes::from_static(b"hello"));
         assert!(rx.recv().await.is_none());
         assert!(stdin.write_all(b"x").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_reported_failure_reaches_the_writer_as_itself() {
+        // Shutdown waits for the adapter's word and fails with its error.
+        let (mut stdin, mut rx, outcome) = Stdin::channel_with_outcome(2);
+        stdin.write_all(b"hello").await.unwrap();
+        let adapter = tokio::spawn(async move {
+            assert_eq!(rx.recv().await.unwrap(), Bytes::from_static(b"hello"));
+            assert!(rx.recv().await.is_none());
+            outcome.report(Err(Error::new(ErrorKind::Unauthorized, "close refused")));
+        });
+        let err = stdin.shutdown().await.unwrap_err();
+        assert_eq!(Error::from(err).kind(), ErrorKind::Unauthorized);
+        adapter.await.unwrap();
+
+        // A write after delivery failed fails with the adapter's error, not a bare broken pipe.
+        let (mut stdin, rx, outcome) = Stdin::channel_with_outcome(2);
+        outcome.report(Err(Error::new(ErrorKind::QuotaExceeded, "slow down")));
+        drop(rx);
+        let err = stdin.write_all(b"x").await.unwrap_err();
+        assert_eq!(Error::from(err).kind(), ErrorKind::QuotaExceeded);
+
+        // Delivered, or dropped without a word: shutdown succeeds.
+        let (mut stdin, rx, outcome) = Stdin::channel_with_outcome(2);
+        outcome.report(Ok(()));
+        drop(rx);
+        stdin.shutdown().await.unwrap();
+        let (mut stdin, rx, outcome) = Stdin::channel_with_outcome(2);
+        drop((rx, outcome));
+        stdin.shutdown().await.unwrap();
     }
 
     #[test]

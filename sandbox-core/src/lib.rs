@@ -45,7 +45,7 @@ pub use capability::{
 pub use error::{Attempt, Error, ErrorKind, Result};
 pub use exec::{
     Command, EventStream, ExitStatus, Output, Process, ProcessControl, ProcessEvent, ProcessInfo,
-    PtySize, Stdin, validate_env_name,
+    PtySize, Stdin, StdinOutcome, validate_env_name,
 };
 pub use ext::{ProviderExt, SandboxExt};
 pub use files::{

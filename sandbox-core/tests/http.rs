@@ -1393,3 +1393,101 @@ proptest::proptest! {
         }
     }
 }
+
+/// An upload reader that fails with one of our errors (inside the io error `AsyncRead` must
+/// return) fails the request with that error's kind, not a transport error.
+#[tokio::test]
+async fn an_upload_reader_failing_with_our_error_keeps_its_kind() {
+    struct Failing;
+    impl tokio::io::AsyncRead for Failing {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let ours = Error::new(
+                ErrorKind::Unauthorized,
+                "the source sandbox refused the read",
+            );
+            std::task::Poll::Ready(Err(ours.into()))
+        }
+    }
+    let server = MockServer::start().await;
+    Mock::given(method("PUT"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let body: UploadBody = Box::pin(Failing);
+    let e = client(&server)
+        .request(Method::Put, "/up")
+        .body_stream(body, "application/octet-stream")
+        .send_empty()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
+    assert!(e.to_string().contains("refused the read"), "{e}");
+    // A byte stream failing with our error: the same.
+    let stream: ByteStream = futures::stream::iter(vec![
+        Ok(Bytes::from_static(b"part")),
+        Err(Error::new(ErrorKind::NotFound, "the file went away")),
+    ])
+    .boxed();
+    let e = client(&server)
+        .request(Method::Put, "/up")
+        .body_stream(stream, "application/octet-stream")
+        .send_empty()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+}
+
+/// A hostile server answering an error with a body that never ends: the mapper gets at most
+/// `ERROR_BODY_LIMIT` bytes and the error comes back, however much the server would send.
+#[tokio::test]
+async fn an_endless_error_body_is_read_up_to_its_cap() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sent.clone();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).await;
+        let head = "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+        if socket.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        let chunk = format!("{:x}\r\n{}\r\n", 16 * 1024, "e".repeat(16 * 1024));
+        // Until the client goes away (or 256 MiB, so a broken cap fails instead of hanging).
+        for _ in 0..16 * 1024 {
+            if socket.write_all(chunk.as_bytes()).await.is_err() {
+                return;
+            }
+            counter.fetch_add(16 * 1024, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let seen = Arc::new(Mutex::new(0usize));
+    let seen_in_mapper = seen.clone();
+    let client = HttpClient::builder("testprov", &format!("http://{addr}"))
+        .error_mapper(move |response| {
+            *seen_in_mapper.lock().unwrap() = response.body.len();
+            Error::new(ErrorKind::Provider, "mapped")
+        })
+        .build()
+        .unwrap();
+    let error = client
+        .request(Method::Get, "/endless")
+        .send_empty()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        sandbox_sdk_core::http::ERROR_BODY_LIMIT
+    );
+    // The client stopped reading long before the server's 256 MiB (socket buffers aside).
+    assert!(
+        sent.load(std::sync::atomic::Ordering::Relaxed) < 64 * 1024 * 1024,
+        "the client kept reading the error body"
+    );
+}

@@ -69,6 +69,11 @@ pub(crate) const LARGE_ANSWER: usize = 16 * 1024 * 1024;
 /// command streams its log instead and holds one chunk at a time).
 pub(crate) const LOG_ANSWER: usize = 64 * 1024 * 1024;
 
+/// The largest log WebSocket message (and frame) accepted: the daemon sends pieces of up to
+/// 1024 bytes (PROTOCOL.md §8.2), so anything near this is a hostile or broken server, refused
+/// before it is held (tungstenite's own default is 64 MiB).
+pub(crate) const LOG_MESSAGE_MAX: usize = 1024 * 1024;
+
 /// Where foreground commands run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExecTransport {

@@ -178,6 +178,31 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
     assert_eq!(headers["x-daytona-source"], "sdk-rust");
 }
 
+/// A log WebSocket message far beyond the daemon's 1024-byte pieces (2 MiB, over the 1 MiB
+/// cap) is refused before it is held: the command's output fails with a transport error
+/// instead of buffering whatever the server sends (tungstenite alone would take 64 MiB).
+#[tokio::test]
+async fn an_oversized_log_message_is_refused() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("true")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    let mut huge = b"\x01\x01\x01".to_vec();
+    huge.resize(2 * 1024 * 1024, b'x');
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Frames(vec![huge], 1000),
+    );
+    let err = process.output().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    assert!(err.to_string().contains("log stream failed"), "{err}");
+}
+
 #[tokio::test]
 async fn a_refused_upgrade_goes_through_the_error_mapping() {
     let server = MockServer::start().await;
@@ -1439,8 +1464,9 @@ async fn raw_toolbox(answer: fn(&str) -> Vec<u8>) -> String {
     format!("http://{addr}/toolbox")
 }
 
-/// Toolbox answers read whole are capped per endpoint: a command's status over 4 MiB, and a
-/// whole log announced over 64 MiB, are `Provider` errors (before any of it is kept).
+/// Toolbox answers read whole are capped per endpoint: a command's status over 4 MiB, a whole
+/// log announced over 64 MiB and a file listing announced over 16 MiB are `Provider` errors
+/// (before any of it is kept).
 #[tokio::test]
 async fn oversized_toolbox_answers_are_refused() {
     let server = MockServer::start().await;
@@ -1449,6 +1475,9 @@ async fn oversized_toolbox_answers_are_refused() {
         if path.ends_with("/logs") {
             // Announced, not sent: the cap must refuse it from the header alone.
             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 68157440\r\n\r\n{\"output\":\"".to_vec()
+        } else if path.contains("/files?") {
+            // A listing (16 MiB at most) announced at 17 MB.
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17000000\r\n\r\n[".to_vec()
         } else {
             let body = format!(r#"{{"id":"c1","command":"{}","exitCode":0}}"#, "x".repeat(5 << 20));
             let mut out = format!(
@@ -1469,6 +1498,15 @@ async fn oversized_toolbox_answers_are_refused() {
     assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
     assert!(
         err.message().contains("larger than the 67108864 bytes"),
+        "{err}"
+    );
+    let err = sandbox
+        .list_files("/home", sandbox_sdk_core::ListOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    assert!(
+        err.message().contains("larger than the 16777216 bytes"),
         "{err}"
     );
 }

@@ -322,10 +322,12 @@ async fn close_input(envd: &Envd, pid: u32, pty: bool) -> Result<()> {
 
 /// Sends stdin chunks as `SendInput` calls in order, then closes stdin when the writer is shut
 /// down or dropped. When the process ends (or its handle is dropped) the pump sends what is
-/// already queued and stops, so no task outlives the process.
+/// already queued and stops, so no task outlives the process. How it ended goes back to the
+/// writer: its shutdown returns once the close was answered, with the call's error (a 401 stays
+/// `Unauthorized`, a 429 `QuotaExceeded`) when a call failed.
 fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> (Stdin, Pump) {
     use tokio::sync::mpsc::error::TryRecvError;
-    let (stdin, mut rx) = Stdin::channel(16);
+    let (stdin, mut rx, outcome) = Stdin::channel_with_outcome(16);
     let (exited, mut exited_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let result: Result<()> = async {
@@ -349,9 +351,12 @@ fn stdin_pump(envd: Envd, pid: u32, pty: bool) -> (Stdin, Pump) {
             }
         }
         .await;
-        if let Err(e) = result {
+        if let Err(e) = &result {
             tracing::debug!(error = %e, "stdin of process {pid} closed after an error");
         }
+        // The writer's shutdown (or next write) answers with this, kind and all.
+        outcome.report(result);
+        drop(rx);
     });
     (stdin, Pump { exited, task })
 }

@@ -232,6 +232,83 @@ async fn stdin_is_sent_as_input_then_closed() {
     assert_eq!(out.stdout_lossy(), "hello");
 }
 
+/// Mounts a `Start` that announces pid 5 and a `cat` waiting for input.
+async fn cat_with_stdin(server: &MockServer) {
+    process_start()
+        .and(|r: &Request| request_envelope_json(r)["stdin"] == serde_json::json!(true))
+        .respond_with(events(&[
+            r#"{"event":{"start":{"pid":5}}}"#,
+            r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+        ]))
+        .mount(server)
+        .await;
+}
+
+/// A 401 on `SendInput` reaches the stdin writer as `Unauthorized`, not a broken pipe: the
+/// shutdown waits for the pump's word and answers with its error.
+#[tokio::test]
+async fn stdin_refused_with_401_is_unauthorized_at_the_writer() {
+    use tokio::io::AsyncWriteExt;
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    cat_with_stdin(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/SendInput"))
+        .respond_with(ResponseTemplate::new(401).set_body_raw(
+            "{\"code\":401,\"message\":\"unauthorized access\"}\n",
+            "application/json; charset=utf-8",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/CloseStdin"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let mut p = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = p.take_stdin().unwrap();
+    stdin.write_all(b"hello").await.unwrap();
+    let e = sandbox_sdk_core::Error::from(stdin.shutdown().await.unwrap_err());
+    assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
+    assert_eq!(e.status(), Some(401));
+    assert!(!format!("{e:?}{e}").contains(TOKEN));
+    // A later write says the same, not a bare "stdin is closed".
+    assert!(stdin.write_all(b"more").await.is_err());
+}
+
+/// A 429 on `CloseStdin` reaches the writer as `QuotaExceeded` with its `Retry-After`.
+#[tokio::test]
+async fn stdin_close_rate_limited_is_quota_exceeded_at_the_writer() {
+    use tokio::io::AsyncWriteExt;
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    cat_with_stdin(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/SendInput"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/CloseStdin"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "7")
+                .set_body_json(serde_json::json!({"code": 429, "message": "rate limited"})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut p = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = p.take_stdin().unwrap();
+    stdin.write_all(b"hello").await.unwrap();
+    let e = sandbox_sdk_core::Error::from(stdin.shutdown().await.unwrap_err());
+    assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
+}
+
 #[tokio::test]
 async fn pty_exec_and_resize() {
     let server = MockServer::start().await;

@@ -241,3 +241,52 @@ async fn an_oversized_create_answer_is_refused() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Provider, "{e}");
 }
+
+/// A process start answered with something that is not a Connect stream is read whole only up
+/// to 64 KiB (it is an error to report, not output): a 1 MiB one is refused before it is held.
+#[tokio::test]
+async fn an_oversized_answer_that_is_not_a_stream_is_refused() {
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/process.Process/Start"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw("x".repeat(1024 * 1024), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let e = sandbox.exec(&Command::new("true")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Provider, "{e}");
+    assert!(e.to_string().contains("larger than the 65536 bytes"), "{e}");
+}
+
+/// A file listing is the largest unary answer allowed (64 MiB, a deep tree), but no more: an
+/// envd announcing 70 MB is refused from its header, before a byte of the body is held.
+#[tokio::test]
+async fn an_oversized_file_listing_is_refused_from_its_length() {
+    use tokio::io::AsyncWriteExt;
+    let server = MockServer::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let envd = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (head, _) = support::read_request(&mut conn).await;
+                assert!(head.contains("/filesystem.filesystem/listdir"), "{head}");
+                let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 70000000\r\n\r\n{\"entries\":[";
+                let _ = conn.write_all(answer.as_bytes()).await;
+                std::future::pending::<()>().await;
+            });
+        }
+    });
+    let sandbox = support::connected_to(&server, &envd).await;
+    let e = sandbox
+        .list_files("/", sandbox_sdk_core::ListOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Provider, "{e}");
+    assert!(
+        e.to_string().contains("larger than the 67108864 bytes"),
+        "{e}"
+    );
+}

@@ -176,17 +176,22 @@ pub(crate) fn create_request(s: &Settings, spec: &CreateSpec) -> Result<CreateMa
     })
 }
 
-/// Finds a live machine made under `key`, if any.
+/// Finds a live machine made under `key`, if any, in a list sent after this call began (shared
+/// with concurrent keyed creates: [`Api::list_for_key`]).
 pub(crate) async fn find_by_key(api: &Api, key: &str) -> Result<Option<Machine>> {
-    let query = vec![(format!("metadata.{IDEMPOTENCY_LABEL}"), key.to_owned())];
-    let machines = api.list(&query).await?;
-    Ok(machines.into_iter().find(|m| {
-        m.metadata().get(IDEMPOTENCY_LABEL).map(String::as_str) == Some(key)
-            && !matches!(
-                m.state.as_deref().map(map_state),
-                Some(SandboxState::Destroyed | SandboxState::Failed)
-            )
-    }))
+    api.list_for_key(key, |machines| {
+        machines
+            .iter()
+            .find(|m| {
+                m.metadata().get(IDEMPOTENCY_LABEL).map(String::as_str) == Some(key)
+                    && !matches!(
+                        m.state.as_deref().map(map_state),
+                        Some(SandboxState::Destroyed | SandboxState::Failed)
+                    )
+            })
+            .cloned()
+    })
+    .await
 }
 
 /// Sends the create for `spec` once, or adopts the machine already made under its idempotency

@@ -288,4 +288,25 @@ async fn oversized_exec_answers_are_refused_before_they_are_read() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+
+    // A file listing may be larger than a script's answer (a deep tree), up to 16 MiB.
+    server.reset().await;
+    let sandbox = connected(&server, builder(&server)).await;
+    let listing = "z".repeat(16 * 1024 * 1024 + 1);
+    exec_mock()
+        .respond_with(exec_answer(
+            serde_json::json!({"stdout": listing, "stderr": "", "exit_code": 0}),
+            Duration::ZERO,
+        ))
+        .mount(&server)
+        .await;
+    let err = sandbox
+        .list_files("/work", sandbox_sdk_core::ListOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    assert!(
+        err.to_string().contains("larger than the 16777216 bytes"),
+        "{err}"
+    );
 }

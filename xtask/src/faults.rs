@@ -76,6 +76,9 @@ pub enum Op {
     Connect,
     /// `Provider::list`, collected.
     List,
+    /// `Provider::list` of two sandboxes from a server answering one per page, collected; the
+    /// fault lets the first list request through and hits the second page's.
+    ListSecondPage,
     /// `Sandbox::run` of `echo hi`.
     Run,
     /// `Sandbox::exec` of a command printing twice with a pause between, its events read as
@@ -101,6 +104,7 @@ pub const OPS: &[Op] = &[
     Op::CreateKeyless,
     Op::Connect,
     Op::List,
+    Op::ListSecondPage,
     Op::Run,
     Op::Stream,
     Op::Stdin,
@@ -119,6 +123,7 @@ impl Op {
             Op::CreateKeyless => "create (no key)",
             Op::Connect => "connect",
             Op::List => "list",
+            Op::ListSecondPage => "list (second page)",
             Op::Run => "run",
             Op::Stream => "exec stream",
             Op::Stdin => "stdin",
@@ -136,7 +141,7 @@ impl Op {
         match self {
             Op::CreateKeyed | Op::CreateKeyless => &["create"],
             Op::Connect => &["connect", "get"],
-            Op::List => &["list"],
+            Op::List | Op::ListSecondPage => &["list"],
             Op::Run => &["exec"],
             Op::Stream => &["exec.output", "exec"],
             Op::Stdin => &["stdin", "exec"],
@@ -148,6 +153,21 @@ impl Op {
 
     fn creates(self) -> bool {
         matches!(self, Op::CreateKeyed | Op::CreateKeyless)
+    }
+
+    /// The sandboxes the setup makes, and the page cap it puts on the simulator.
+    fn setup(self) -> (usize, Option<usize>) {
+        match self {
+            _ if self.creates() => (0, None),
+            Op::ListSecondPage => (2, Some(1)),
+            _ => (1, None),
+        }
+    }
+
+    /// The matching requests the fault lets through first: the second page's fault skips the
+    /// first page's request.
+    fn skip(self) -> usize {
+        usize::from(self == Op::ListSecondPage)
     }
 }
 
@@ -303,8 +323,20 @@ fn generate() -> Result<String> {
     Ok(render(&results))
 }
 
-/// `(adapter, op, target operation, cells in FAULTS order)`.
-type Row = (&'static str, Op, &'static str, Vec<Cell>);
+/// `(adapter, op, target, cells in FAULTS order)`.
+type Row = (&'static str, Op, Target, Vec<Cell>);
+
+/// What a row's faults are put on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// This simulator operation.
+    Operation(&'static str),
+    /// Nothing: the adapter does not support the call (no cell is run).
+    Unsupported,
+    /// Nothing: the call's list has no second page to fault, as the provider's list does not
+    /// page (a clean run sent one list request for a server capping pages at one item).
+    OnePage,
+}
 
 async fn matrix() -> Result<Vec<Row>> {
     let permits = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
@@ -318,7 +350,7 @@ async fn matrix() -> Result<Vec<Row>> {
         futures::future::join_all(rows.iter().map(|(a, op)| target_of(a, *op, &permits))).await;
     let mut jobs = Vec::new();
     for ((adapter, op), target) in rows.iter().zip(&targets) {
-        if let Some(target) = target.clone()? {
+        if let Target::Operation(target) = target.clone()? {
             for (fault, _) in FAULTS {
                 jobs.push(cell(adapter, *op, target, fault, &permits));
             }
@@ -328,18 +360,15 @@ async fn matrix() -> Result<Vec<Row>> {
     let mut out = Vec::new();
     for ((adapter, op), target) in rows.into_iter().zip(targets) {
         match target? {
-            Some(target) => {
+            Target::Operation(target) => {
                 let row: Vec<Cell> = cells.by_ref().take(FAULTS.len()).collect::<Result<_>>()?;
-                out.push((adapter, op, target, row));
+                out.push((adapter, op, Target::Operation(target), row));
             }
-            None => out.push((adapter, op, UNSUPPORTED, Vec::new())),
+            other => out.push((adapter, op, other, Vec::new())),
         }
     }
     Ok(out)
 }
-
-/// The target of a row whose call the adapter does not support (no cell is run).
-const UNSUPPORTED: &str = "";
 
 /// The adapter pointed at `sim` as its `tests/conformance_sim.rs` builds it (and E2B's transfer
 /// idle bound as short as its stream idle bound).
@@ -414,24 +443,32 @@ async fn setup_once(adapter_name: &str, op: Op) -> Result<Setup> {
     let sim = sim::start(adapter_name, 0, FaultPlan::new()).await?;
     sim.set_rate_limits(false);
     let provider = adapter(sim.as_ref())?;
-    let sandbox = if op.creates() {
-        None
-    } else {
-        let sb = provider
-            .create(&spec(None))
-            .await
-            .map_err(|e| format!("{adapter_name} {}: setup create: {e}", op.name()))?;
-        let content = match op {
-            Op::Read => Some(bytes::Bytes::from(CONTENT)),
-            Op::Download => Some(big().into()),
-            _ => None,
-        };
-        if let Some(content) = content {
-            sb.write_file(FILE, content)
+    let (count, page_cap) = op.setup();
+    let mut made = Vec::new();
+    for _ in 0..count {
+        made.push(
+            provider
+                .create(&spec(None))
                 .await
-                .map_err(|e| format!("{adapter_name} {}: setup write: {e}", op.name()))?;
+                .map_err(|e| format!("{adapter_name} {}: setup create: {e}", op.name()))?,
+        );
+    }
+    sim.server().set_page_cap(page_cap);
+    let sandbox = match made.pop() {
+        None => None,
+        Some(sb) => {
+            let content = match op {
+                Op::Read => Some(bytes::Bytes::from(CONTENT)),
+                Op::Download => Some(big().into()),
+                _ => None,
+            };
+            if let Some(content) = content {
+                sb.write_file(FILE, content)
+                    .await
+                    .map_err(|e| format!("{adapter_name} {}: setup write: {e}", op.name()))?;
+            }
+            Some(sb)
         }
-        Some(sb)
     };
     sim.server().log().clear();
     sim.server().log().capture_bodies(false);
@@ -450,17 +487,18 @@ async fn call(setup: &Setup, op: Op, key: &str) -> sandbox_sdk_core::Result<()> 
         Op::CreateKeyed => provider.create(&spec(Some(key))).await.map(drop),
         Op::CreateKeyless => provider.create(&spec(None)).await.map(drop),
         Op::Connect => provider.connect(sandbox().id()).await.map(drop),
-        Op::List => {
+        Op::List | Op::ListSecondPage => {
             let found: Vec<_> = provider
                 .list(&ListFilter::new().metadata("suite", "faults"))
                 .try_collect()
                 .await?;
-            if found.len() == 1 {
+            let expected = op.setup().0;
+            if found.len() == expected {
                 Ok(())
             } else {
                 Err(sandbox_sdk_core::Error::new(
                     sandbox_sdk_core::ErrorKind::Provider,
-                    format!("list found {} sandboxes, expected 1", found.len()),
+                    format!("list found {} sandboxes, expected {expected}", found.len()),
                 ))
             }
         }
@@ -488,9 +526,9 @@ async fn call(setup: &Setup, op: Op, key: &str) -> sandbox_sdk_core::Result<()> 
                     "a process started with stdin has none",
                 )
             })?;
-            let io = |e: std::io::Error| {
-                sandbox_sdk_core::Error::new(sandbox_sdk_core::ErrorKind::Transport, e.to_string())
-            };
+            // An adapter's error comes back whole from inside the io error (a 401 stays
+            // `Unauthorized`); a plain io error gets the nearest kind.
+            let io = sandbox_sdk_core::Error::from;
             stdin.write_all(b"fed\n").await.map_err(io)?;
             stdin.shutdown().await.map_err(io)?;
             let out = process.output().await?;
@@ -525,19 +563,21 @@ fn wrong_unless(ok: bool, what: &str) -> sandbox_sdk_core::Result<()> {
     }
 }
 
-/// The simulator operation `op` starts with on `adapter`, from a clean run; `None` when the
-/// adapter does not support the call (it fails `NotSupported` with no fault).
+/// The simulator operation `op` starts with on `adapter`, from a clean run;
+/// [`Target::Unsupported`] when the adapter does not support the call (it fails `NotSupported`
+/// with no fault), [`Target::OnePage`] when the call has a second page to fault but the clean
+/// run listed everything in one request.
 async fn target_of(
     adapter: &'static str,
     op: Op,
     permits: &tokio::sync::Semaphore,
-) -> Result<Option<&'static str>> {
+) -> Result<Target> {
     let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
     let setup = setup(adapter, op).await?;
     match call(&setup, op, "faults-target").await {
         Err(e) if e.kind() == sandbox_sdk_core::ErrorKind::NotSupported => {
             teardown(setup).await;
-            return Ok(None);
+            return Ok(Target::Unsupported);
         }
         Err(e) => return Err(format!("{adapter} {} fails with no fault: {e}", op.name())),
         Ok(()) => {}
@@ -549,7 +589,13 @@ async fn target_of(
         .find(|t| seen.iter().any(|e| e.operation == **t))
         .copied();
     teardown(setup).await;
-    found.map(Some).ok_or_else(|| {
+    if let Some(target) = found
+        && op.skip() > 0
+        && seen.iter().filter(|e| e.operation == target).count() <= op.skip()
+    {
+        return Ok(Target::OnePage);
+    }
+    found.map(Target::Operation).ok_or_else(|| {
         format!(
             "{adapter} {} sent none of {:?}: {:?}",
             op.name(),
@@ -590,7 +636,11 @@ async fn cell(
     let setup = setup(adapter, op).await?;
     let before = setup.sim.sandboxes();
     setup.sim.server().log().capture_bodies(true);
-    let rule: FaultRule = format!("{target}={fault}").parse()?;
+    let rule: FaultRule = match op.skip() {
+        0 => format!("{target}={fault}"),
+        skip => format!("{target}={fault}@{skip}"),
+    }
+    .parse()?;
     setup.sim.server().faults().add(rule);
     let started = Instant::now();
     let answer = tokio::time::timeout(HANG, call(&setup, op, &format!("faults-{fault}"))).await;
@@ -699,7 +749,11 @@ fn render(rows: &[Row]) -> String {
          2 s create look-up, 5 s stream idle bound; E2B's transfer idle bound, 60 s by default, \
          set to the same 5 s; no client layer). One fresh simulator per \
          cell; the call is made once.\n\n\
-         A call the adapter does not support reads `not supported · no request` across its row. A cell reads `outcome · time · requests`: the outcome is `ok` (the fault reached no \
+         A call the adapter does not support reads `not supported · no request` across its row. \
+         `list (second page)` lists two sandboxes from a simulator that answers one per page \
+         (`SimServer::set_page_cap`), its fault letting the first list request through \
+         (`list=FAULT@1`); a provider whose list has no pages reads `one page · not paged` \
+         across that row. A cell reads `outcome · time · requests`: the outcome is `ok` (the fault reached no \
          request), `recovered` (it did and the call still succeeded) or the error's kind; the \
          time to answer is bucketed (`<2s`, `<10s`, `<30s`, `hang` past 30 s); requests are \
          those the call sent to the faulted operation, then (`+N`) to any other (look-ups, \
@@ -757,12 +811,21 @@ fn render(rows: &[Row]) -> String {
         out.push_str(&" --- |".repeat(FAULTS.len()));
         out.push('\n');
         for (_, op, target, cells) in rows.iter().filter(|r| r.0 == *adapter) {
-            if *target == UNSUPPORTED {
-                let _ = write!(out, "| {} (none) |", op.name());
-                out.push_str(&" not supported · no request |".repeat(FAULTS.len()));
-                out.push('\n');
-                continue;
-            }
+            let target = match target {
+                Target::Operation(target) => target,
+                Target::Unsupported => {
+                    let _ = write!(out, "| {} (none) |", op.name());
+                    out.push_str(&" not supported · no request |".repeat(FAULTS.len()));
+                    out.push('\n');
+                    continue;
+                }
+                Target::OnePage => {
+                    let _ = write!(out, "| {} (none) |", op.name());
+                    out.push_str(&" one page · not paged |".repeat(FAULTS.len()));
+                    out.push('\n');
+                    continue;
+                }
+            };
             let _ = write!(out, "| {} (`{target}`) |", op.name());
             for cell in cells {
                 let _ = write!(out, " {} |", cell.text());

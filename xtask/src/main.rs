@@ -84,7 +84,7 @@ const TASKS: &[Task] = &[
     },
     Task {
         name: "sim",
-        usage: "sim --provider NAME [--port N] [--faults SPEC]",
+        usage: "sim --provider NAME [--port N] [--faults SPEC] [--page-cap N]",
         about: "serve a provider simulator on loopback (faults: sandbox_conformance::sim::faults)",
         run: sim::run,
     },

@@ -15,8 +15,10 @@ use std::process::Command;
 /// The providers whose official SDK `sim-check` drives (each has `tools/sim-check/<name>`).
 const SDK_CHECKS: &[&str] = &["daytona", "e2b"];
 
-/// `cargo xtask sim --provider NAME [--port N] [--faults SPEC]`: serves until interrupted,
-/// printing the URL and the environment that points the provider's SDK at it.
+/// `cargo xtask sim --provider NAME [--port N] [--faults SPEC] [--page-cap N]`: serves until
+/// interrupted, printing the URL and the environment that points the provider's SDK at it.
+/// `--page-cap N` answers list pages of at most N items (a paged list's client then has later
+/// pages to fetch; see `SimServer::set_page_cap`).
 pub fn run(mut args: Args) -> Result {
     let provider = args
         .value("--provider")?
@@ -31,9 +33,19 @@ pub fn run(mut args: Args) -> Result {
         Some(spec) => FaultPlan::parse(&spec)?,
         None => FaultPlan::new(),
     };
+    let page_cap = match args.value("--page-cap")? {
+        Some(n) => Some(
+            n.parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("--page-cap {n:?} is not a count of at least 1"))?,
+        ),
+        None => None,
+    };
     args.finish()?;
     runtime()?.block_on(async {
         let sim = sim::start(&provider, port, faults).await?;
+        sim.server().set_page_cap(page_cap);
         println!("{} simulator on {}", sim.provider(), sim.url());
         for (name, value) in sim.env() {
             println!("export {name}={value}");

@@ -36,9 +36,20 @@ pub struct SimRequest {
     /// The whole body.
     pub body: Bytes,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
+    /// The most items a page may hold ([`SimServer::set_page_cap`]), when capped.
+    page_cap: Option<usize>,
 }
 
 impl SimRequest {
+    /// How many items a list page answering this request holds when the client asked for
+    /// `asked`: `asked`, or fewer under the server's page cap ([`SimServer::set_page_cap`]). A
+    /// paged API may always answer fewer items than asked and a next-page cursor, so a capped
+    /// simulator is still the provider's protocol; a handler whose provider does not page
+    /// ignores the cap.
+    pub fn page_size(&self, asked: usize) -> usize {
+        self.page_cap.map_or(asked, |cap| asked.min(cap.max(1)))
+    }
+
     /// The first value of a header, when it is text.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name)?.to_str().ok()
@@ -305,8 +316,12 @@ pub struct SimServer {
     url: String,
     faults: FaultPlan,
     log: RequestLog,
+    page_cap: PageCap,
     accept: JoinHandle<()>,
 }
+
+/// The page cap, shared with the connections (0: none).
+type PageCap = Arc<std::sync::atomic::AtomicUsize>;
 
 impl Drop for SimServer {
     fn drop(&mut self) {
@@ -324,11 +339,13 @@ impl SimServer {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let log = RequestLog::default();
+        let page_cap = PageCap::default();
         let started = Instant::now();
         let shared = Arc::new(Shared {
             handler,
             faults: faults.clone(),
             log: log.clone(),
+            page_cap: page_cap.clone(),
             started,
         });
         let accept = tokio::spawn(async move {
@@ -350,6 +367,7 @@ impl SimServer {
             url: format!("http://{addr}"),
             faults,
             log,
+            page_cap,
             accept,
         })
     }
@@ -373,12 +391,25 @@ impl SimServer {
     pub fn log(&self) -> &RequestLog {
         &self.log
     }
+
+    /// Caps every list page at `cap` items (at least 1), or lifts the cap (`None`): the
+    /// server then answers fewer items than asked, with a cursor to the rest, so a client's
+    /// second page (and a fault on it) can be reached with two sandboxes. Simulators of paged
+    /// lists honour it ([`SimRequest::page_size`]); Fly's machine list has no pages and
+    /// ignores it.
+    pub fn set_page_cap(&self, cap: Option<usize>) {
+        self.page_cap.store(
+            cap.map_or(0, |c| c.max(1)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
 }
 
 struct Shared {
     handler: Arc<dyn Handler>,
     faults: FaultPlan,
     log: RequestLog,
+    page_cap: PageCap,
     started: Instant,
 }
 
@@ -409,6 +440,10 @@ impl Shared {
             headers: parts.headers,
             body,
             upgrade,
+            page_cap: match self.page_cap.load(std::sync::atomic::Ordering::Relaxed) {
+                0 => None,
+                cap => Some(cap),
+            },
         };
         let operation = self.handler.operation(&request);
         let fault = self.faults.next(operation);

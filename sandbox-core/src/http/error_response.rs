@@ -360,6 +360,23 @@ impl CallSite {
     /// method, path and the innermost cause; the source keeps the reqwest error without its URL.
     pub fn transport_error(&self, stage: Stage, err: reqwest::Error) -> Error {
         let reading = matches!(stage, Stage::ResponseBody);
+        // A streamed request body that failed with one of our errors (an upload reader's
+        // io error wrapping a core error, a byte stream's error) keeps that error's kind: the
+        // caller's own source failed, not the connection.
+        if !reading && let Some(ours) = core_error_in(&err) {
+            return self.context(
+                Error::new(
+                    ours.kind(),
+                    format!(
+                        "{} {}: request body failed: {}",
+                        self.method,
+                        self.path,
+                        ours.message()
+                    ),
+                )
+                .with_ambiguous(true),
+            );
+        }
         let (kind, phrase) = if err.is_timeout() {
             if reading {
                 (
@@ -399,6 +416,25 @@ impl CallSite {
                 .with_source(err.without_url()),
         )
     }
+}
+
+/// The first of our errors in `err`'s source chain, looking inside io errors too.
+fn core_error_in(err: &reqwest::Error) -> Option<&Error> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(e) = current {
+        if let Some(ours) = e.downcast_ref::<Error>() {
+            return Some(ours);
+        }
+        if let Some(ours) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<Error>())
+        {
+            return Some(ours);
+        }
+        current = e.source();
+    }
+    None
 }
 
 /// The text of the deepest error in the source chain (an io error, a hyper or rustls error),

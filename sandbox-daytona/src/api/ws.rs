@@ -3,7 +3,7 @@
 //! and keeps it alive with pings (the server answers pings but sends none).
 
 use crate::api::toolbox::{Toolbox, command_path};
-use crate::config::{PROVIDER, SOURCE};
+use crate::config::{LOG_MESSAGE_MAX, PROVIDER, SOURCE};
 use crate::error::{is_empty_bad_gateway, map_error};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
@@ -176,7 +176,10 @@ pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<O
     {
         put("x-daytona-organization-id", org)?;
     }
-    let connect = tokio_tungstenite::connect_async(request);
+    let limits = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(LOG_MESSAGE_MAX))
+        .max_frame_size(Some(LOG_MESSAGE_MAX));
+    let connect = tokio_tungstenite::connect_async_with_config(request, Some(limits), false);
     let fallback = |reason: String| {
         tracing::warn!(
             provider = PROVIDER,

@@ -233,6 +233,23 @@ mod tests {
         assert_eq!(got, format!("{END_MARK}:3\nmore\n").into_bytes());
     }
 
+    /// A hostile output made of endless end-mark beginnings (never a whole line) cannot make
+    /// the trailer hold more than one mark line beyond the chunk just pushed: it is passed on.
+    #[test]
+    fn the_held_tail_stays_within_one_mark_line() {
+        let mut trailer = Trailer::default();
+        let prefix = &END_MARK.as_bytes()[..END_MARK.len() - 1];
+        let mut passed = 0;
+        for _ in 0..10_000 {
+            passed += trailer.push(prefix).map_or(0, |b| b.len());
+            assert!(trailer.held.len() <= MAX_MARK_LEN, "{}", trailer.held.len());
+        }
+        assert_eq!(passed + trailer.held.len(), 10_000 * prefix.len());
+        let digits = format!("{END_MARK}:{}", "9".repeat(100_000));
+        passed = trailer.push(digits.as_bytes()).map_or(0, |b| b.len());
+        assert!(passed > 0 && trailer.held.len() <= MAX_MARK_LEN);
+    }
+
     #[test]
     fn end_mark_values_are_recognised_exactly() {
         for (value, partial, whole) in [

@@ -1,15 +1,17 @@
 //! The Machines API calls the adapter makes, one method per endpoint, over the shared
 //! [`HttpClient`]. Errors all go through [`crate::error::map_error`].
 
+mod lookups;
 mod pace;
 mod script;
 
+pub(crate) use lookups::{KeyLookups, Scope};
 pub(crate) use pace::{Action, Pace};
 pub(crate) use script::{ScriptExec, script_output};
 
 use crate::config::{
-    EXEC_DEFAULT_SECS, LEASE_NONCE_HEADER, MAX_RATE_LIMIT_WAIT, MAX_WAIT, PROVIDER,
-    RATE_LIMIT_ATTEMPTS, REQUEST_ID_HEADER, Settings,
+    EXEC_DEFAULT_SECS, IDEMPOTENCY_LABEL, LEASE_NONCE_HEADER, MAX_RATE_LIMIT_WAIT, MAX_WAIT,
+    PROVIDER, RATE_LIMIT_ATTEMPTS, REQUEST_ID_HEADER, SANDBOX_LABEL, Settings,
 };
 use crate::error::{FailedResponse, documented_retry_after, map_error, reached_state};
 use crate::wire::{
@@ -33,6 +35,8 @@ pub(crate) struct Api {
     pub settings: Arc<Settings>,
     /// The rate of each paced action, shared by every handle of the provider.
     pub pace: Pace,
+    /// Idempotency-key look-ups gathered into shared lists, per provider.
+    pub lookups: Arc<KeyLookups>,
 }
 
 impl Api {
@@ -56,6 +60,7 @@ impl Api {
         Ok(Api {
             http,
             pace: Pace::new(settings.poll_interval),
+            lookups: Arc::default(),
             settings: Arc::new(settings),
         })
     }
@@ -130,14 +135,41 @@ impl Api {
 
     /// `GET …/machines` with `query`, paced per app.
     pub async fn list(&self, query: &[(String, String)]) -> Result<Vec<Machine>> {
+        self.list_asking(|| query.to_vec()).await
+    }
+
+    /// `GET …/machines` with the query `query()` gives right before each send (after the
+    /// pace's turn), paced per app.
+    async fn list_asking(&self, query: impl Fn() -> Vec<(String, String)>) -> Result<Vec<Machine>> {
         self.paced(Action::List, &self.settings.app, || {
             let mut req = self.req(Method::Get, self.machines(), "list", None);
-            for (k, v) in query {
-                req = req.query(k, v);
+            for (k, v) in query() {
+                req = req.query(&k, &v);
             }
             req.send_json()
         })
         .await
+    }
+
+    /// The machines a create with idempotency key `key` looks among, handed to `pick`: a
+    /// `GET …/machines` sent after this call began, shared with the look-ups of other keyed
+    /// creates made meanwhile ([`KeyLookups`]). Alone, it asks for the key's label
+    /// (`metadata.sandbox_sdk_idempotency_key=KEY`); shared, for every machine of ours
+    /// (`metadata.sandbox_sdk=1`).
+    pub async fn list_for_key<R>(
+        &self,
+        key: &str,
+        pick: impl FnOnce(&[Machine]) -> R,
+    ) -> Result<R> {
+        let api = self.clone();
+        let send = move |gather: lookups::Gather| async move {
+            api.list_asking(|| match gather.close() {
+                Scope::Key(key) => vec![(format!("metadata.{IDEMPOTENCY_LABEL}"), key)],
+                Scope::All => vec![(format!("metadata.{SANDBOX_LABEL}"), "1".to_owned())],
+            })
+            .await
+        };
+        self.lookups.look_up(key, send, pick).await
     }
 
     pub async fn update(

@@ -542,6 +542,7 @@ impl Api {
             .filter(|r| public.is_none_or(|p| r.spec["public"] == p))
             .collect();
         matching.sort_by_key(|r| r.seq);
+        let limit = request.page_size(limit);
         let more = matching.len() > limit;
         matching.truncate(limit);
         let next = more.then(|| format!("{:x}", matching.last().map(|r| r.seq).unwrap_or(0)));

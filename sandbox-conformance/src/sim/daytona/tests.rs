@@ -256,6 +256,12 @@ async fn list_filters_by_labels_and_states_and_pages_with_a_cursor() {
         }
     }
     assert_eq!(names, ["sb0", "sb1", "sb2", "sb3", "sb4"]);
+    // Capped, a page holds fewer than asked, with a cursor to the rest.
+    sim.server().set_page_cap(Some(1));
+    let (_, page) = c.get("/api/sandbox?limit=2").await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(page["nextCursor"].is_string());
+    sim.server().set_page_cap(None);
     let (_, page) = c
         .get("/api/sandbox?labels=%7B%22team%22%3A%22odd%22%7D&states=started&states=creating")
         .await;

@@ -595,6 +595,7 @@ fn list(state: &State, request: &SimRequest) -> SimResponse {
         .iter()
         .filter(|sb| after.is_none_or(|a| if desc { sb.seq < a } else { sb.seq > a }))
         .collect();
+    let limit = request.page_size(limit);
     let more = page.len() > limit;
     let page = &page[..page.len().min(limit)];
     let items: Vec<Value> = page.iter().map(|sb| listed(sb)).collect();

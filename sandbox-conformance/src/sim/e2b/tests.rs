@@ -209,6 +209,17 @@ async fn list_pages_with_next_token_newest_first() {
     }
     made.reverse();
     assert_eq!(seen, made);
+    // Capped, a page holds fewer than asked, with a token to the rest.
+    sim.server().set_page_cap(Some(1));
+    let answer = c
+        .api(reqwest::Method::GET, "/v2/sandboxes")
+        .query(&[("limit", "2")])
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.headers().get("x-next-token").is_some());
+    assert_eq!(answer.json::<Vec<Value>>().await.unwrap().len(), 1);
+    sim.server().set_page_cap(None);
     let bad = c
         .api(reqwest::Method::GET, "/v2/sandboxes?nextToken=nonsense")
         .send()

@@ -44,7 +44,9 @@
 //!   `unable to start machine from current state`. Suspend needs `started`; destroy without
 //!   `force` needs a machine that is not running (412 otherwise). A destroyed machine is still
 //!   shown (`state: destroyed`) for [`FlySimBuilder::destroyed_linger`], then 404; lists show
-//!   it with `include_deleted=true`. Stopping a stopped machine succeeds.
+//!   it with `include_deleted=true`. Stopping a stopped machine succeeds. The machine list
+//!   has no pages: every match comes in one answer, so the server's page cap
+//!   ([`crate::sim::SimServer::set_page_cap`]) does not apply.
 //! - **Machines are real**: a machine boots into a fresh directory (its root filesystem, reset
 //!   on every stop, as a stopped Fly Machine boots from its image again) with `config.env`;
 //!   its main process (`init.exec`, or `init.entrypoint` + `init.cmd`) runs for real, and when

@@ -1,0 +1,112 @@
+//! Keyed creates share their idempotency look-ups: Fly paces the machine list per app (1/s
+//! after a burst of 3; PROTOCOL.md §3), so each keyed create listing on its own would make many
+//! creates run at the list's rate. Against the simulator, on a paused clock (the simulator keeps
+//! the API's time on it), many concurrent keyed creates send a handful of lists, still adopt a
+//! machine already made under their key, and a lone keyed create sends the request it always
+//! did.
+
+use sandbox_conformance::sim::Simulator;
+use sandbox_conformance::sim::fly::FlySim;
+use sandbox_fly::FlyProvider;
+use sandbox_sdk_core::prelude::*;
+use sandbox_sdk_core::{CreateSpec, ListFilter};
+use std::time::Duration;
+
+const LABEL: &str = "sandbox_sdk_idempotency_key";
+
+fn adapter(sim: &FlySim) -> FlyProvider {
+    FlyProvider::builder()
+        .token(sim.token())
+        .app(sim.app())
+        .base_url(sim.url())
+        .build()
+        .unwrap()
+}
+
+/// A simulator without its own limits: the creates of this test would pass Fly's create rate;
+/// the list pacing under test is the adapter's own.
+async fn sim() -> FlySim {
+    let sim = FlySim::builder()
+        .start_time(Duration::ZERO)
+        .rate_limits(false)
+        .start()
+        .await
+        .unwrap();
+    sim.server().log().clear();
+    sim
+}
+
+fn lists(sim: &FlySim) -> Vec<String> {
+    sim.server()
+        .log()
+        .entries()
+        .iter()
+        .filter(|e| e.operation == "list")
+        .map(|e| e.query.clone().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_keyed_create_lists_its_key_only() {
+    let sim = sim().await;
+    let fly = adapter(&sim);
+    fly.create(&CreateSpec::new().idempotency_key("job-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lists(&sim),
+        [format!("metadata.{LABEL}=job-1")],
+        "the look-up a lone create sends is unchanged"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_keyed_creates_share_few_lists_and_still_adopt_an_existing_key() {
+    const N: usize = 40;
+    let sim = sim().await;
+    let fly = adapter(&sim);
+    let existing = fly
+        .create(&CreateSpec::new().idempotency_key("job-7"))
+        .await
+        .unwrap();
+    let existing_id = existing.id().to_owned();
+    sim.server().log().clear();
+    let begun = tokio::time::Instant::now();
+    let created = futures::future::join_all((0..N).map(|i| {
+        let fly = &fly;
+        async move {
+            let spec = CreateSpec::new().idempotency_key(format!("job-{i}"));
+            fly.create(&spec).await.unwrap().id().to_owned()
+        }
+    }))
+    .await;
+    let sent = lists(&sim);
+    assert!(
+        sent.len() <= 5,
+        "{N} keyed creates sent {} lists: {sent:?}",
+        sent.len()
+    );
+    // A shared list asks for every machine of the adapter's; each create found its own key.
+    assert!(
+        sent.iter().any(|q| q == "metadata.sandbox_sdk=1"),
+        "{sent:?}"
+    );
+    assert_eq!(
+        created[7], existing_id,
+        "the machine made under job-7 is adopted"
+    );
+    let mut ids = created.clone();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), N, "one machine per key");
+    assert_eq!(sim.sandboxes(), N, "no duplicate of job-7");
+    assert_eq!(sim.server().log().count("create"), N - 1);
+    // The lists went at Fly's rate, not one per create: a few seconds, not forty.
+    assert!(
+        begun.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        begun.elapsed()
+    );
+    let listed = fly.list(&ListFilter::new()).collect::<Vec<_>>().await.len();
+    assert_eq!(listed, N);
+}
