@@ -7,6 +7,7 @@ mod common;
 use common::ws::{self, Script};
 use common::*;
 use sandbox_daytona::{DaytonaBuilder, DaytonaSandbox};
+use sandbox_sdk_core::emulate::EmulateSandbox;
 use sandbox_sdk_core::{Command, ErrorKind, ListOptions, ProcessEvent, Sandbox, SandboxExt};
 use serde_json::json;
 use std::time::Duration;
@@ -1106,6 +1107,46 @@ async fn a_short_command_is_one_request_in_a_reused_session() {
         1,
         "one exec in the kept session"
     );
+}
+
+/// A session command takes no env or cwd (the flag says `false`): a command sent to the
+/// sandbox directly is folded by the adapter with core's `fold_env_cwd`, one sent through
+/// core's emulation layer (what `Client` puts around every provider) is folded there and
+/// passed on unchanged: the same line either way, folded once.
+#[tokio::test]
+async fn env_and_cwd_are_folded_once_with_or_without_the_client_layer() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    mount_new_session(&server).await;
+    let folded = r"(cd -- '/srv' && export GREETING='it'\''s $HOME' && exec 'pwd'
+)";
+    for n in [1, 2] {
+        Mock::given(method("POST"))
+            .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
+            .and(body_json(
+                json!({"command": wrapped_nth(folded, n), "runAsync": false}),
+            ))
+            .respond_with(ok(sync_answer(&format!("c{n}"), "/srv\n", "", 0)))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let sandbox = sandbox_on(common::builder(&server).direct_window(Duration::from_secs(30))).await;
+    assert!(!sandbox.capabilities().flags.per_command_env_cwd);
+    let cmd = Command::new("pwd")
+        .cwd("/srv")
+        .env("GREETING", "it's $HOME");
+    let direct = sandbox.run(&cmd).await.unwrap();
+    let layered = EmulateSandbox::new(Box::new(sandbox.clone()))
+        .run(&cmd)
+        .await
+        .unwrap();
+    for out in [direct, layered] {
+        assert_eq!(
+            (out.stdout_lossy(), out.status.code),
+            ("/srv\n".into(), Some(0))
+        );
+    }
 }
 
 /// Mounts `POST /toolbox/sb1/process/session` making any session (201).
