@@ -93,57 +93,71 @@ impl MarkScanner {
     }
 
     /// Feeds one chunk; returns the bytes that are certainly output.
+    ///
+    /// Linear in the chunk whatever it holds: every byte is looked at a bounded number of
+    /// times (at most the token's length plus the longest value the rule accepts).
     pub fn push(&mut self, chunk: &[u8]) -> Bytes {
         self.held.extend_from_slice(chunk);
         let mut out = Vec::new();
+        // `held[..at]` is passed on or taken out; the rest is still to be decided.
+        let mut at = 0;
+        let token = self.token.len();
         loop {
+            let rest = &self.held[at..];
             match &self.state {
-                State::Scanning => match find(&self.held, &self.token) {
-                    Some(at) => {
-                        out.extend(self.held.drain(..at));
+                State::Scanning => match find(rest, &self.token) {
+                    Some(i) => {
+                        out.extend_from_slice(&rest[..i]);
+                        at += i;
                         self.state = State::Value;
                     }
                     None => {
-                        let keep = longest_prefix_suffix(&self.held, &self.token);
-                        out.extend(self.held.drain(..self.held.len() - keep));
+                        let keep = longest_prefix_suffix(rest, &self.token);
+                        out.extend_from_slice(&rest[..rest.len() - keep]);
+                        at += rest.len() - keep;
                         break;
                     }
                 },
-                State::Value => {
-                    let value = &self.held[self.token.len()..];
-                    match value.iter().position(|b| *b == b'\n') {
-                        Some(end) if (self.accept)(&value[..end], true) => {
-                            let line = self.token.len() + end + 1;
-                            self.state = State::Seen(value[..end].to_vec());
-                            if !self.at_end {
-                                self.held.drain(..line);
-                            }
+                State::Value => match read_value(&rest[token..], self.accept) {
+                    Read::Line(end) => {
+                        self.state = State::Seen(rest[token..token + end].to_vec());
+                        if !self.at_end {
+                            at += token + end + 1;
                         }
-                        None if (self.accept)(value, false) => break,
-                        _ => self.not_a_mark(&mut out),
                     }
+                    Read::Partial => break,
+                    Read::Refused => {
+                        // The token began no mark line: its first byte is output, and scanning
+                        // goes on from the next (another token may start inside this one).
+                        out.push(rest[0]);
+                        at += 1;
+                        self.state = State::Scanning;
+                    }
+                },
+                State::Seen(_) if !self.at_end => {
+                    out.extend_from_slice(rest);
+                    at = self.held.len();
+                    break;
                 }
                 State::Seen(value) => {
-                    if !self.at_end {
-                        out.append(&mut self.held);
-                        break;
-                    }
-                    if self.held.len() == self.token.len() + value.len() + 1 {
+                    if rest.len() == token + value.len() + 1 {
                         break;
                     }
                     // More after the mark line: it was output.
-                    self.not_a_mark(&mut out);
+                    out.push(rest[0]);
+                    at += 1;
+                    self.state = State::Scanning;
                 }
             }
         }
+        self.held.drain(..at);
         Bytes::from(out)
     }
 
-    /// The token at the start of `held` began no mark line: its first byte is output, and
-    /// scanning goes on from the next one (another token may start inside this one).
-    fn not_a_mark(&mut self, out: &mut Vec<u8>) {
-        out.push(self.held.remove(0));
-        self.state = State::Scanning;
+    /// How many bytes are held back: at most the token and the longest value the rule
+    /// accepts, with its newline, whatever was pushed.
+    pub fn held_len(&self) -> usize {
+        self.held.len()
     }
 
     /// Ends the stream: returns the held-back bytes that were output. Whether a mark was seen,
@@ -157,6 +171,38 @@ impl MarkScanner {
             self.held.clear();
         }
         Bytes::from(std::mem::take(&mut self.held))
+    }
+}
+
+/// What the bytes after a token are.
+enum Read {
+    /// A whole value the rule accepts, ending at this index (the newline's).
+    Line(usize),
+    /// The beginning of a value the rule accepts; the newline has not come yet.
+    Partial,
+    /// Not a value the rule accepts.
+    Refused,
+}
+
+/// Reads `value` (the bytes after a token) byte by byte, stopping at the first the rule
+/// refuses, so a long run of bytes after a token is never read further than the rule allows.
+fn read_value(value: &[u8], accept: ValueRule) -> Read {
+    for (i, b) in value.iter().enumerate() {
+        if *b == b'\n' {
+            return if accept(&value[..i], true) {
+                Read::Line(i)
+            } else {
+                Read::Refused
+            };
+        }
+        if !accept(&value[..=i], false) {
+            return Read::Refused;
+        }
+    }
+    if accept(value, false) {
+        Read::Partial
+    } else {
+        Read::Refused
     }
 }
 
@@ -328,6 +374,28 @@ mod tests {
                 "split at {split}"
             );
         }
+    }
+
+    /// Output made of endless token beginnings, or a token followed by an endless value, is
+    /// passed on: what is held stays within one mark line, and a large chunk of tokens is
+    /// read in linear time.
+    #[test]
+    fn held_bytes_stay_within_one_mark_line() {
+        let mut scan = MarkScanner::new("@@@@", digits);
+        let bound = 4 + 3 + 1;
+        for piece in [&b"@@@"[..], b"@@@@12", b"@@@@1234567", b"@"] {
+            for _ in 0..1000 {
+                scan.push(piece);
+                assert!(scan.held_len() <= bound, "{}", scan.held_len());
+            }
+        }
+        let tokens = b"@@@@".repeat(1 << 18);
+        let before = scan.held_len();
+        assert_eq!(
+            scan.push(&tokens).len() + scan.held_len(),
+            tokens.len() + before
+        );
+        assert!(scan.held_len() <= bound);
     }
 
     /// Streams made of pieces that look like the token, its beginnings, values and newlines.
