@@ -7,7 +7,6 @@ mod common;
 use common::ws::{self, Script};
 use common::*;
 use sandbox_daytona::{DaytonaBuilder, DaytonaSandbox};
-use sandbox_sdk_core::emulate::EmulateSandbox;
 use sandbox_sdk_core::{Command, ErrorKind, ListOptions, ProcessEvent, Sandbox, SandboxExt};
 use serde_json::json;
 use std::time::Duration;
@@ -1132,21 +1131,7 @@ async fn env_and_cwd_are_folded_once_with_or_without_the_client_layer() {
             .await;
     }
     let sandbox = sandbox_on(common::builder(&server).direct_window(Duration::from_secs(30))).await;
-    assert!(!sandbox.capabilities().flags.per_command_env_cwd);
-    let cmd = Command::new("pwd")
-        .cwd("/srv")
-        .env("GREETING", "it's $HOME");
-    let direct = sandbox.run(&cmd).await.unwrap();
-    let layered = EmulateSandbox::new(Box::new(sandbox.clone()))
-        .run(&cmd)
-        .await
-        .unwrap();
-    for out in [direct, layered] {
-        assert_eq!(
-            (out.stdout_lossy(), out.status.code),
-            ("/srv\n".into(), Some(0))
-        );
-    }
+    sandbox_conformance::checks::env_cwd_folded_once(&sandbox).await;
 }
 
 /// Mounts `POST /toolbox/sb1/process/session` making any session (201).

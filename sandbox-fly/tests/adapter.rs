@@ -7,7 +7,6 @@ use futures::TryStreamExt;
 use sandbox_conformance::cassette::{self, Cassette, Placeholders};
 use sandbox_conformance::replay::ReplayServer;
 use sandbox_fly::{FlyBuilder, FlyProvider, MachineConfig};
-use sandbox_sdk_core::emulate::EmulateSandbox;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, CreateSpec, ErrorKind};
 use std::time::Duration;
@@ -343,23 +342,9 @@ async fn short_commands_use_one_buffered_exec_with_stdin_and_signals() {
 #[tokio::test]
 async fn env_and_cwd_are_folded_once_with_or_without_the_client_layer() {
     let r = Replay::start("fly_direct_env_cwd").await;
-    let sandbox = r.provider().connect_machine(ID).await.unwrap();
-    assert!(!sandbox.capabilities().flags.per_command_env_cwd);
-    let cmd = Command::new("pwd")
-        .cwd("/srv")
-        .env("GREETING", "it's $HOME")
-        .timeout(Duration::from_secs(5));
-    let direct = sandbox.run(&cmd).await.unwrap();
-    let layered = EmulateSandbox::new(Box::new(sandbox.clone()))
-        .run(&cmd)
-        .await
-        .unwrap();
-    for out in [direct, layered] {
-        assert_eq!(
-            (out.stdout_lossy(), out.status.code),
-            ("/srv\n".into(), Some(0))
-        );
-    }
+    let fly = r.builder().prefer_direct_exec(true).build().unwrap();
+    let sandbox = fly.connect_machine(ID).await.unwrap();
+    sandbox_conformance::checks::env_cwd_folded_once(&sandbox).await;
     r.verify().await;
 }
 
