@@ -143,16 +143,22 @@ pub enum StreamBody {
 const READER_CHUNK: usize = 256 * 1024;
 
 impl StreamBody {
-    /// The body for reqwest; each chunk taken counts as progress for an idle bound.
-    fn into_reqwest(self, progress: Option<Progress>) -> reqwest::Body {
-        let stream: ByteStream = match self {
+    /// The body as chunks; a reader is read 256 KiB at a time (use this, not
+    /// `ReaderStream::new`, to wrap an [`UploadBody`], e.g. to count or inspect what is sent).
+    pub fn into_stream(self) -> ByteStream {
+        match self {
             StreamBody::Stream(stream) => stream,
             StreamBody::Reader(reader) => {
                 tokio_util::io::ReaderStream::with_capacity(reader, READER_CHUNK)
                     .map(|chunk| chunk.map_err(Error::from))
                     .boxed()
             }
-        };
+        }
+    }
+
+    /// The body for reqwest; each chunk taken counts as progress for an idle bound.
+    fn into_reqwest(self, progress: Option<Progress>) -> reqwest::Body {
+        let stream = self.into_stream();
         match progress {
             Some(progress) => reqwest::Body::wrap_stream(stream.inspect(move |_| progress.touch())),
             None => reqwest::Body::wrap_stream(stream),

@@ -5,6 +5,7 @@ use crate::api::toolbox::Toolbox;
 use crate::wire::FileInfoDto;
 use bytes::Bytes;
 use futures::StreamExt;
+use sandbox_sdk_core::http::StreamBody;
 use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
     Download, Error, FileInfo, FileKind, ListOptions, Result, Transfer, UploadBody, validate_path,
@@ -224,11 +225,13 @@ fn file_info(requested: &str, parent: Option<&str>, dto: &FileInfoDto) -> FileIn
     }
 }
 
-/// Counts bytes as an upload stream is read.
+/// Counts bytes as an upload stream is read (through the transport's reader path: 256 KiB reads,
+/// where `ReaderStream::new`'s 4 KiB made uploads 1.76x slower than a raw client in the bench).
 fn counted(body: UploadBody, counter: Arc<AtomicU64>) -> sandbox_sdk_core::ByteStream {
-    tokio_util::io::ReaderStream::new(body)
+    StreamBody::from(body)
+        .into_stream()
         .map(move |chunk| {
-            let chunk = chunk.map_err(Error::from)?;
+            let chunk = chunk?;
             counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             Ok(chunk)
         })

@@ -1,236 +1,166 @@
 //! The Daytona adapter against raw `reqwest` doing the same protocol exchange, both on the
-//! loopback Daytona server of [`crate::daytona_server`] in the same run.
+//! Daytona simulator (served from a child process) in the same run: real state transitions
+//! (`DEFAULT_TRANSITION` each), sessions that are real shells, and the log WebSocket that
+//! closes only about a second after the command's end, as Daytona's does.
 
-use crate::daytona_server;
+use crate::adapter::{self, Raw, Transfer, check_len};
 use crate::harness::{
-    Config, Record, Result, Timings, interleaved, iqr_percent, latency_record, memory_record,
-    memory_runs, probe_runs,
+    Config, Result, interleaved, latency_record, latency_rows, memory_record, memory_runs,
+    probe_runs,
 };
-use sandbox_daytona::{DaytonaBuilder, DaytonaProvider, DaytonaSandbox, LogFollow};
-use sandbox_sdk_core::{Command, CreateSpec, ProcessEvent, Provider, Sandbox, SandboxExt};
+use crate::sim::SimChild;
+use futures::StreamExt;
+use sandbox_conformance::sim::daytona::{DEFAULT_FOLLOW_LINGER, DEFAULT_TRANSITION};
+use sandbox_daytona::{DEFAULT_SDK_VERSION, DaytonaBuilder, LogFollow};
+use sandbox_sdk_core::{Command, CreateSpec, ProcessEvent, Provider};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 const GROUP: &str = "daytona";
 const RAW_EXEC: &str = "raw reqwest: one synchronous session exec of the same line";
-const RAW_LIFECYCLE: &str = "raw reqwest: the same create/stop/destroy calls and state looks";
-const RAW_FIRST: &str = "raw reqwest: create, look, make a session, one synchronous exec";
-const RAW_POLL: &str = "raw reqwest: poll the command, then read its JSON logs whole";
-/// The line `run(Command::shell("echo hi"))` sends as a handle's first command: the raw
-/// baseline sends this very line, so the sandbox does the same work and only the protocol
-/// exchange differs.
-const SAME_LINE: &str = "(: sdk-cmd-1; (echo hi\n); s=$?; printf '%s:%s\\n' __sandbox_sdk_end_of_output__ \"$s\"; printf '%s\\n' __sandbox_sdk_end_of_output__ >&2; exit $s)";
-/// Output of the memory probe's command.
+/// The marks the adapter wraps every command line in (`exec/marks.rs`), so the raw baseline
+/// sends the same line and the sandbox does the same work.
+const END_MARK: &str = "__sandbox_sdk_end_of_output__";
+/// The file the transfer rows move (relative: the sandbox's working directory).
+const FILE: &str = "bench.bin";
+/// Output of the poll-mode memory probe's command.
 const FOLLOWED: u64 = 32 << 20;
 
-fn builder(addr: SocketAddr) -> DaytonaBuilder {
-    DaytonaProvider::builder()
-        .api_key("dtn_loopback_bench")
-        .api_url(format!("http://{addr}/api"))
-        .toolbox_url(format!("http://{addr}/toolbox"))
-}
-
-async fn sandbox(builder: DaytonaBuilder) -> Result<DaytonaSandbox> {
-    Ok(builder.build()?.get("sb-bench").await?)
-}
-
-fn raw_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder().use_rustls_tls().build()?)
-}
-
-async fn raw_json(request: reqwest::RequestBuilder) -> Result<Value> {
-    let response = request
-        .bearer_auth("dtn_loopback_bench")
-        .send()
-        .await?
-        .error_for_status()?;
-    let body = response.bytes().await?;
-    Ok(if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&body)?
-    })
-}
-
-/// One synchronous session exec of [`SAME_LINE`] in `session` (made by the caller).
-async fn raw_exec(raw: &reqwest::Client, addr: SocketAddr, sb: &str, session: &str) -> Result {
-    let answer = raw_json(
-        raw.post(format!(
-            "http://{addr}/toolbox/{sb}/process/session/{session}/exec"
-        ))
-        .json(&json!({"command": SAME_LINE, "runAsync": false})),
+/// `line` as the adapter sends it: a no-op label, the command, then the end marks.
+fn wrapped(line: &str) -> String {
+    format!(
+        "(: sdk-cmd-1; ({line}\n); s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
     )
-    .await?;
-    if !answer["stdout"].as_str().unwrap_or("").starts_with("hi\n") {
-        return Err(format!("raw exec answered {answer}").into());
-    }
-    Ok(())
-}
-
-async fn raw_session(raw: &reqwest::Client, addr: SocketAddr, sb: &str, session: &str) -> Result {
-    raw_json(
-        raw.post(format!("http://{addr}/toolbox/{sb}/process/session"))
-            .json(&json!({"sessionId": session})),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn sdk_run(sandbox: &DaytonaSandbox) -> Result {
-    let out = sandbox.run(&Command::shell("echo hi")).await?;
-    if out.stdout != b"hi\n"[..] || out.status.code != Some(0) {
-        return Err(format!("run answered {out:?}").into());
-    }
-    Ok(())
-}
-
-/// The p95 of per-run seconds, in µs.
-fn p95_us(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * 0.95).round() as usize] * 1e6
-}
-
-/// A p95 row beside the median row of the same timings (one run per timing).
-fn p95_record<'a>(name: String, baseline_name: &'a str, t: &Timings, notes: String) -> Record<'a> {
-    Record {
-        group: GROUP,
-        name,
-        baseline_name,
-        unit: "µs/op",
-        higher_is_better: false,
-        sdk: p95_us(&t.sdk),
-        baseline: p95_us(&t.baseline),
-        iterations: t.sdk.len(),
-        iqr_percent: iqr_percent(&t.sdk).max(iqr_percent(&t.baseline)),
-        notes,
-    }
-}
-
-/// Config for rows of single runs: enough runs for a p95.
-fn per_run(config: &Config) -> Config {
-    Config {
-        warmup: 3,
-        iterations: if config.iterations <= 3 { 40 } else { 300 },
-        ..*config
-    }
 }
 
 /// Every row of the group.
 pub async fn run(config: &Config) -> Result {
-    let addr = daytona_server::start().await?;
-    let raw = raw_client()?;
-    raw_session(&raw, addr, "sb-bench", "raw-run").await?;
-    let runs = per_run(config);
+    let sim = SimChild::start(GROUP, false, "")?;
+    let builder = || DaytonaBuilder::from_lookup(|name| sim.var(name));
+    let provider = builder().build()?;
+    let sandbox = provider.create(&CreateSpec::new()).await?;
+    let var = |name: &str| sim.var(name);
+    let raw = DaytonaRaw::connect(&var, sandbox.id()).await?;
+    let runs = adapter::per_run(config);
 
-    let modes: [(&str, DaytonaBuilder, &str); 3] = [
+    let modes: [(&str, DaytonaBuilder, String); 3] = [
         (
             "direct window (default)",
-            builder(addr),
+            builder(),
             "the command ends within the 1 s direct window, so run() is one synchronous \
-             session exec in a pooled session, like the baseline",
+             session exec in a pooled session, like the baseline"
+                .to_owned(),
         ),
         (
             "followed over the log WebSocket",
-            builder(addr).direct_window(Duration::ZERO),
-            "async exec, then the log WebSocket until both end marks (the server would close \
-             only ~1 s after the end, §4.2; the end marks make that wait unnecessary)",
+            builder().direct_window(Duration::ZERO),
+            format!(
+                "async exec, then the log WebSocket until both end marks (the simulator closes \
+                 it only {} ms after the end, as Daytona does; the end marks make that wait \
+                 unnecessary)",
+                DEFAULT_FOLLOW_LINGER.as_millis()
+            ),
         ),
         (
             "followed by polling (LogFollow::Poll)",
-            builder(addr)
+            builder()
                 .direct_window(Duration::ZERO)
                 .log_follow(LogFollow::Poll),
-            "async exec, then polls of the command and its whole JSON log (the endpoint has \
-             no offset) until the end marks",
+            "async exec, then polls of the command and its log until the end marks".to_owned(),
         ),
     ];
     for (mode, builder, how) in modes {
-        let sandbox = sandbox(builder).await?;
-        let before = daytona_server::requests();
-        let mut sdk_runs = 0u64;
-        let timings = interleaved(
-            &runs,
-            async || {
-                sdk_runs += 1;
-                sdk_run(&sandbox).await
-            },
-            async || raw_exec(&raw, addr, "sb-bench", "raw-run").await,
-        )
-        .await?;
-        let baseline_requests = timings.baseline.len() as u64 + runs.warmup as u64;
-        let sdk_requests = daytona_server::requests() - before - baseline_requests;
-        let per = sdk_requests as f64 / sdk_runs as f64;
-        let notes = format!("{how}; {per:.2} requests per run (the baseline: 1)");
-        latency_record(
+        let sandbox = builder.build()?.connect(sandbox.id()).await?;
+        sim.requests()?;
+        let timings = adapter::run_timings(&runs, Duration::ZERO, &*sandbox, &raw).await?;
+        let runs = (runs.warmup + runs.iterations) as u64;
+        let per = (sim.requests()? - runs) as f64 / runs as f64;
+        latency_rows(
             GROUP,
-            format!("run(\"echo hi\"), {mode}: median"),
-            RAW_EXEC,
-            1,
-            &timings,
-            notes.clone(),
-        )
-        .emit();
-        p95_record(
-            format!("run(\"echo hi\"), {mode}: p95"),
+            &format!("run(\"echo hi\"), {mode}"),
             RAW_EXEC,
             &timings,
-            notes,
-        )
-        .emit();
+            &format!("{how}; {per:.2} requests per run (the baseline: 1)"),
+        );
     }
 
-    lifecycle(config, addr, &raw).await?;
-    first_exec(config, addr, &raw).await?;
-    memory(config, addr)?;
+    adapter::stream_row(
+        GROUP,
+        config,
+        Duration::ZERO,
+        config.big / 16,
+        &*sandbox,
+        &raw,
+        "raw reqwest: one synchronous session exec, the output whole in its JSON answer",
+        "the SDK streams: async exec, then the log WebSocket (≤ 1 KiB binary frames, each \
+         line behind its 3-byte stream marker) until both end marks; a raw client cannot \
+         demultiplex that stream without writing the adapter again, so its baseline is the \
+         protocol's one-request way to the same output (buffered whole, no stream)"
+            .to_owned(),
+    )
+    .await?;
+
+    let transfer = Transfer {
+        path: FILE,
+        n: config.big,
+        rest: Duration::ZERO,
+    };
+    adapter::transfer_rows(
+        GROUP,
+        config,
+        &transfer,
+        &*sandbox,
+        &raw,
+        (
+            "raw reqwest: the same multipart `POST /files/bulk-upload`, the file streamed",
+            "both send one multipart form (`files[0].path`, then `files[0].file` streamed from \
+             the file) and read the daemon's answer"
+                .to_owned(),
+        ),
+        (
+            "raw reqwest `GET /files/download`, `bytes_stream`",
+            "`GET /files/download?path=` streamed; the SDK adds the transfer idle bound per chunk"
+                .to_owned(),
+        ),
+    )
+    .await?;
+    let memory = Transfer {
+        n: config.bigger,
+        ..transfer
+    };
+    adapter::memory_rows(
+        GROUP,
+        config,
+        &sim,
+        sandbox.id(),
+        &memory,
+        "raw reqwest, same exchange",
+        "the same requests as the rows above",
+    )?;
+    poll_memory(config, &sim, sandbox.id())?;
+
+    lifecycle(config, &provider, &raw).await?;
+    adapter::first_exec_row(
+        GROUP,
+        config,
+        &provider,
+        &raw,
+        "raw reqwest: create, look until started, make a session, one synchronous exec",
+        format!(
+            "the simulator takes {} ms to create a sandbox and answers the create only then \
+             (with the state from before: a look must follow); then the pooled session and \
+             run(\"echo hi\") in the direct window",
+            DEFAULT_TRANSITION.as_millis()
+        ),
+    )
+    .await?;
+    sandbox.destroy().await?;
     Ok(())
 }
 
-async fn raw_state(raw: &reqwest::Client, addr: SocketAddr, id: &str) -> Result<Option<String>> {
-    let response = raw
-        .get(format!("http://{addr}/api/sandbox/{id}"))
-        .bearer_auth("dtn_loopback_bench")
-        .send()
-        .await?;
-    if response.status() == 404 {
-        return Ok(None);
-    }
-    let dto: Value = response.error_for_status()?.json().await?;
-    Ok(dto["state"].as_str().map(str::to_owned))
-}
-
-/// Looks at the sandbox until `want` (`None`: gone), as quickly as the server answers.
-async fn raw_until(
-    raw: &reqwest::Client,
-    addr: SocketAddr,
-    id: &str,
-    want: Option<&str>,
-) -> Result {
-    for _ in 0..1000 {
-        if raw_state(raw, addr, id).await?.as_deref() == want {
-            return Ok(());
-        }
-    }
-    Err(format!("sandbox {id} never reached {want:?}").into())
-}
-
-async fn raw_create(raw: &reqwest::Client, addr: SocketAddr) -> Result<String> {
-    let dto = raw_json(
-        raw.post(format!("http://{addr}/api/sandbox"))
-            .json(&json!({"labels": {}})),
-    )
-    .await?;
-    let id = dto["id"].as_str().ok_or("no id")?.to_owned();
-    raw_until(raw, addr, &id, Some("started")).await?;
-    Ok(id)
-}
-
-async fn lifecycle(config: &Config, addr: SocketAddr, raw: &reqwest::Client) -> Result {
-    let provider = builder(addr).build()?;
+/// Create, stop and destroy with every state wait, against the same calls and looks by hand.
+async fn lifecycle(config: &Config, provider: &dyn Provider, raw: &DaytonaRaw) -> Result {
     let timings = interleaved(
         config,
         async || {
@@ -240,159 +170,289 @@ async fn lifecycle(config: &Config, addr: SocketAddr, raw: &reqwest::Client) -> 
             Ok(())
         },
         async || {
-            let id = raw_create(raw, addr).await?;
-            raw_json(raw.post(format!("http://{addr}/api/sandbox/{id}/stop"))).await?;
-            raw_until(raw, addr, &id, Some("stopped")).await?;
-            raw_json(raw.delete(format!("http://{addr}/api/sandbox/{id}"))).await?;
-            raw_until(raw, addr, &id, None).await
+            let id = raw.create().await?;
+            raw.api(reqwest::Method::POST, &format!("sandbox/{id}/stop"))
+                .await?;
+            raw.until(&id, Some("stopped")).await?;
+            raw.api(reqwest::Method::DELETE, &format!("sandbox/{id}"))
+                .await?;
+            raw.until(&id, None).await
         },
     )
     .await?;
     latency_record(
         GROUP,
-        "create + stop + destroy (instant server)".into(),
-        RAW_LIFECYCLE,
+        "create + stop + destroy".into(),
+        "raw reqwest: the same create/stop/destroy calls, looking at the state back to back",
         1,
         &timings,
-        "the server finishes every transition at once, so this is the adapter's own cost: \
-         each state wait looks at once after the call's answer (then 25 ms doubling), never a \
-         whole poll interval; real Daytona's create takes seconds, which no client can shorten"
-            .into(),
+        format!(
+            "each transition takes {} ms in the simulator; the raw client looks at the state \
+             again the moment an answer comes, the SDK looks at once after each call and then \
+             backs off from 25 ms (never a whole poll interval); real Daytona's create takes \
+             seconds, which no client can shorten",
+            DEFAULT_TRANSITION.as_millis()
+        ),
     )
     .emit();
     Ok(())
 }
 
-async fn first_exec(config: &Config, addr: SocketAddr, raw: &reqwest::Client) -> Result {
-    let provider = builder(addr).build()?;
-    let timings = interleaved(
-        config,
-        async || {
-            let sandbox = provider.create(&CreateSpec::new()).await?;
-            let out = sandbox.run(&Command::shell("echo hi")).await?;
-            if out.stdout != b"hi\n"[..] {
-                return Err("wrong output".into());
-            }
-            Ok(())
-        },
-        async || {
-            let id = raw_create(raw, addr).await?;
-            // The server's session names are global, like a sandbox's: one per sandbox.
-            let session = format!("raw-first-{id}");
-            raw_session(raw, addr, &id, &session).await?;
-            raw_exec(raw, addr, &id, &session).await
-        },
-    )
-    .await?;
-    latency_record(
-        GROUP,
-        "create-to-first-exec (instant server)".into(),
-        RAW_FIRST,
-        1,
-        &timings,
-        "create, wait for started, make the pooled session, run(\"echo hi\") in the direct \
-         window; sandboxes are left to the server"
-            .into(),
-    )
-    .emit();
-    Ok(())
-}
-
-/// The probe case name for one path against the parent's server at `addr`.
-fn case(path: &str, addr: SocketAddr) -> String {
-    format!("daytona-{path}@{addr}")
-}
-
-fn memory(config: &Config, addr: SocketAddr) -> Result {
+fn poll_memory(config: &Config, sim: &SimChild, id: &str) -> Result {
     let runs = memory_runs(config);
-    let sdk = probe_runs(&case("poll", addr), FOLLOWED, runs)?;
-    let baseline = probe_runs(&case("raw-poll", addr), FOLLOWED, runs)?;
+    let mut env = sim.vars().to_vec();
+    env.push(("BENCH_SANDBOX".to_owned(), id.to_owned()));
+    let sdk = probe_runs("daytona-poll", FOLLOWED, runs, &env)?;
+    let baseline = probe_runs("daytona-raw-poll", FOLLOWED, runs, &env)?;
     memory_record(
         GROUP,
         format!(
             "peak RSS growth following {} MiB of output in poll mode",
             FOLLOWED >> 20
         ),
-        RAW_POLL,
+        "raw reqwest: poll the command, then read its JSON logs whole",
         &sdk,
         &baseline,
-        "each in a fresh process against the parent's server; the SDK's events are counted, \
-         not kept, and every poll's whole log is scanned as it streams (one chunk held); the \
-         baseline reads the finished log's JSON whole, as a client without a streaming parser \
-         must"
+        "each in a fresh process, the simulator in its own; the SDK's events are counted, not \
+         kept; the baseline reads the finished log's JSON whole, as a client without a \
+         streaming parser must"
             .into(),
     )
     .emit();
     Ok(())
 }
 
-/// The command of the memory probe: `n` bytes of 64-byte lines on stdout.
-fn printing(n: u64) -> String {
-    format!("yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -c {n}")
-}
-
-/// Runs the memory probe `case` (`daytona-poll@ADDR` or `daytona-raw-poll@ADDR`) for `n`
-/// bytes; `None` when `case` is not one of this group's.
+/// Runs a memory probe of this group (`daytona-poll`, `daytona-raw-poll` or a transfer probe)
+/// for `n` bytes; `None` when `case` is not one of this group's.
 pub async fn probe(case: &str, n: u64) -> Result<Option<u64>> {
-    let Some(rest) = case.strip_prefix("daytona-") else {
-        return Ok(None);
-    };
-    let (path, addr) = rest
-        .split_once('@')
-        .ok_or("a daytona probe names its server")?;
-    let addr: SocketAddr = addr.parse()?;
-    let growth = match path {
-        "poll" => {
-            let sandbox = sandbox(
-                builder(addr)
-                    .direct_window(Duration::ZERO)
-                    .log_follow(LogFollow::Poll),
-            )
+    if !matches!(case, "daytona-poll" | "daytona-raw-poll") {
+        return adapter::probe::<DaytonaRaw>(case, n, GROUP).await;
+    }
+    let var = |name: &str| std::env::var(name).ok();
+    let id = var("BENCH_SANDBOX").ok_or("a poll probe needs BENCH_SANDBOX")?;
+    let growth = if case == "daytona-poll" {
+        let sandbox = DaytonaBuilder::from_lookup(var)
+            .direct_window(Duration::ZERO)
+            .log_follow(LogFollow::Poll)
+            .build()?
+            .connect(&id)
             .await?;
-            crate::harness::peak_growth(async || {
-                let mut process = sandbox.exec(&Command::shell(printing(n))).await?;
-                let mut bytes = 0u64;
-                while let Some(event) = process.next_event().await {
-                    if let ProcessEvent::Stdout(chunk) = event? {
-                        bytes += chunk.len() as u64;
-                    }
+        crate::harness::peak_growth(async || {
+            let mut process = sandbox.exec(&Command::shell(adapter::printing(n))).await?;
+            let mut bytes = 0u64;
+            while let Some(event) = process.next_event().await {
+                if let ProcessEvent::Stdout(chunk) = event? {
+                    bytes += chunk.len() as u64;
                 }
-                if bytes != n {
-                    return Err(format!("followed {bytes} bytes, expected {n}").into());
-                }
-                Ok(())
-            })
+            }
+            check_len(bytes, n)
+        })
+        .await?
+    } else {
+        let raw = DaytonaRaw::connect(&var, &id).await?;
+        crate::harness::peak_growth(async || check_len(raw.polled(&adapter::printing(n)).await?, n))
             .await?
-        }
-        "raw-poll" => {
-            let raw = raw_client()?;
-            let session = format!("raw-mem-{}", std::process::id());
-            raw_session(&raw, addr, "sb-bench", &session).await?;
-            let base = format!("http://{addr}/toolbox/sb-bench/process/session/{session}");
-            crate::harness::peak_growth(async || {
-                let answer = raw_json(
-                    raw.post(format!("{base}/exec"))
-                        .json(&json!({"command": printing(n), "runAsync": true})),
-                )
-                .await?;
-                let cid = answer["cmdId"].as_str().ok_or("no cmdId")?.to_owned();
-                loop {
-                    let command = raw_json(raw.get(format!("{base}/command/{cid}"))).await?;
-                    if !command["exitCode"].is_null() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                let logs = raw_json(raw.get(format!("{base}/command/{cid}/logs"))).await?;
-                let got = logs["stdout"].as_str().map_or(0, str::len) as u64;
-                if got != n {
-                    return Err(format!("read {got} bytes, expected {n}").into());
-                }
-                Ok(())
-            })
-            .await?
-        }
-        _ => return Ok(None),
     };
     Ok(Some(growth))
+}
+
+/// The headers the adapter sends on every request (the daemon keeps stdout and stderr apart
+/// only for a recent enough `X-Daytona-SDK-Version`).
+fn sdk_headers() -> Result<reqwest::header::HeaderMap> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("X-Daytona-Source", "sdk-rust".parse()?);
+    headers.insert("X-Daytona-SDK-Version", DEFAULT_SDK_VERSION.parse()?);
+    Ok(headers)
+}
+
+/// The raw client: the API key and one sandbox with a session of its own.
+struct DaytonaRaw {
+    client: reqwest::Client,
+    /// The simulator's URL: the API under `/api`, the toolbox under `/toolbox`.
+    url: String,
+    key: String,
+    id: String,
+    session: String,
+}
+
+impl DaytonaRaw {
+    async fn json(&self, request: reqwest::RequestBuilder) -> Result<Value> {
+        let body = request
+            .bearer_auth(&self.key)
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        Ok(if body.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&body)?
+        })
+    }
+
+    async fn api(&self, method: reqwest::Method, path: &str) -> Result<Value> {
+        let url = format!("{}/api/{path}", self.url);
+        self.json(self.client.request(method, url)).await
+    }
+
+    fn toolbox(&self, method: reqwest::Method, id: &str, path: &str) -> reqwest::RequestBuilder {
+        let url = format!("{}/toolbox/{id}/{path}", self.url);
+        self.client.request(method, url).bearer_auth(&self.key)
+    }
+
+    async fn state(&self, id: &str) -> Result<Option<String>> {
+        let url = format!("{}/api/sandbox/{id}", self.url);
+        let response = self.client.get(url).bearer_auth(&self.key).send().await?;
+        if response.status() == 404 {
+            return Ok(None);
+        }
+        let dto: Value = response.error_for_status()?.json().await?;
+        Ok(dto["state"].as_str().map(str::to_owned))
+    }
+
+    /// Looks at the sandbox until `want` (`None`: gone), as quickly as the server answers.
+    async fn until(&self, id: &str, want: Option<&str>) -> Result {
+        for _ in 0..100_000 {
+            if self.state(id).await?.as_deref() == want {
+                return Ok(());
+            }
+        }
+        Err(format!("sandbox {id} never reached {want:?}").into())
+    }
+
+    async fn create(&self) -> Result<String> {
+        let url = format!("{}/api/sandbox", self.url);
+        let dto = self
+            .json(self.client.post(url).json(&json!({"labels": {}})))
+            .await?;
+        let id = dto["id"].as_str().ok_or("no id")?.to_owned();
+        self.until(&id, Some("started")).await?;
+        Ok(id)
+    }
+
+    async fn make_session(&self, id: &str, session: &str) -> Result {
+        let request = self.toolbox(reqwest::Method::POST, id, "process/session");
+        self.json(request.json(&json!({"sessionId": session})))
+            .await?;
+        Ok(())
+    }
+
+    /// One synchronous session exec of [`wrapped`]`(line)`; the stdout before the end mark.
+    async fn exec(&self, id: &str, session: &str, line: &str) -> Result<u64> {
+        let path = format!("process/session/{session}/exec");
+        let request = self.toolbox(reqwest::Method::POST, id, &path);
+        let answer = self
+            .json(request.json(&json!({"command": wrapped(line), "runAsync": false})))
+            .await?;
+        let stdout = answer["stdout"].as_str().unwrap_or("");
+        let end = stdout
+            .find(END_MARK)
+            .ok_or_else(|| format!("no end mark in the exec answer {answer}"))?;
+        Ok(end as u64)
+    }
+
+    /// Async exec of `line`, polls until it exits, then its JSON logs read whole; the stdout
+    /// length.
+    async fn polled(&self, line: &str) -> Result<u64> {
+        let base = format!("process/session/{}", self.session);
+        let request = self.toolbox(reqwest::Method::POST, &self.id, &format!("{base}/exec"));
+        let answer = self
+            .json(request.json(&json!({"command": line, "runAsync": true})))
+            .await?;
+        let cid = answer["cmdId"].as_str().ok_or("no cmdId")?.to_owned();
+        loop {
+            let path = format!("{base}/command/{cid}");
+            let command = self
+                .json(self.toolbox(reqwest::Method::GET, &self.id, &path))
+                .await?;
+            if !command["exitCode"].is_null() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let path = format!("{base}/command/{cid}/logs");
+        let logs = self
+            .json(self.toolbox(reqwest::Method::GET, &self.id, &path))
+            .await?;
+        Ok(logs["stdout"].as_str().map_or(0, str::len) as u64)
+    }
+}
+
+impl Raw for DaytonaRaw {
+    async fn connect(var: &dyn Fn(&str) -> Option<String>, id: &str) -> Result<Self> {
+        let api = var("DAYTONA_API_URL").ok_or("DAYTONA_API_URL is not set")?;
+        let raw = DaytonaRaw {
+            client: reqwest::Client::builder()
+                .use_rustls_tls()
+                .default_headers(sdk_headers()?)
+                .build()?,
+            url: api.trim_end_matches("/api").to_owned(),
+            key: var("DAYTONA_API_KEY").ok_or("DAYTONA_API_KEY is not set")?,
+            id: id.to_owned(),
+            session: format!("raw-{}", std::process::id()),
+        };
+        raw.make_session(id, &raw.session).await?;
+        Ok(raw)
+    }
+
+    async fn run(&self, line: &str) -> Result<u64> {
+        self.exec(&self.id, &self.session, line).await
+    }
+
+    /// The adapter's multipart form by hand: `files[0].path`, then `files[0].file` streamed.
+    async fn upload(&self, path: &str, source: &Path) -> Result {
+        let boundary = "raw-bench-boundary-7d3f";
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let head = format!(
+            "--{boundary}\r\ncontent-disposition: form-data; name=\"files[0].path\"\r\n\r\n{path}\r\n\
+             --{boundary}\r\ncontent-disposition: form-data; name=\"files[0].file\"; filename=\"{name}\"\r\n\
+             content-type: application/octet-stream\r\n\r\n"
+        );
+        let tail = format!("\r\n--{boundary}--\r\n");
+        let file = tokio::fs::File::open(source).await?;
+        let body = futures::stream::once(async move { Ok(bytes::Bytes::from(head)) })
+            .chain(tokio_util::io::ReaderStream::with_capacity(
+                file,
+                256 * 1024,
+            ))
+            .chain(futures::stream::once(async move {
+                Ok(bytes::Bytes::from(tail))
+            }));
+        self.toolbox(reqwest::Method::POST, &self.id, "files/bulk-upload")
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(reqwest::Body::wrap_stream(body))
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        Ok(())
+    }
+
+    async fn download(&self, path: &str) -> Result<u64> {
+        let response = self
+            .toolbox(reqwest::Method::GET, &self.id, "files/download")
+            .query(&[("path", path)])
+            .send()
+            .await?
+            .error_for_status()?;
+        let mut stream = response.bytes_stream();
+        let mut got = 0u64;
+        while let Some(chunk) = stream.next().await {
+            got += chunk?.len() as u64;
+        }
+        Ok(got)
+    }
+
+    async fn first_exec(&self) -> Result<String> {
+        let id = self.create().await?;
+        let session = format!("raw-first-{id}");
+        self.make_session(&id, &session).await?;
+        check_len(self.exec(&id, &session, "echo hi").await?, 3)?;
+        Ok(id)
+    }
 }

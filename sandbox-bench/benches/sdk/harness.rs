@@ -1,7 +1,7 @@
 //! The loop harness: warm-up, interleaved iterations, medians, one JSON line per measurement,
 //! and peak-memory probes run in a fresh child process.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A boxed error, enough for a benchmark that stops at the first failure.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -72,21 +72,38 @@ pub struct Timings {
 /// which goes first so slow drift on a shared machine hits both alike.
 pub async fn interleaved(
     config: &Config,
+    sdk: impl AsyncFnMut() -> Result,
+    baseline: impl AsyncFnMut() -> Result,
+) -> Result<Timings> {
+    rested(config, Duration::ZERO, sdk, baseline).await
+}
+
+/// Like [`interleaved`], with an untimed `rest` before every run (for a server whose rate limit
+/// must refill between runs).
+pub async fn rested(
+    config: &Config,
+    rest: Duration,
     mut sdk: impl AsyncFnMut() -> Result,
     mut baseline: impl AsyncFnMut() -> Result,
 ) -> Result<Timings> {
-    for _ in 0..config.warmup {
-        sdk().await?;
-        baseline().await?;
-    }
     let mut timings = Timings::default();
-    for i in 0..config.iterations {
-        if i % 2 == 0 {
-            timings.sdk.push(timed(&mut sdk).await?);
-            timings.baseline.push(timed(&mut baseline).await?);
-        } else {
-            timings.baseline.push(timed(&mut baseline).await?);
-            timings.sdk.push(timed(&mut sdk).await?);
+    for i in 0..config.warmup + config.iterations {
+        for sdk_turn in [i % 2 == 0, i % 2 == 1] {
+            if !rest.is_zero() {
+                tokio::time::sleep(rest).await;
+            }
+            let seconds = if sdk_turn {
+                timed(&mut sdk).await?
+            } else {
+                timed(&mut baseline).await?
+            };
+            if i >= config.warmup {
+                if sdk_turn {
+                    timings.sdk.push(seconds);
+                } else {
+                    timings.baseline.push(seconds);
+                }
+            }
         }
     }
     Ok(timings)
@@ -256,6 +273,32 @@ pub fn latency_record<'a>(
     }
 }
 
+/// Two per-operation latency rows, median and p95, from timings of one operation per run.
+pub fn latency_rows(group: &str, name: &str, baseline_name: &str, timings: &Timings, notes: &str) {
+    let us = |t: &[f64]| {
+        let mut v: Vec<f64> = t.iter().map(|s| s * 1e6).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (sdk, baseline) = (us(&timings.sdk), us(&timings.baseline));
+    for (label, q) in [("median", 0.5), ("p95", 0.95)] {
+        let (a, b) = (quantile(&sdk, q), quantile(&baseline, q));
+        Record {
+            group,
+            name: format!("{name}: {label}"),
+            baseline_name,
+            unit: "µs/op",
+            higher_is_better: false,
+            sdk: a,
+            baseline: b,
+            iterations: sdk.len(),
+            iqr_percent: iqr_percent(&sdk).max(iqr_percent(&baseline)),
+            notes: format!("{:+.1} µs against the baseline; {notes}", a - b),
+        }
+        .emit();
+    }
+}
+
 /// Writes `n` bytes of real data (not a sparse file, which reads faster) to `path`.
 pub fn write_file(path: &std::path::Path, n: u64) -> Result {
     use std::io::Write;
@@ -300,12 +343,13 @@ pub async fn peak_growth(work: impl AsyncFnOnce() -> Result) -> Result<u64> {
 /// The marker that makes the bench binary run one memory probe and print its result.
 pub const PROBE_FLAG: &str = "--probe";
 
-/// Runs `--probe CASE BYTES` in a fresh copy of this binary and returns the peak growth it
-/// printed, in bytes.
-pub fn probe_in_child(case: &str, bytes: u64) -> Result<u64> {
+/// Runs `--probe CASE BYTES` in a fresh copy of this binary, with `env` added to its
+/// environment, and returns the peak growth it printed, in bytes.
+pub fn probe_in_child(case: &str, bytes: u64, env: &[(String, String)]) -> Result<u64> {
     let exe = std::env::current_exe()?;
     let output = std::process::Command::new(exe)
         .args([PROBE_FLAG, case, &bytes.to_string()])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stderr(std::process::Stdio::inherit())
         .output()?;
     if !output.status.success() {
@@ -318,10 +362,16 @@ pub fn probe_in_child(case: &str, bytes: u64) -> Result<u64> {
         .map_err(|e| format!("memory probe {case} printed {text:?}: {e}"))?)
 }
 
-/// Runs the probe `case` in `runs` fresh processes; returns every growth in MiB.
-pub fn probe_runs(case: &str, bytes: u64, runs: usize) -> Result<Vec<f64>> {
+/// Runs the probe `case` in `runs` fresh processes (with `env` added); returns every growth in
+/// MiB.
+pub fn probe_runs(
+    case: &str,
+    bytes: u64,
+    runs: usize,
+    env: &[(String, String)],
+) -> Result<Vec<f64>> {
     (0..runs)
-        .map(|_| probe_in_child(case, bytes).map(mib))
+        .map(|_| probe_in_child(case, bytes, env).map(mib))
         .collect()
 }
 

@@ -253,10 +253,15 @@ async fn upload(
 /// Peak RSS growth of streaming downloads of two sizes, each run in fresh processes.
 fn memory(config: &Config) -> Result {
     let runs = harness::memory_runs(config);
-    let buffered = harness::median(&harness::probe_runs("http-buffered", config.big, runs)?);
+    let buffered = harness::median(&harness::probe_runs(
+        "http-buffered",
+        config.big,
+        runs,
+        &[],
+    )?);
     for n in [config.big, config.bigger] {
-        let sdk = harness::probe_runs("http-sdk", n, runs)?;
-        let raw = harness::probe_runs("http-raw", n, runs)?;
+        let sdk = harness::probe_runs("http-sdk", n, runs, &[])?;
+        let raw = harness::probe_runs("http-raw", n, runs, &[])?;
         let mut record = harness::memory_record(
             GROUP,
             format!("peak memory, download {} (`bytes_stream`)", size_label(n)),

@@ -2,7 +2,7 @@
 //! each created, given one `run("echo hi")` and destroyed, with zero errors expected; the
 //! client's wall time and peak resident set are recorded.
 //!
-//! The simulator serves from a child process of its own (`--serve-sim PROVIDER`), so the peak
+//! The simulator serves from a child process of its own ([`SimChild`]), so the peak
 //! RSS measured is the client's alone, in a fresh process (`--load PROVIDER N`) configured only
 //! through the provider's usual environment variables, which the simulator prints. There is no
 //! raw client doing the same three protocols here: the row's baseline is the goal for
@@ -10,17 +10,15 @@
 //! Errors are counted into the row (the first three are printed), not fatal: they are data.
 
 use crate::harness::{Config, Record, Result, mib};
+use crate::sim::SimChild;
 use futures::{StreamExt, stream};
 use sandbox_sdk::prelude::*;
 use sandbox_sdk_core::client::{Client, RetryPolicy};
-use std::io::{BufRead, BufReader, Write as _};
 use std::process::{Command as Child, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
 const GROUP: &str = "load";
-/// Serves one provider simulator until stdin closes, printing its variables as a JSON line.
-pub const SERVE_FLAG: &str = "--serve-sim";
 /// Runs one load in this process and prints its measurements as a JSON line.
 pub const LOAD_FLAG: &str = "--load";
 const PROVIDERS: &[&str] = &["e2b", "daytona", "fly"];
@@ -50,14 +48,9 @@ pub async fn run(config: &Config) -> Result {
             iterations: 1,
             iqr_percent: 0.0,
             notes: format!(
-                "{errors} errors; wall time {seconds:.1} s ({:.1} ms per sandbox); {IN_FLIGHT} calls in flight; RSS {:.1} MiB before the load (client built, runtime up); the simulator serves from its own process with its rate limits off (the load is the client's, not the provider's quota) and backs each sandbox with a real local one; the client has the default retry policy; creates carry an idempotency key{}",
+                "{errors} errors; wall time {seconds:.1} s ({:.1} ms per sandbox); {IN_FLIGHT} calls in flight; RSS {:.1} MiB before the load (client built, runtime up); the simulator serves from its own process with its rate limits off (the load is the client's, not the provider's quota) and backs each sandbox with a real local one; the client has the default retry policy; creates carry an idempotency key (on Fly each keyed create looks its key up in a list, which Fly paces to 1/s per app: concurrent look-ups share one list)",
                 seconds * 1000.0 / sandboxes as f64,
                 measured["idle_mib"].as_f64().unwrap_or(f64::NAN),
-                if *provider == "fly" {
-                    " except on Fly, where a keyed create lists its key first and Fly's list limit (1/s per app after a burst of 3) would hold a thousand creates to about 17 minutes"
-                } else {
-                    ""
-                },
             ),
         }
         .emit();
@@ -67,66 +60,17 @@ pub async fn run(config: &Config) -> Result {
 
 /// Starts the simulator child, then the load child pointed at it; returns the load's JSON.
 fn load_in_children(provider: &str, sandboxes: usize) -> Result<serde_json::Value> {
-    let exe = std::env::current_exe()?;
-    let mut server = Child::new(&exe)
-        .args([SERVE_FLAG, provider])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let sim = SimChild::start(provider, false, "")?;
+    let output = Child::new(std::env::current_exe()?)
+        .args([LOAD_FLAG, provider, &sandboxes.to_string()])
+        .envs(sim.vars().iter().map(|(k, v)| (k, v)))
         .stderr(Stdio::inherit())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().ok_or("no simulator stdout")?).read_line(&mut line)?;
-    let vars: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&line)
-        .map_err(|e| format!("the {provider} simulator printed {line:?}: {e}"))?;
-    let mut load = Child::new(&exe);
-    load.args([LOAD_FLAG, provider, &sandboxes.to_string()])
-        .stderr(Stdio::inherit());
-    for (name, value) in &vars {
-        load.env(name, value.as_str().unwrap_or_default());
-    }
-    let output = load.output()?;
-    // Closing its stdin stops the simulator.
-    drop(server.stdin.take());
-    server.wait()?;
+        .output()?;
+    drop(sim);
     if !output.status.success() {
         return Err(format!("{provider} load failed: {}", output.status).into());
     }
     Ok(serde_json::from_slice(&output.stdout)?)
-}
-
-/// `--serve-sim PROVIDER`: serves the simulator, rate limits off, until stdin closes.
-pub async fn serve(provider: &str) -> Result {
-    let sim = sandbox_conformance::sim::start(provider, 0, Default::default()).await?;
-    sim.set_rate_limits(false);
-    let vars: serde_json::Map<String, serde_json::Value> = sim
-        .env()
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.into()))
-        .collect();
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "{}", serde_json::Value::Object(vars))?;
-    stdout.flush()?;
-    tokio::task::spawn_blocking(|| {
-        let mut sink = String::new();
-        while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
-    })
-    .await?;
-    // Dropping the simulator removes its sandboxes' directories; exiting at once then spares
-    // its machines' pending steps a runtime shutdown they would panic in (a timer on a runtime
-    // going away).
-    drop(sim);
-    std::process::exit(0)
-}
-
-/// An idempotency key for each create, but on Fly: a keyed create first looks its key up, which
-/// on Fly is a list call, and Fly allows one list a second per app after a burst of three
-/// (the adapter paces to that), so a thousand keyed creates there would take about 17 minutes.
-fn keyed(spec: CreateSpec, provider: &str, i: usize) -> CreateSpec {
-    if provider == "fly" {
-        spec
-    } else {
-        spec.idempotency_key(format!("load-{i}"))
-    }
 }
 
 /// `--load PROVIDER N`: the load itself, configured from the environment; prints the JSON line.
@@ -148,7 +92,9 @@ pub async fn load(provider: &str, sandboxes: usize) -> Result {
             let client = client.clone();
             async move {
                 let spec = CreateSpec::new().metadata("purpose", "load");
-                client.create(&keyed(spec, provider, i)).await
+                client
+                    .create(&spec.idempotency_key(format!("load-{i}")))
+                    .await
             }
         })
         .buffer_unordered(IN_FLIGHT)

@@ -295,8 +295,8 @@ async fn run_in(config: &Config, bench: &Bench) -> Result {
 fn exec_memory(config: &Config) -> Result {
     let n = config.big;
     let runs = harness::memory_runs(config);
-    let sdk = harness::probe_runs("exec-sdk", n, runs)?;
-    let raw = harness::probe_runs("exec-raw", n, runs)?;
+    let sdk = harness::probe_runs("exec-sdk", n, runs, &[])?;
+    let raw = harness::probe_runs("exec-raw", n, runs, &[])?;
     let mut record = harness::memory_record(
         EXEC,
         format!("peak memory, stdout of {}", size_label(n)),

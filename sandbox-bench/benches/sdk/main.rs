@@ -8,17 +8,16 @@
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
 
+mod adapter;
 mod daytona;
-mod daytona_server;
 mod e2b;
-mod e2b_server;
 mod fly;
-mod fly_server;
 mod harness;
 mod http;
 mod load;
 mod local;
 mod server;
+mod sim;
 
 use harness::{Config, PROBE_FLAG, Result};
 
@@ -29,8 +28,11 @@ const GROUPS: &[&str] = &["http", "local", "e2b", "daytona", "fly", "load"];
 async fn main() -> Result {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [flag, provider, rest @ ..] = args.as_slice() {
-        if flag == load::SERVE_FLAG {
-            return load::serve(provider).await;
+        if flag == sim::SERVE_FLAG {
+            let [limits, faults] = rest else {
+                return Err("--serve-sim needs PROVIDER LIMITS FAULTS".into());
+            };
+            return sim::serve(provider, limits, faults).await;
         }
         if flag == load::LOAD_FLAG {
             let n = rest.first().ok_or("--load needs a count")?.parse()?;
@@ -40,17 +42,18 @@ async fn main() -> Result {
     if let Some(i) = args.iter().position(|a| a == PROBE_FLAG) {
         let case = args.get(i + 1).ok_or("--probe needs a case")?;
         let n: u64 = args.get(i + 2).ok_or("--probe needs a size")?.parse()?;
-        let growth = match http::probe(case, n).await? {
-            Some(growth) => growth,
-            None => match local::probe(case, n).await? {
-                Some(growth) => growth,
-                None => match e2b::probe(case, n).await? {
-                    Some(growth) => growth,
-                    None => daytona::probe(case, n)
-                        .await?
-                        .ok_or_else(|| format!("unknown probe {case:?}"))?,
-                },
-            },
+        let growth = if let Some(g) = http::probe(case, n).await? {
+            g
+        } else if let Some(g) = local::probe(case, n).await? {
+            g
+        } else if let Some(g) = e2b::probe(case, n).await? {
+            g
+        } else if let Some(g) = daytona::probe(case, n).await? {
+            g
+        } else {
+            fly::probe(case, n)
+                .await?
+                .ok_or_else(|| format!("unknown probe {case:?}"))?
         };
         println!("{growth}");
         return Ok(());
