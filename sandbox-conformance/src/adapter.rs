@@ -3,7 +3,7 @@
 //! variables recording needs named in one place.
 
 use crate::record::RecordTarget;
-use crate::suite::Suite;
+use crate::suite::{Outcome, Suite};
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -151,6 +151,76 @@ impl AdapterSuite {
         }
         let target = record(&vars, out_dir).map_err(|e| format!("recording {provider}: {e}"))?;
         Ok(self.covered(Suite::record(target)))
+    }
+
+    /// Records `scenario` into `out_dir` through the recording proxy, with `vars` in place of
+    /// the environment (the live credentials and the URLs of loopback stand-ins for the live
+    /// service), and checks what every adapter's recording must do: the scenario passes, the
+    /// cassette says `recorded`, holds none of `secrets` (keys, tokens, ids, the stand-ins'
+    /// addresses) and exactly the requests `requests` (`METHOD path` lines in order, as
+    /// [`request_lines`](crate::cassette::request_lines) gives them, placeholders included),
+    /// and replays through the replay suite. Returns the cassette's text for the adapter's own
+    /// checks.
+    ///
+    /// For an adapter's `tests/recording.rs` (no credentials, loopback only):
+    ///
+    /// ```no_run
+    /// # async fn check(adapter: sandbox_conformance::AdapterSuite, api_url: &str) {
+    /// let dir = std::env::temp_dir().join("acme-recording");
+    /// let vars = [("ACME_API_KEY", "live-key-123"), ("ACME_API_URL", api_url)];
+    /// adapter
+    ///     .check_recording(&dir, "connect", &vars, &["live-key-123", api_url], &[
+    ///         "GET /sandboxes/{{sandbox_id}}",
+    ///     ])
+    ///     .await;
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When any of those checks fails, with a message saying which and the cassette's text.
+    pub async fn check_recording(
+        &self,
+        out_dir: &Path,
+        scenario: &str,
+        vars: &[(&str, &str)],
+        secrets: &[&str],
+        requests: &[&str],
+    ) -> String {
+        let suite = self
+            .record_suite(Vars::fixed(vars), out_dir)
+            .unwrap_or_else(|e| panic!("the recording suite could not start: {e}"));
+        let report = suite.run(scenario).await;
+        assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
+        let path = out_dir.join(format!("{scenario}.json"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("no cassette at {}: {e}", path.display()));
+        for (i, secret) in secrets.iter().enumerate() {
+            assert!(
+                !text.contains(secret),
+                "secret {i} of the list was left in the cassette:\n{text}"
+            );
+        }
+        let cassette: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("the cassette is not JSON ({e}):\n{text}"));
+        assert_eq!(cassette["provenance"]["kind"], "recorded", "{text}");
+        assert_eq!(
+            crate::cassette::request_lines(&cassette),
+            requests,
+            "{text}"
+        );
+        let replay = self.replay.clone();
+        let replayed = self
+            .covered(Suite::replay(move |url| replay(url), out_dir))
+            .run(scenario)
+            .await;
+        assert_eq!(
+            replayed.outcome,
+            Outcome::Passed,
+            "the recording does not replay: {}",
+            replayed.message()
+        );
+        text
     }
 
     fn covered(&self, mut suite: Suite) -> Suite {

@@ -15,6 +15,7 @@
 //! - [`conformance_tests!`]: one named `#[test]` per scenario in an adapter's
 //!   `tests/conformance.rs`, plus `capability_coverage`, with an insta snapshot of the normalised
 //!   requests each scenario sends;
+//! - [`checks`]: checks an adapter's own tests call (env and cwd folded once);
 //! - [`record`]: the recorder (a scrubbing proxy in front of the live service, which also
 //!   derives the injected-failure cassettes from live calls), [`record::SecretCheck`] (the
 //!   secret check it and [`cassette::Cassette::load`] run), and [`SharedService`] (one live
@@ -53,6 +54,7 @@
 
 mod adapter;
 pub mod cassette;
+pub mod checks;
 mod derive;
 mod proxy;
 pub mod record;

@@ -45,16 +45,16 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 /// Flags: archive and stop keep the disk; pause keeps memory (VM classes); exit codes are the
 /// daemon's (`exitCode`, PROTOCOL.md §6.2); previews are per-port subdomains.
 ///
-/// `per_command_env_cwd` is `true` although only `/process/execute` takes cwd and env
-/// (§6.1) and a session command does not (§6.2): the adapter folds them into each session
-/// command line itself, with core's [`shell_script`](sandbox_sdk_core::shell::shell_script),
-/// so a command's cwd and env always apply, also without core's emulation layer. Declaring it
-/// `false` would let that layer fold them first, which changes the line every such command
-/// sends (and so every recorded exchange of one).
+/// `per_command_env_cwd` is `false`: only `/process/execute` takes cwd and env (§6.1); a
+/// session command does not (§6.2), and neither does a command over SSH. Core's one folding
+/// ([`fold_env_cwd`](sandbox_sdk_core::emulate::fold_env_cwd)) puts them into `sh -c`, in the
+/// client layer or, for a command sent to [`DaytonaSandbox`](crate::DaytonaSandbox) directly,
+/// when the adapter builds its command line; a folded command passes it unchanged, so it is
+/// folded once either way.
 pub const FLAGS: Flags = Flags {
     preserves_memory_on_pause: true,
     preserves_disk_on_stop: true,
-    per_command_env_cwd: true,
+    per_command_env_cwd: false,
     exit_code_native: true,
     preview_model: PreviewModel::Subdomain,
 };

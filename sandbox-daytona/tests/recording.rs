@@ -5,7 +5,7 @@ mod common;
 mod suite;
 
 use bytes::Bytes;
-use sandbox_conformance::{LoggedRequest, Outcome, Suite, Vars, cassette};
+use sandbox_conformance::{LoggedRequest, Suite, Vars};
 use sandbox_daytona::DaytonaBuilder;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -20,10 +20,6 @@ fn record_suite(
     dir: &Path,
 ) -> Result<Suite, String> {
     suite::daytona(dir).record_suite(lookup, dir)
-}
-
-fn replay_suite(dir: &Path) -> Suite {
-    suite::daytona(dir).replay_suite()
 }
 
 const LIVE_KEY: &str = "dtn_livekey00000000000000000000000000000000abcd";
@@ -210,39 +206,21 @@ async fn records_api_and_toolbox_calls_through_the_proxy_with_secrets_scrubbed()
     let dir = tempfile::tempdir().expect("tempdir");
     let api_url = format!("{}/api", api.uri());
     let toolbox_url = format!("{}/toolbox", toolbox.uri());
-    let suite = record_suite(
-        Vars::fixed(&[
-            ("DAYTONA_API_KEY", LIVE_KEY),
-            ("DAYTONA_API_URL", &api_url),
-            ("DAYTONA_TOOLBOX_URL", &toolbox_url),
-        ]),
-        dir.path(),
-    )
-    .expect("record suite");
-    let report = suite.run("files_missing").await;
-    assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
-
-    let text = std::fs::read_to_string(dir.path().join("files_missing.json")).expect("cassette");
-    for leaked in [
-        LIVE_KEY,
-        LIVE_ID,
-        api.uri().as_str(),
-        toolbox.uri().as_str(),
-    ] {
-        assert!(!text.contains(leaked), "{leaked} left in {text}");
-    }
-    let c: Value = serde_json::from_str(&text).expect("json");
-    assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
-    assert_eq!(
-        cassette::request_lines(&c),
-        [
-            "GET /api/sandbox/{{sandbox_id}}",
-            "GET /toolbox/{{sandbox_id}}/files/download",
-            "GET /toolbox/{{sandbox_id}}/files/info"
-        ],
-        "{text}"
-    );
-    // What was recorded replays with the replay adapter.
-    let replayed = replay_suite(dir.path()).run("files_missing").await;
-    assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
+    suite::daytona(dir.path())
+        .check_recording(
+            dir.path(),
+            "files_missing",
+            &[
+                ("DAYTONA_API_KEY", LIVE_KEY),
+                ("DAYTONA_API_URL", &api_url),
+                ("DAYTONA_TOOLBOX_URL", &toolbox_url),
+            ],
+            &[LIVE_KEY, LIVE_ID, &api.uri(), &toolbox.uri()],
+            &[
+                "GET /api/sandbox/{{sandbox_id}}",
+                "GET /toolbox/{{sandbox_id}}/files/download",
+                "GET /toolbox/{{sandbox_id}}/files/info",
+            ],
+        )
+        .await;
 }

@@ -366,11 +366,7 @@ async fn dropping_a_foreground_handle_deletes_its_session() {
 async fn background_commands_are_listed_and_reattached() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
-    Mock::given(method("POST"))
-        .and(path("/toolbox/sb1/process/session"))
-        .respond_with(ResponseTemplate::new(201))
-        .mount(&server)
-        .await;
+    mount_new_session(&server).await;
     Mock::given(method("POST"))
         .and(path_regex(
             r"^/toolbox/sb1/process/session/sdk-bg-[0-9]+/exec$",
@@ -804,11 +800,7 @@ async fn websocket_fixtures_replay_through_the_log_follower() {
         let server = MockServer::start().await;
         let front = ws::start(*server.address()).await;
         mount_sandbox(&server, "started").await;
-        Mock::given(method("POST"))
-            .and(path("/toolbox/sb1/process/session"))
-            .respond_with(ResponseTemplate::new(201))
-            .mount(&server)
-            .await;
+        mount_new_session(&server).await;
         Mock::given(method("POST"))
             .and(path_regex(format!(
                 "^/toolbox/sb1/process/session/{SID_RE}/exec$"
@@ -1116,25 +1108,62 @@ async fn a_short_command_is_one_request_in_a_reused_session() {
     );
 }
 
-/// A command still running when the direct window closes keeps running: its id is read from
-/// the session by its line, and it is followed to its end.
+/// A session command takes no env or cwd (the flag says `false`): a command sent to the
+/// sandbox directly is folded by the adapter with core's `fold_env_cwd`, one sent through
+/// core's emulation layer (what `Client` puts around every provider) is folded there and
+/// passed on unchanged: the same line either way, folded once.
 #[tokio::test]
-async fn a_command_outliving_the_direct_window_is_found_and_followed() {
+async fn env_and_cwd_are_folded_once_with_or_without_the_client_layer() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
-    let line = wrapped("'sleep' '5'");
+    mount_new_session(&server).await;
+    let folded = r"(cd -- '/srv' && export GREETING='it'\''s $HOME' && exec 'pwd'
+)";
+    for n in [1, 2] {
+        Mock::given(method("POST"))
+            .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
+            .and(body_json(
+                json!({"command": wrapped_nth(folded, n), "runAsync": false}),
+            ))
+            .respond_with(ok(sync_answer(&format!("c{n}"), "/srv\n", "", 0)))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let sandbox = sandbox_on(common::builder(&server).direct_window(Duration::from_secs(30))).await;
+    sandbox_conformance::checks::env_cwd_folded_once(&sandbox).await;
+}
+
+/// Mounts `POST /toolbox/sb1/process/session` making any session (201).
+async fn mount_new_session(server: &MockServer) {
     Mock::given(method("POST"))
         .and(path("/toolbox/sb1/process/session"))
         .respond_with(ResponseTemplate::new(201))
-        .mount(&server)
+        .mount(server)
         .await;
+}
+
+/// Mounts a started `sb1`, its first pooled session `sdk-exec-1`, and the synchronous exec of
+/// `line` there, answered only after 30 s (once): the command outlives any direct window.
+async fn mount_outliving_exec(server: &MockServer, line: &str) {
+    mount_sandbox(server, "started").await;
+    mount_new_session(server).await;
     Mock::given(method("POST"))
         .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
         .and(body_json(json!({"command": line, "runAsync": false})))
         .respond_with(ok(sync_answer("c2", "", "", 0)).set_delay(Duration::from_secs(30)))
         .expect(1)
-        .mount(&server)
+        .mount(server)
         .await;
+}
+
+/// A command still running when the direct window closes keeps running: its id is read from
+/// the session by its line, and it is followed to its end.
+#[tokio::test]
+async fn a_command_outliving_the_direct_window_is_found_and_followed() {
+    let server = MockServer::start().await;
+    let line = wrapped("'sleep' '5'");
+    mount_outliving_exec(&server, &line).await;
     Mock::given(method("GET"))
         .and(path("/toolbox/sb1/process/session/sdk-exec-1"))
         .respond_with(ok(json!({"sessionId": "sdk-exec-1", "commands": [
@@ -1173,19 +1202,8 @@ async fn a_command_outliving_the_direct_window_is_found_and_followed() {
 #[tokio::test]
 async fn a_command_the_session_lists_late_is_still_found() {
     let server = MockServer::start().await;
-    mount_sandbox(&server, "started").await;
     let line = wrapped("'sleep' '5'");
-    Mock::given(method("POST"))
-        .and(path("/toolbox/sb1/process/session"))
-        .respond_with(ResponseTemplate::new(201))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
-        .respond_with(ok(sync_answer("c2", "", "", 0)).set_delay(Duration::from_secs(30)))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_outliving_exec(&server, &line).await;
     // Not listed at the first two looks, listed at the third.
     Mock::given(method("GET"))
         .and(path("/toolbox/sb1/process/session/sdk-exec-1"))
@@ -1226,11 +1244,7 @@ fn polling_provider_with(
 async fn a_process_timeout_is_a_timeout_error() {
     let server = MockServer::start().await;
     mount_sandbox(&server, "started").await;
-    Mock::given(method("POST"))
-        .and(path("/toolbox/sb1/process/session"))
-        .respond_with(ResponseTemplate::new(201))
-        .mount(&server)
-        .await;
+    mount_new_session(&server).await;
     Mock::given(method("POST"))
         .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
         .respond_with(ok(sync_answer("c1", "", "", 124)))

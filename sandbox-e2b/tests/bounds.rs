@@ -76,8 +76,7 @@ async fn a_command_request_timeout_bounds_the_start_of_exec() {
 #[tokio::test]
 async fn an_open_watch_outlives_the_request_timeout() {
     let server = MockServer::start().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let envd_url = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, envd_url) = raw_envd().await;
     let (go, wait) = tokio::sync::oneshot::channel::<()>();
     let envd = tokio::spawn(async move {
         let (mut conn, head) = accept_stream(&listener).await;

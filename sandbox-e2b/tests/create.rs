@@ -2,7 +2,6 @@
 //! idempotent create (the label looked up first, the `Idempotency-Key` header, an ambiguous create
 //! settled by looking the label up).
 
-use sandbox_e2b::E2bBuilder;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{CreateSpec, ErrorKind};
 use std::time::Duration;
@@ -133,18 +132,8 @@ async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
         .expect(1)
         .mount(&server)
         .await;
-    connect_call()
-        .and(body_json(serde_json::json!({"timeout": 60})))
-        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
-        .expect(1)
-        .mount(&server)
-        .await;
     // The TTL the create asked for applies to the reused sandbox too, shorter or not.
-    set_ttl_call(60)
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_connect_with_ttl(&server, 60, 201).await;
     Mock::given(method("POST"))
         .and(path("/v2/sandboxes"))
         .respond_with(ResponseTemplate::new(500))
@@ -244,10 +233,7 @@ async fn a_create_answered_after_the_timeout_is_adopted_not_sent_again() {
         .expect(1)
         .mount(&server)
         .await;
-    let provider = E2bBuilder::new()
-        .api_key(KEY)
-        .api_url(server.uri())
-        .sandbox_url(server.uri())
+    let provider = builder(&server)
         .request_timeout(Duration::from_millis(300))
         .create_lookup(sandbox_sdk_core::idempotency::CreateLookup::new(
             Duration::from_secs(20),
@@ -276,9 +262,7 @@ async fn a_lost_create_is_reported_once_the_look_up_window_passes() {
         .expect(1)
         .mount(&server)
         .await;
-    let provider = E2bBuilder::new()
-        .api_key(KEY)
-        .api_url(server.uri())
+    let provider = builder(&server)
         .request_timeout(Duration::from_millis(200))
         .create_lookup(sandbox_sdk_core::idempotency::CreateLookup::new(
             Duration::from_millis(300),

@@ -434,8 +434,7 @@ async fn envd_plain_401_on_an_rpc_path_is_unauthorized() {
 async fn dropping_a_process_closes_its_stream() {
     use tokio::io::AsyncReadExt;
     let server = MockServer::start().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let envd_url = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, envd_url) = raw_envd().await;
     // envd sends `start` and then nothing: the stream stays open until the client goes away.
     let envd = tokio::spawn(async move {
         let (mut conn, head) = accept_stream(&listener).await;
@@ -471,8 +470,7 @@ async fn dropping_a_process_closes_its_stream() {
 async fn streamed_events_arrive_before_the_stream_ends() {
     // A process handle is a lazy stream: events are decoded as they arrive, not at the end.
     let server = MockServer::start().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let envd_url = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, envd_url) = raw_envd().await;
     let (go, wait) = tokio::sync::oneshot::channel::<()>();
     let envd = tokio::spawn(async move {
         let (mut conn, _) = accept_stream(&listener).await;

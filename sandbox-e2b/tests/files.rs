@@ -158,13 +158,8 @@ async fn missing_files_are_not_found_in_both_dialects() {
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path("/filesystem.Filesystem/Stat"))
-        .and(body_json(serde_json::json!({"path":"/home/user/missing"})))
-        .respond_with(ResponseTemplate::new(404).set_body_raw(
-            r#"{"code":"not_found","message":"file not found: stat /home/user/missing: no such file or directory"}"#,
-            "application/json",
-        ))
+    stat_call("/home/user/missing")
+        .respond_with(stat_missing("/home/user/missing"))
         .expect(2)
         .mount(&server)
         .await;
@@ -247,13 +242,8 @@ async fn list_dir_mkdir_move_remove() {
 async fn removing_a_missing_path_is_not_found() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/filesystem.Filesystem/Stat"))
-        .and(body_json(serde_json::json!({"path":"/home/user/nope"})))
-        .respond_with(ResponseTemplate::new(404).set_body_raw(
-            r#"{"code":"not_found","message":"file not found: stat /home/user/nope: no such file or directory"}"#,
-            "application/json",
-        ))
+    stat_call("/home/user/nope")
+        .respond_with(stat_missing("/home/user/nope"))
         .expect(1)
         .mount(&server)
         .await;

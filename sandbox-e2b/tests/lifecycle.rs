@@ -57,12 +57,8 @@ async fn info_destroy_and_already_gone() {
 async fn pause_resume_reapplies_the_ttl_and_set_timeout() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    set_ttl_call(600)
-        .respond_with(ResponseTemplate::new(204))
-        // Once by set_timeout, once after resume reapplies the TTL through connect.
-        .expect(2)
-        .mount(&server)
-        .await;
+    // Once by set_timeout, once after resume reapplies the TTL through connect.
+    mount_ttl(&server, 600, 2).await;
     sandbox.set_timeout(Duration::from_secs(600)).await.unwrap();
     Mock::given(method("POST"))
         .and(path(format!("/sandboxes/{SB}/pause")))
@@ -103,17 +99,7 @@ async fn connect_with_a_ttl_then_sets_exactly_that_ttl() {
     // Connect only ever extends the TTL (PROTOCOL.md §2.3), so a shorter TTL than the sandbox
     // has left would be ignored; the follow-up `POST /sandboxes/{id}/timeout` applies it.
     let server = MockServer::start().await;
-    connect_call()
-        .and(body_json(serde_json::json!({"timeout": 60})))
-        .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
-        .expect(1)
-        .mount(&server)
-        .await;
-    set_ttl_call(60)
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_connect_with_ttl(&server, 60, 200).await;
     let sandbox = provider(&server)
         .connect_sandbox(SB, Some(Duration::from_secs(60)))
         .await
@@ -132,17 +118,7 @@ async fn connect_with_a_ttl_then_sets_exactly_that_ttl() {
 async fn resume_with_a_ttl_then_sets_exactly_that_ttl() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    connect_call()
-        .and(body_json(serde_json::json!({"timeout": 30})))
-        .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
-        .expect(1)
-        .mount(&server)
-        .await;
-    set_ttl_call(30)
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_connect_with_ttl(&server, 30, 201).await;
     sandbox
         .resume_with(Some(Duration::from_secs(30)))
         .await
@@ -424,11 +400,7 @@ async fn fork_reports_each_child_and_partial_failures() {
 async fn fork_gives_children_the_ttl_the_caller_asked_for_the_parent() {
     let server = MockServer::start().await;
     let sandbox = connected(&server).await;
-    set_ttl_call(45)
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_ttl(&server, 45, 1).await;
     sandbox.set_timeout(Duration::from_secs(45)).await.unwrap();
     Mock::given(method("POST"))
         .and(path(format!("/sandboxes/{SB}/fork")))

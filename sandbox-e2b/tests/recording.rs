@@ -4,7 +4,7 @@
 mod suite;
 
 use bytes::Bytes;
-use sandbox_conformance::{LoggedRequest, Outcome, Suite, Vars, cassette};
+use sandbox_conformance::{LoggedRequest, Suite, Vars};
 use sandbox_e2b::E2bBuilder;
 use std::path::Path;
 use suite::Routes;
@@ -16,10 +16,6 @@ fn record_suite(
     dir: &Path,
 ) -> Result<Suite, String> {
     suite::e2b(dir).record_suite(lookup, dir)
-}
-
-fn replay_suite(dir: &Path) -> Suite {
-    suite::e2b(dir).replay_suite()
 }
 
 const LIVE_KEY: &str = "e2b_livekey0000000000000000000000000000abcd";
@@ -184,33 +180,18 @@ async fn control_plane() -> MockServer {
 async fn records_a_scenario_through_the_proxy_with_secrets_scrubbed() {
     let api = control_plane().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let suite = record_suite(
-        Vars::fixed(&[("E2B_API_KEY", LIVE_KEY), ("E2B_API_URL", &api.uri())]),
-        dir.path(),
-    )
-    .expect("record suite");
-    let report = suite.run("connect").await;
-    assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
-
-    // What was recorded replays with the replay adapter.
-    let replayed = replay_suite(dir.path()).run("connect").await;
-    assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
-
-    let text = std::fs::read_to_string(dir.path().join("connect.json")).expect("cassette");
-    for leaked in [LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID, api.uri().as_str()] {
-        assert!(!text.contains(leaked), "{leaked} left in {text}");
-    }
-    let c: serde_json::Value = serde_json::from_str(&text).expect("json");
-    assert_eq!(c["provenance"]["kind"], "recorded", "{text}");
-    let lines = cassette::request_lines(&c);
-    assert_eq!(
-        lines,
-        [
-            "POST /v2/sandboxes/{{sandbox_id}}/connect",
-            "GET /sandboxes/{{sandbox_id}}"
-        ],
-        "{text}"
-    );
+    let text = suite::e2b(dir.path())
+        .check_recording(
+            dir.path(),
+            "connect",
+            &[("E2B_API_KEY", LIVE_KEY), ("E2B_API_URL", &api.uri())],
+            &[LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID, &api.uri()],
+            &[
+                "POST /v2/sandboxes/{{sandbox_id}}/connect",
+                "GET /sandboxes/{{sandbox_id}}",
+            ],
+        )
+        .await;
     assert!(text.contains(r#""envdAccessToken": "{{token}}""#), "{text}");
 }
 
@@ -248,32 +229,21 @@ async fn records_envd_calls_through_the_proxy_to_the_envd_host() {
         .mount(&envd)
         .await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let suite = record_suite(
-        Vars::fixed(&[
-            ("E2B_API_KEY", LIVE_KEY),
-            ("E2B_API_URL", &api.uri()),
-            ("E2B_SANDBOX_URL", &envd.uri()),
-        ]),
-        dir.path(),
-    )
-    .expect("record suite");
-    let report = suite.run("files_missing").await;
-    assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
-    let replayed = replay_suite(dir.path()).run("files_missing").await;
-    assert_eq!(replayed.outcome, Outcome::Passed, "{}", replayed.message());
-
-    let text = std::fs::read_to_string(dir.path().join("files_missing.json")).expect("cassette");
-    for leaked in [LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID] {
-        assert!(!text.contains(leaked), "{leaked} left in {text}");
-    }
-    let c: serde_json::Value = serde_json::from_str(&text).expect("json");
-    assert_eq!(
-        cassette::request_lines(&c),
-        [
-            "POST /v2/sandboxes/{{sandbox_id}}/connect",
-            "GET /files",
-            "POST /filesystem.Filesystem/Stat"
-        ],
-        "{text}"
-    );
+    suite::e2b(dir.path())
+        .check_recording(
+            dir.path(),
+            "files_missing",
+            &[
+                ("E2B_API_KEY", LIVE_KEY),
+                ("E2B_API_URL", &api.uri()),
+                ("E2B_SANDBOX_URL", &envd.uri()),
+            ],
+            &[LIVE_KEY, LIVE_ENVD_TOKEN, LIVE_ID],
+            &[
+                "POST /v2/sandboxes/{{sandbox_id}}/connect",
+                "GET /files",
+                "POST /filesystem.Filesystem/Stat",
+            ],
+        )
+        .await;
 }

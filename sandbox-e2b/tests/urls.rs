@@ -1,7 +1,6 @@
 //! URLs made without a request: signed `/files` URLs (host, signature, user, expiry) and preview
 //! links (host, traffic token).
 
-use sandbox_e2b::E2bBuilder;
 use sandbox_sdk_core::ErrorKind;
 use sandbox_sdk_core::prelude::*;
 use std::time::Duration;
@@ -54,10 +53,7 @@ async fn upload_urls_carry_user_and_expiration() {
         .respond_with(ResponseTemplate::new(200).set_body_json(created_body(SB)))
         .mount(&server)
         .await;
-    let sandbox = E2bBuilder::new()
-        .api_key(KEY)
-        .api_url(server.uri())
-        .sandbox_url(server.uri())
+    let sandbox = builder(&server)
         .user("root")
         .build()
         .unwrap()

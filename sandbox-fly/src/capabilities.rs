@@ -5,6 +5,11 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// What the Fly adapter offers. Emulated entries are built from `/exec`: streaming and background
 /// processes (polled output files), kill, stdin (sent whole when the writer closes) and files.
 /// Volumes are existing Fly volumes mounted at create ([`crate::FlyBuilder::mount`]).
+///
+/// `per_command_env_cwd` is `false`: `/exec` takes neither (PROTOCOL.md §8). Core's one
+/// folding ([`fold_env_cwd`](sandbox_sdk_core::emulate::fold_env_cwd)) puts them into
+/// `sh -c`, in the client layer or, for a command sent to [`crate::FlySandbox`] directly, in the
+/// adapter; a folded command passes it unchanged, so it is folded once either way.
 pub const CAPABILITIES: Capabilities = Capabilities {
     list: Level::Native,
     stop: Level::Native,
@@ -20,7 +25,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     flags: Flags {
         preserves_memory_on_pause: true,
         preserves_disk_on_stop: false,
-        per_command_env_cwd: true,
+        per_command_env_cwd: false,
         exit_code_native: true,
         preview_model: PreviewModel::DeclaredPorts,
     },

@@ -13,11 +13,12 @@ use crate::wire::{
 };
 use async_trait::async_trait;
 use bytes::Bytes;
-use sandbox_sdk_core::emulate::env_cwd_argv;
+use sandbox_sdk_core::emulate::fold_env_cwd;
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Output, PreviewLink,
     Process, ProcessInfo, Result, Sandbox, SandboxInfo, SandboxState, Transfer, UploadBody,
 };
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -283,10 +284,10 @@ impl FlySandbox {
     /// Runs `command` through one buffered `/exec` (no live output), with the command's timeout
     /// capped at the exec deadline (the deadline when unset). Past it, `Timeout`.
     pub async fn exec_buffered(&self, command: &Command) -> Result<Output> {
-        self.check_command(command)?;
-        let secs = self.direct_secs(command);
+        let command = self.checked(command)?;
+        let secs = self.direct_secs(&command);
         let resp: ExecResponse =
-            exec::exec_direct(&self.api, &self.id, env_cwd_argv(command), secs, None).await?;
+            exec::exec_direct(&self.api, &self.id, command.argv.clone(), secs, None).await?;
         Ok(crate::api::script_output(resp).output)
     }
 
@@ -300,10 +301,12 @@ impl FlySandbox {
         t.as_secs_f64().ceil().max(1.0) as u64
     }
 
-    fn check_command(&self, command: &Command) -> Result<()> {
-        command
-            .validate()
-            .map_err(|e| e.or_context(PROVIDER, "exec", Some(&self.id)))?;
+    /// `command` checked, with its env and cwd folded into `sh -c` by core's one folding
+    /// ([`fold_env_cwd`]): `/exec` takes neither (PROTOCOL.md §8). Through the client layer
+    /// the command comes folded already and passes unchanged.
+    fn checked<'c>(&self, command: &'c Command) -> Result<Cow<'c, Command>> {
+        let context = |e: Error| e.or_context(PROVIDER, "exec", Some(&self.id));
+        command.validate().map_err(context)?;
         if command.pty.is_some() {
             return Err(Error::not_supported(PROVIDER, "pty").with_sandbox_id(&self.id));
         }
@@ -316,7 +319,7 @@ impl FlySandbox {
             .with_operation("exec")
             .with_sandbox_id(&self.id));
         }
-        Ok(())
+        fold_env_cwd(command).map_err(context)
     }
 }
 
@@ -342,7 +345,7 @@ impl Sandbox for FlySandbox {
     /// `/exec`; all others use the background-and-poll emulation (live output polled by offset,
     /// killable, the exit code recorded in the machine).
     async fn exec(&self, command: &Command) -> Result<Process> {
-        self.check_command(command)?;
+        let command = &*self.checked(command)?;
         let s = &self.api.settings;
         let fits = !command.timeout.is_zero() && command.timeout <= s.direct_exec_limit;
         if !command.background && (fits || s.prefer_direct_exec) {

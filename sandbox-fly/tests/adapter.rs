@@ -1,6 +1,6 @@
 //! Fly-specific behaviour beyond the conformance scenarios, replayed from the `spec` cassettes
 //! in `tests/cassettes/fly/` (chained and timed-out waits, leases, chunked files, idempotent
-//! create, every error body shape, direct exec, preview errors, region).
+//! create, every error body shape, direct exec, env and cwd folding, preview errors, region).
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -332,6 +332,19 @@ async fn short_commands_use_one_buffered_exec_with_stdin_and_signals() {
         .unwrap();
     assert_eq!(out.status.signal, Some(9));
     assert_eq!(out.status.code, None);
+    r.verify().await;
+}
+
+/// `/exec` takes no env or cwd (the flag says `false`): a command sent to the sandbox directly
+/// is folded by the adapter with core's `fold_env_cwd`, one sent through core's emulation layer
+/// (what `Client` puts around every provider) is folded there and passed on unchanged: one and
+/// the same request either way, folded once.
+#[tokio::test]
+async fn env_and_cwd_are_folded_once_with_or_without_the_client_layer() {
+    let r = Replay::start("fly_direct_env_cwd").await;
+    let fly = r.builder().prefer_direct_exec(true).build().unwrap();
+    let sandbox = fly.connect_machine(ID).await.unwrap();
+    sandbox_conformance::checks::env_cwd_folded_once(&sandbox).await;
     r.verify().await;
 }
 

@@ -3,27 +3,21 @@
 //!
 //! The token is random per [`Trailer`], so output cannot forge it by chance. Bytes that could
 //! be the start of the token are held back until the next chunk shows whether they are; once
-//! the token is seen, bytes up to the next newline are the value and are not output.
+//! the token is seen, bytes up to the next newline are the value and are not output. The
+//! scanning is core's [`MarkScanner`], the one scanner for such lines.
 
+use sandbox_sdk_core::emulate::MarkScanner;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 /// The longest value accepted; a longer "value" was output after all.
 const MAX_VALUE: usize = 16 * 1024;
 
-/// Finds and strips one trailer line in a stdout stream.
+/// Finds and strips one trailer line in a stdout stream: core's [`MarkScanner`], with any value
+/// up to [`MAX_VALUE`] bytes.
 #[derive(Debug, Clone)]
 pub(crate) struct Trailer {
-    token: Vec<u8>,
-    held: Vec<u8>,
-    state: State,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
-    Scanning,
-    Value(Vec<u8>),
-    Done(Vec<u8>),
+    scan: MarkScanner,
 }
 
 impl Trailer {
@@ -38,98 +32,33 @@ impl Trailer {
     /// A trailer with a given token (for tests). It must not be empty.
     pub fn with_token(token: &str) -> Trailer {
         Trailer {
-            token: token.as_bytes().to_vec(),
-            held: Vec::new(),
-            state: State::Scanning,
+            scan: MarkScanner::new(token, |value, _| value.len() <= MAX_VALUE),
         }
     }
 
     /// The token without its leading newline, as the script prints it after `\n`.
     pub fn token_text(&self) -> String {
-        String::from_utf8_lossy(self.token.strip_prefix(b"\n").unwrap_or(&self.token)).into_owned()
+        let token = self.scan.token();
+        String::from_utf8_lossy(token.strip_prefix(b"\n").unwrap_or(token)).into_owned()
     }
 
     /// Feeds one chunk; returns the bytes that are certainly output.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut data = std::mem::take(&mut self.held);
-        data.extend_from_slice(chunk);
-        let mut rest: &[u8] = &data;
-        while !rest.is_empty() {
-            match &mut self.state {
-                State::Done(_) => {
-                    out.extend_from_slice(rest);
-                    rest = &[];
-                }
-                State::Value(value) => match rest.iter().position(|b| *b == b'\n') {
-                    Some(end) if value.len() + end <= MAX_VALUE => {
-                        value.extend_from_slice(&rest[..end]);
-                        let value = std::mem::take(value);
-                        self.state = State::Done(value);
-                        rest = &rest[end + 1..];
-                    }
-                    None if value.len() + rest.len() <= MAX_VALUE => {
-                        value.extend_from_slice(rest);
-                        rest = &[];
-                    }
-                    _ => {
-                        // Too long for a value: it was output.
-                        out.extend_from_slice(&self.token);
-                        out.append(value);
-                        self.state = State::Scanning;
-                    }
-                },
-                State::Scanning => {
-                    if let Some(at) = find(rest, &self.token) {
-                        out.extend_from_slice(&rest[..at]);
-                        rest = &rest[at + self.token.len()..];
-                        self.state = State::Value(Vec::new());
-                    } else {
-                        let keep = longest_prefix_suffix(rest, &self.token);
-                        out.extend_from_slice(&rest[..rest.len() - keep]);
-                        self.held = rest[rest.len() - keep..].to_vec();
-                        rest = &[];
-                    }
-                }
-            }
-        }
-        out
+        self.scan.push(chunk).to_vec()
     }
 
     /// Ends the stream: returns the held-back output (and a trailer that never ended, which
     /// was output after all).
     pub fn finish(&mut self) -> Vec<u8> {
-        let mut out = std::mem::take(&mut self.held);
-        if let State::Value(value) = &mut self.state {
-            let mut all = self.token.clone();
-            all.append(value);
-            all.append(&mut out);
-            out = all;
-            self.state = State::Scanning;
-        }
-        out
+        self.scan.finish().to_vec()
     }
 
     /// The trailer's value, once its whole line has come.
     pub fn value(&self) -> Option<String> {
-        match &self.state {
-            State::Done(value) => Some(String::from_utf8_lossy(value).into_owned()),
-            _ => None,
-        }
+        self.scan
+            .value()
+            .map(|value| String::from_utf8_lossy(value).into_owned())
     }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The length of the longest suffix of `data` that is a proper prefix of `token`.
-fn longest_prefix_suffix(data: &[u8], token: &[u8]) -> usize {
-    let max = data.len().min(token.len().saturating_sub(1));
-    (1..=max)
-        .rev()
-        .find(|&n| data[data.len() - n..] == token[..n])
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -195,8 +124,8 @@ mod tests {
     #[test]
     fn fresh_tokens_differ_and_print_without_the_newline() {
         let (a, b) = (Trailer::new(), Trailer::new());
-        assert_ne!(a.token, b.token);
-        assert!(a.token.starts_with(b"\n"));
+        assert_ne!(a.scan.token(), b.scan.token());
+        assert!(a.scan.token().starts_with(b"\n"));
         assert!(!a.token_text().starts_with('\n'));
     }
 }

@@ -12,7 +12,8 @@
 //! - [`Usage`]: what a sandbox ran and cost ([`Provider::usage`](crate::Provider::usage)),
 //!   metered by the provider or [`estimate`]d and marked so;
 //! - [`PrepareSpec`] / [`Prepared`]: a template or snapshot of a shape, an image and build
-//!   steps, found again by content hash ([`Provider::prepare`](crate::Provider::prepare)).
+//!   steps, found again by content hash ([`Provider::prepare`](crate::Provider::prepare)),
+//!   with the find-or-build policy every adapter shares ([`find_or_build`] over [`Builds`]).
 
 mod owner;
 mod prepare;
@@ -21,7 +22,9 @@ mod reap;
 mod usage;
 
 pub use owner::{DEFAULT_PREFIX, Owner};
-pub use prepare::{PrepareSpec, Prepared};
+pub use prepare::{
+    Builds, Found, PrepareSpec, Prepared, content_hash, content_name, find_or_build,
+};
 pub use prices::{
     BUILTIN_PRICES, HOURS_PER_MONTH, LADDER, PriceTable, Prices, Shape, ShapeLimits, ShapeOffer,
     cost_markdown, dollars, shapes,

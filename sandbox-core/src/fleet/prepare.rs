@@ -7,10 +7,85 @@
 //! it again when its build failed (a failed build is never reused), and otherwise builds it and
 //! waits; a build that fails is an error carrying the provider's own reason. The
 //! [`Prepared::template`] goes into [`CreateSpec::template`](crate::CreateSpec::template).
+//!
+//! That policy is [`find_or_build`], over the provider's own calls ([`Builds`]); the naming is
+//! [`content_name`], over any serialisable description of what goes in. An adapter keeps only
+//! its protocol: how it looks a name up, starts a build and waits for one.
 
 use super::prices::Shape;
+use crate::error::Result;
+use async_trait::async_trait;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+/// SHA-256 (lowercase hex) of `content` serialised as JSON.
+pub fn content_hash(content: &impl Serialize) -> String {
+    // Serialising plain strings, numbers and arrays cannot fail.
+    let json = serde_json::to_vec(content).unwrap_or_default();
+    Sha256::digest(&json)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The name a template or snapshot of `content` gets: `sdk-` and the first 16 hex digits of
+/// its [`content_hash`] (lowercase letters, digits and `-`, valid on every provider).
+pub fn content_name(content: &impl Serialize) -> String {
+    format!("sdk-{}", &content_hash(content)[..16])
+}
+
+/// What a provider holds under a prepare name, as [`find_or_build`] needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found<B> {
+    /// Nothing by that name.
+    Missing,
+    /// Built and usable: its id (what goes into [`Prepared::template`]).
+    Ready(String),
+    /// Being built: its id, and the build to [`wait`](Builds::wait) for.
+    Building(String, B),
+    /// Its latest build failed or cannot be used (never reused): that state, for the log.
+    Unusable(String),
+}
+
+/// The provider's side of [`find_or_build`]: its own calls, one per step.
+#[async_trait]
+pub trait Builds: Send + Sync {
+    /// What identifies one build while it runs (a build id, a snapshot name).
+    type Build: Send;
+
+    /// Looks `name` up.
+    async fn find(&self, name: &str) -> Result<Found<Self::Build>>;
+
+    /// Starts a build under `name` (a new one, or a new build of an unusable one): its id and
+    /// the build.
+    async fn start(&self, name: &str) -> Result<(String, Self::Build)>;
+
+    /// Waits until `build` of `name` is ready; a failed build is an error carrying the
+    /// provider's reason, one still running past the provider's bound a `Timeout`.
+    async fn wait(&self, name: &str, build: Self::Build) -> Result<()>;
+}
+
+/// The prepare policy: the id of what `builds` holds under `name`, and whether it existed
+/// already (nothing was built by this call). Reused when ready, waited for when being built,
+/// built again when its latest build failed, built when missing; every build is waited for.
+pub async fn find_or_build<B: Builds + ?Sized>(builds: &B, name: &str) -> Result<(String, bool)> {
+    match builds.find(name).await? {
+        Found::Ready(id) => return Ok((id, true)),
+        Found::Building(id, build) => {
+            builds.wait(name, build).await?;
+            return Ok((id, true));
+        }
+        Found::Unusable(state) => tracing::info!(
+            name,
+            latest_build = %state,
+            "prepare: the latest build is not usable; building it again"
+        ),
+        Found::Missing => {}
+    }
+    let (id, build) = builds.start(name).await?;
+    builds.wait(name, build).await?;
+    Ok((id, false))
+}
 
 /// What to prepare: a base image, shell commands run on it in order, and the shape sandboxes
 /// made from it get. Two specs with the same content have the same [`name`](Self::name).
@@ -58,20 +133,15 @@ impl PrepareSpec {
         self
     }
 
-    /// SHA-256 (lowercase hex) of the image, the steps and the shape, serialised as JSON.
+    /// SHA-256 (lowercase hex) of the image, the steps and the shape, serialised as JSON
+    /// ([`content_hash`]).
     pub fn content_hash(&self) -> String {
-        // Serialising plain strings, numbers and arrays cannot fail.
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        Sha256::digest(&json)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        content_hash(self)
     }
 
-    /// The name the provider's template or snapshot gets: `sdk-` and the first 16 hex digits
-    /// of the content hash (lowercase letters, digits and `-`, valid on every provider).
+    /// The name the provider's template or snapshot gets ([`content_name`]).
     pub fn name(&self) -> String {
-        format!("sdk-{}", &self.content_hash()[..16])
+        content_name(self)
     }
 
     /// The steps as a Dockerfile: `FROM image`, then one `RUN` per step (a step spanning lines
@@ -125,6 +195,62 @@ mod tests {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         );
+    }
+
+    /// A provider whose name lookup answers `found`, recording the calls made.
+    struct Script {
+        found: Found<u32>,
+        calls: std::sync::Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Builds for Script {
+        type Build = u32;
+        async fn find(&self, name: &str) -> Result<Found<u32>> {
+            self.calls.lock().unwrap().push(format!("find {name}"));
+            Ok(self.found.clone())
+        }
+        async fn start(&self, name: &str) -> Result<(String, u32)> {
+            self.calls.lock().unwrap().push(format!("start {name}"));
+            Ok(("new-id".into(), 2))
+        }
+        async fn wait(&self, name: &str, build: u32) -> Result<()> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("wait {name} {build}"));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn ready_is_reused_building_waited_for_and_the_rest_built() {
+        for (found, want, calls) in [
+            (Found::Ready("t".into()), ("t", true), &["find n"][..]),
+            (
+                Found::Building("t".into(), 1),
+                ("t", true),
+                &["find n", "wait n 1"][..],
+            ),
+            (
+                Found::Unusable("error".into()),
+                ("new-id", false),
+                &["find n", "start n", "wait n 2"][..],
+            ),
+            (
+                Found::Missing,
+                ("new-id", false),
+                &["find n", "start n", "wait n 2"][..],
+            ),
+        ] {
+            let script = Script {
+                found,
+                calls: Default::default(),
+            };
+            let (id, reused) = find_or_build(&script, "n").await.unwrap();
+            assert_eq!((id.as_str(), reused), want);
+            assert_eq!(*script.calls.lock().unwrap(), calls);
+        }
     }
 
     #[test]

@@ -2,16 +2,18 @@
 //! (PROTOCOL.md §8.1): [`command_line`], [`Trailer`], and how a command's end is reported
 //! ([`exit_event`]).
 //!
-//! The end marks are not core's [`ExitMarker`](sandbox_sdk_core::emulate::ExitMarker): they
-//! do another job. The exit code is native (the daemon's `exitCode`); the marks are on both
-//! streams, to take back the newline the daemon's line reader adds to a last partial line of
-//! each, and the follower must see that both are complete *while the stream is open*, to end
-//! as soon as the command does instead of waiting for the server's close (PROTOCOL.md §8.2).
-//! `ExitMarker` marks stdout only and tells whether its marker was seen only by finishing.
+//! The end marks are read by core's [`MarkScanner`], but they are not its
+//! [`ExitMarker`](sandbox_sdk_core::emulate::ExitMarker): they do another job. The exit code is
+//! native (the daemon's `exitCode`); the marks are on both streams, to take back the newline
+//! the daemon's line reader adds to a last partial line of each, they count only at the very
+//! end of a stream, and the follower must see that both are complete *while the stream is
+//! open*, to end as soon as the command does instead of waiting for the server's close
+//! (PROTOCOL.md §8.2). The mark is fixed, not random: it is part of every command line sent.
 
 use crate::config::PROVIDER;
 use bytes::Bytes;
-use sandbox_sdk_core::shell::{quote_argv, shell_quote, shell_script};
+use sandbox_sdk_core::emulate::{MarkScanner, fold_env_cwd};
+use sandbox_sdk_core::shell::quote_argv;
 use sandbox_sdk_core::{Command, Error, ErrorKind, ExitStatus, ProcessEvent, Result};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -25,9 +27,10 @@ pub(crate) const SIGKILL: i32 = 9;
 const TIMEOUT_STATUSES: [i32; 2] = [124, 137];
 
 /// The shell line a [`Command`] becomes: a subshell of the session's shell (a fork, not a new
-/// shell; `cd`, exports and `exit` stay inside it) running the quoted argv, or the core's
-/// script (cwd and env applied with safe quoting), wrapped in coreutils `timeout` when the
-/// command has a process timeout. It starts with the no-op `: sdk-cmd-{label}`, which makes the
+/// shell; `cd`, exports and `exit` stay inside it) running the quoted argv (cwd and env folded
+/// into `sh -c` first by core's one folding, [`fold_env_cwd`]: a session command takes
+/// neither, PROTOCOL.md §6.2), wrapped in coreutils `timeout` when the command has a process
+/// timeout. It starts with the no-op `: sdk-cmd-{label}`, which makes the
 /// line unique within its session so a command still running after the direct window can be
 /// found by its text.
 ///
@@ -40,29 +43,21 @@ const TIMEOUT_STATUSES: [i32; 2] = [124, 137];
 /// command, a command started elsewhere) is passed on unchanged.
 pub(crate) fn command_line(command: &Command, label: u64) -> Result<String> {
     command.validate()?;
-    let direct = command.cwd.is_none() && command.env.is_empty();
+    let command = fold_env_cwd(command)?;
     let inner = if command.timeout.is_zero() {
-        if let (true, [sh, c, script]) = (direct, command.argv.as_slice())
+        if let [sh, c, script] = command.argv.as_slice()
             && sh == "sh"
             && c == "-c"
         {
             // A shell line runs in a nested subshell: one process less than `sh -c` (a fork,
             // not an exec); the newline keeps a trailing comment from eating the `)`.
             format!("({script}\n)")
-        } else if direct {
-            quote_argv(&command.argv)?
         } else {
-            // A subshell, so the script's `exec` replaces it and not the shell printing the mark.
-            format!("({})", shell_script(command)?)
+            quote_argv(&command.argv)?
         }
     } else {
         let secs = command.timeout.as_millis().div_ceil(1000).max(1);
-        let program = if direct {
-            quote_argv(&command.argv)?
-        } else {
-            format!("sh -c {}", shell_quote(&shell_script(command)?)?)
-        };
-        format!("timeout -k 5 {secs} {program}")
+        format!("timeout -k 5 {secs} {}", quote_argv(&command.argv)?)
     };
     Ok(format!(
         "(: sdk-cmd-{label}; {inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
@@ -73,76 +68,53 @@ pub(crate) fn command_line(command: &Command, label: u64) -> Result<String> {
 /// [`command_line`]).
 pub(crate) const END_MARK: &str = "__sandbox_sdk_end_of_output__";
 
-/// The longest end-mark line: the mark, `:`, a status of up to 10 digits, the newline.
-const MAX_MARK_LEN: usize = END_MARK.len() + 12;
-
-/// Whether `tail` is the start of an end-mark line (`Some(false)`), a whole one ending in its
-/// newline (`Some(true)`), or neither (`None`).
-fn mark_prefix(tail: &[u8]) -> Option<bool> {
-    let mark = END_MARK.as_bytes();
-    if tail.len() <= mark.len() {
-        return (tail == &mark[..tail.len()]).then_some(false);
-    }
-    if &tail[..mark.len()] != mark {
-        return None;
-    }
-    match &tail[mark.len()..] {
-        [b'\n'] => Some(true),
-        [b':', rest @ ..] => {
-            let (digits, whole) = match rest.split_last() {
-                Some((b'\n', digits)) => (digits, true),
-                _ => (rest, false),
-            };
-            let valid = digits.len() <= 10
+/// What follows [`END_MARK`] on its line: nothing (stderr's mark), or `:` and the status in
+/// up to 10 digits (stdout's).
+fn end_mark_value(value: &[u8], whole: bool) -> bool {
+    match value {
+        [] => true,
+        [b':', digits @ ..] => {
+            digits.len() <= 10
                 && digits.iter().all(u8::is_ascii_digit)
-                && !(whole && digits.is_empty());
-            valid.then_some(whole)
+                && !(whole && digits.is_empty())
         }
-        _ => None,
+        _ => false,
     }
 }
 
-/// Holds back the end of one stream while it could still be (the start of) the end mark, so
-/// output is passed on as soon as it cannot be part of it.
-#[derive(Default)]
+/// One stream's end mark, read by core's [`MarkScanner`]: output is passed on as soon as it
+/// cannot be part of a mark line that ends the stream.
 pub(crate) struct Trailer {
-    held: Vec<u8>,
+    scan: MarkScanner,
+}
+
+impl Default for Trailer {
+    fn default() -> Self {
+        Trailer {
+            scan: MarkScanner::new(END_MARK, end_mark_value).at_end(),
+        }
+    }
 }
 
 impl Trailer {
-    /// Appends `data`; returns what can be passed on now: everything but the longest tail
-    /// that is a beginning of an end-mark line.
+    /// Appends `data`; returns what can be passed on now.
     pub(crate) fn push(&mut self, data: &[u8]) -> Option<Bytes> {
-        self.held.extend_from_slice(data);
-        let from = self.held.len().saturating_sub(MAX_MARK_LEN);
-        let ready = (from..self.held.len())
-            .find(|i| mark_prefix(&self.held[*i..]).is_some())
-            .unwrap_or(self.held.len());
-        (ready > 0).then(|| Bytes::from(self.held.drain(..ready).collect::<Vec<u8>>()))
+        Some(self.scan.push(data)).filter(|out| !out.is_empty())
     }
 
     /// `Some` once the stream ends in a whole end mark, with the status it carries (stdout's).
     pub(crate) fn complete(&self) -> Option<Option<i32>> {
-        if mark_prefix(&self.held) != Some(true) {
-            return None;
-        }
-        let text = std::str::from_utf8(&self.held).ok()?;
+        let value = self.scan.value()?;
         Some(
-            text.trim_end()
-                .strip_prefix(END_MARK)
-                .and_then(|rest| rest.strip_prefix(':'))
+            std::str::from_utf8(value.strip_prefix(b":").unwrap_or_default())
+                .ok()
                 .and_then(|status| status.parse().ok()),
         )
     }
 
     /// The rest of the stream: nothing when it is exactly an end mark.
     pub(crate) fn finish(&mut self) -> Option<Bytes> {
-        if self.complete().is_some() {
-            self.held.clear();
-            return None;
-        }
-        let held = std::mem::take(&mut self.held);
-        (!held.is_empty()).then(|| Bytes::from(held))
+        Some(self.scan.finish()).filter(|out| !out.is_empty())
     }
 }
 
@@ -265,37 +237,39 @@ mod tests {
     /// the trailer hold more than one mark line beyond the chunk just pushed: it is passed on.
     #[test]
     fn the_held_tail_stays_within_one_mark_line() {
+        // The longest end-mark line: the mark, `:`, a status of up to 10 digits, the newline.
+        const MAX_MARK_LEN: usize = END_MARK.len() + 12;
         let mut trailer = Trailer::default();
         let prefix = &END_MARK.as_bytes()[..END_MARK.len() - 1];
         let mut passed = 0;
         for _ in 0..10_000 {
             passed += trailer.push(prefix).map_or(0, |b| b.len());
-            assert!(trailer.held.len() <= MAX_MARK_LEN, "{}", trailer.held.len());
+            assert!(
+                trailer.scan.held_len() <= MAX_MARK_LEN,
+                "{}",
+                trailer.scan.held_len()
+            );
         }
-        assert_eq!(passed + trailer.held.len(), 10_000 * prefix.len());
+        assert_eq!(passed + trailer.scan.held_len(), 10_000 * prefix.len());
         let digits = format!("{END_MARK}:{}", "9".repeat(100_000));
         passed = trailer.push(digits.as_bytes()).map_or(0, |b| b.len());
-        assert!(passed > 0 && trailer.held.len() <= MAX_MARK_LEN);
+        assert!(passed > 0 && trailer.scan.held_len() <= MAX_MARK_LEN);
     }
 
     #[test]
-    fn mark_prefixes_are_recognised_exactly() {
-        let m = END_MARK;
-        for (tail, want) in [
-            (String::new(), Some(false)),
-            (m[..5].to_owned(), Some(false)),
-            (m.to_string(), Some(false)),
-            (format!("{m}:"), Some(false)),
-            (format!("{m}:12"), Some(false)),
-            (format!("{m}\n"), Some(true)),
-            (format!("{m}:12\n"), Some(true)),
-            (format!("{m}:\n"), None),
-            (format!("{m}x"), None),
-            (format!("{m}:1x"), None),
-            (format!("{m}:12345678901"), None),
-            ("x".to_owned(), None),
+    fn end_mark_values_are_recognised_exactly() {
+        for (value, partial, whole) in [
+            ("", true, true),
+            (":", true, false),
+            (":12", true, true),
+            (":1234567890", true, true),
+            (":12345678901", false, false),
+            (":1x", false, false),
+            ("x", false, false),
         ] {
-            assert_eq!(mark_prefix(tail.as_bytes()), want, "{tail:?}");
+            let v = value.as_bytes();
+            assert_eq!(end_mark_value(v, false), partial, "{value:?}");
+            assert_eq!(end_mark_value(v, true), whole, "{value:?}");
         }
     }
 

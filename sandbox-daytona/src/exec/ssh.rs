@@ -10,7 +10,8 @@ use crate::api::client::Api;
 use crate::api::ssh::{OpenError, SshChannel, SshMessage, SshWriter, Target, open_exec, ssh_error};
 use crate::config::{DEFAULT_SSH_HOST, PROVIDER, system_time_after};
 use futures::StreamExt;
-use sandbox_sdk_core::shell::{quote_argv, shell_quote, shell_script};
+use sandbox_sdk_core::emulate::fold_env_cwd;
+use sandbox_sdk_core::shell::quote_argv;
 use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
     Command, Error, ErrorKind, ExitStatus, Process, ProcessControl, ProcessEvent, PtySize, Result,
@@ -132,16 +133,12 @@ pub(crate) const PID_PREFIX: &str = "ssh/";
 /// How long a token used by [`exec`] must stay valid.
 const EXEC_TOKEN_TTL: Duration = Duration::from_secs(30 * 60);
 
-/// The command line run over SSH: the argv quoted, cwd and env folded into `sh -c` with core's
-/// [`shell_script`], and a process timeout through coreutils `timeout`. SSH keeps bytes
-/// exact, so no end mark.
+/// The command line run over SSH: the argv quoted (cwd and env folded into `sh -c` first by
+/// core's one folding, [`fold_env_cwd`]), and a process timeout through coreutils `timeout`.
+/// SSH keeps bytes exact, so no end mark.
 pub(crate) fn ssh_command_line(command: &Command) -> Result<String> {
     command.validate()?;
-    let line = if command.cwd.is_none() && command.env.is_empty() {
-        quote_argv(&command.argv)?
-    } else {
-        format!("sh -c {}", shell_quote(&shell_script(command)?)?)
-    };
+    let line = quote_argv(&fold_env_cwd(command)?.argv)?;
     if command.timeout.is_zero() {
         return Ok(line);
     }
@@ -406,6 +403,6 @@ mod tests {
             "timeout -k 5 2 'sleep' '9'"
         );
         let line = ssh_command_line(&Command::new("pwd").cwd("/tmp").env("A", "b")).unwrap();
-        assert!(line.starts_with("sh -c 'cd -- "), "{line}");
+        assert!(line.starts_with("'sh' '-c' 'cd -- "), "{line}");
     }
 }

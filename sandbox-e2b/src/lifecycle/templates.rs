@@ -1,14 +1,17 @@
 //! Templates: build one from an image plus steps and wait for it, idempotent by a content hash
-//! of what goes in (PROTOCOL.md §2.6); the E2B side of the core `Provider::prepare`.
+//! of what goes in (PROTOCOL.md §2.6); the E2B side of the core `Provider::prepare`. The
+//! naming and the find-or-build policy are core's ([`content_name`], [`find_or_build`]); this
+//! module holds E2B's calls for them ([`Templates`]).
 
 use crate::api::Api;
 use crate::config::PROVIDER;
 use crate::wire::{TemplateBuildStart, TemplateCreate, TemplateStep};
-use sandbox_sdk_core::fleet::{PrepareSpec, Prepared};
+use sandbox_sdk_core::fleet::{
+    Builds, Found, PrepareSpec, Prepared, content_hash, content_name, find_or_build,
+};
 use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 /// What a template is built from. Two specs with the same content give the same template.
 ///
@@ -104,26 +107,20 @@ impl TemplateSpec {
         self
     }
 
-    /// SHA-256 (hex) of everything that goes into the build.
+    /// SHA-256 (hex) of everything that goes into the build ([`content_hash`]).
     pub fn content_hash(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        Sha256::digest(&json)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        content_hash(self)
     }
 
-    /// The template's name: `sdk-` and the first 16 hex digits of the content hash.
+    /// The template's name: `sdk-` and the first 16 hex digits of the content hash
+    /// ([`content_name`]).
     pub fn template_name(&self) -> String {
-        format!("sdk-{}", &self.content_hash()[..16])
+        content_name(self)
     }
 }
 
 /// Returns the id of a template built from `spec` under `name`, and whether an existing one was
-/// used (nothing built by this call): reused when its latest build is ready, waited for when a
-/// build is in progress, built again when its latest build failed (a failed build is never
-/// reused), built new when there is none. A build that fails is an error carrying the
-/// service's reason.
+/// used (nothing built by this call), by core's [`find_or_build`] over [`Templates`].
 pub(crate) async fn prepare_named(
     api: &Api,
     name: &str,
@@ -136,54 +133,77 @@ pub(crate) async fn prepare_named(
         .with_provider(PROVIDER)
         .with_operation("prepare"));
     }
-    match api.template_alias(name).await {
-        Ok(alias) => {
-            let template = api.template(&alias.template_id).await?;
-            let latest = template.builds.iter().max_by_key(|b| {
-                b.created_at
-                    .as_deref()
-                    .and_then(sandbox_sdk_core::time::parse_rfc3339)
-            });
-            match latest.map(|b| b.status.as_str()) {
-                Some("ready") => return Ok((template.template_id, true)),
-                Some("building" | "waiting") => {
-                    let build = latest.map(|b| b.build_id.clone()).unwrap_or_default();
-                    wait_build(api, name, &template.template_id, &build).await?;
-                    return Ok((template.template_id, true));
-                }
-                status => tracing::info!(
-                    template = name,
-                    latest_build = status.unwrap_or("none"),
-                    "prepare: the template's latest build is not usable; building it again"
-                ),
-            }
-        }
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    // POST /v3/templates with a name that exists starts a new build of that template
-    // (PROTOCOL.md §2.6: it answers the template id and a new build id).
-    let created = api
-        .create_template(&TemplateCreate {
-            name: name.to_owned(),
-            cpu_count: spec.cpu_count,
-            memory_mb: spec.memory_mb,
+    find_or_build(&Templates { api, spec }, name).await
+}
+
+/// E2B's calls for [`find_or_build`]: a build is a template id and a build id.
+struct Templates<'a> {
+    api: &'a Api,
+    spec: &'a TemplateSpec,
+}
+
+#[async_trait::async_trait]
+impl Builds for Templates<'_> {
+    type Build = (String, String);
+
+    /// The alias, then the template; its latest build (by creation time) tells the state.
+    async fn find(&self, name: &str) -> Result<Found<Self::Build>> {
+        let alias = match self.api.template_alias(name).await {
+            Ok(alias) => alias,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Missing),
+            Err(e) => return Err(e),
+        };
+        let template = self.api.template(&alias.template_id).await?;
+        let latest = template.builds.iter().max_by_key(|b| {
+            b.created_at
+                .as_deref()
+                .and_then(sandbox_sdk_core::time::parse_rfc3339)
+        });
+        Ok(match latest {
+            Some(b) if b.status == "ready" => Found::Ready(template.template_id),
+            Some(b) if b.status == "building" || b.status == "waiting" => Found::Building(
+                template.template_id.clone(),
+                (template.template_id, b.build_id.clone()),
+            ),
+            Some(b) => Found::Unusable(b.status.clone()),
+            None => Found::Unusable("none".to_owned()),
         })
-        .await?;
-    api.start_build(
-        &created.template_id,
-        &created.build_id,
-        &TemplateBuildStart {
-            from_image: spec.from_image.clone(),
-            from_template: spec.from_template.clone(),
-            steps: spec.steps.clone(),
-            start_cmd: spec.start_cmd.clone(),
-            ready_cmd: spec.ready_cmd.clone(),
-        },
-    )
-    .await?;
-    wait_build(api, name, &created.template_id, &created.build_id).await?;
-    Ok((created.template_id, false))
+    }
+
+    /// `POST /v3/templates` (with a name that exists it starts a new build of that template,
+    /// PROTOCOL.md §2.6: it answers the template id and a new build id), then the build start.
+    async fn start(&self, name: &str) -> Result<(String, Self::Build)> {
+        let spec = self.spec;
+        let created = self
+            .api
+            .create_template(&TemplateCreate {
+                name: name.to_owned(),
+                cpu_count: spec.cpu_count,
+                memory_mb: spec.memory_mb,
+            })
+            .await?;
+        self.api
+            .start_build(
+                &created.template_id,
+                &created.build_id,
+                &TemplateBuildStart {
+                    from_image: spec.from_image.clone(),
+                    from_template: spec.from_template.clone(),
+                    steps: spec.steps.clone(),
+                    start_cmd: spec.start_cmd.clone(),
+                    ready_cmd: spec.ready_cmd.clone(),
+                },
+            )
+            .await?;
+        Ok((
+            created.template_id.clone(),
+            (created.template_id, created.build_id),
+        ))
+    }
+
+    async fn wait(&self, name: &str, (template_id, build_id): Self::Build) -> Result<()> {
+        wait_build(self.api, name, &template_id, &build_id).await
+    }
 }
 
 /// Polls the build's status (at once, then 25 ms doubling up to the poll interval, within the

@@ -19,21 +19,21 @@ pub const KEY: &str = "e2b_0123456789abcdef0123456789abcdef01234567";
 pub const SB: &str = "ilxb3ba8bnc0gpyx3i8ax";
 pub const TOKEN: &str = "tok_envd_123";
 
-pub fn provider(server: &MockServer) -> E2bProvider {
+/// A builder with the key, the control plane and envd all at `server`.
+pub fn builder(server: &MockServer) -> E2bBuilder {
     E2bBuilder::new()
         .api_key(KEY)
         .api_url(server.uri())
         .sandbox_url(server.uri())
-        .build()
-        .unwrap()
+}
+
+pub fn provider(server: &MockServer) -> E2bProvider {
+    builder(server).build().unwrap()
 }
 
 /// A provider that polls template builds without waiting (the mock answers at once).
 pub fn fast_polling(server: &MockServer) -> E2bProvider {
-    E2bBuilder::new()
-        .api_key(KEY)
-        .api_url(server.uri())
-        .sandbox_url(server.uri())
+    builder(server)
         .template_poll_interval(Duration::ZERO)
         .build()
         .unwrap()
@@ -84,11 +84,51 @@ pub fn connect_call() -> MockBuilder {
     Mock::given(method("POST")).and(path(format!("/v2/sandboxes/{SB}/connect")))
 }
 
+/// Mounts what connecting to (or resuming) `SB` with a TTL of `seconds` sends, each once: the
+/// connect asking for it (answered with `status` and [`created_body`]), then the
+/// `POST /sandboxes/{SB}/timeout` that sets exactly it (connect only ever extends a TTL).
+pub async fn mount_connect_with_ttl(server: &MockServer, seconds: u64, status: u16) {
+    connect_call()
+        .and(body_json(serde_json::json!({ "timeout": seconds })))
+        .respond_with(ResponseTemplate::new(status).set_body_json(created_body(SB)))
+        .expect(1)
+        .mount(server)
+        .await;
+    mount_ttl(server, seconds, 1).await;
+}
+
+/// Mounts `POST /sandboxes/{SB}/timeout` setting a TTL of `seconds`, answered 204, expected
+/// `times` times.
+pub async fn mount_ttl(server: &MockServer, seconds: u64, times: u64) {
+    set_ttl_call(seconds)
+        .respond_with(ResponseTemplate::new(204))
+        .expect(times)
+        .mount(server)
+        .await;
+}
+
 /// A mock of the control plane's `POST /sandboxes/{SB}/timeout` asking for a TTL of `seconds`.
 pub fn set_ttl_call(seconds: u64) -> MockBuilder {
     Mock::given(method("POST"))
         .and(path(format!("/sandboxes/{SB}/timeout")))
         .and(body_json(serde_json::json!({ "timeout": seconds })))
+}
+
+/// A mock of envd's `POST /filesystem.Filesystem/Stat` of `path`.
+pub fn stat_call(path_: &str) -> MockBuilder {
+    Mock::given(method("POST"))
+        .and(path("/filesystem.Filesystem/Stat"))
+        .and(body_json(serde_json::json!({ "path": path_ })))
+}
+
+/// envd's Connect answer to a `Stat` of a `path` that does not exist.
+pub fn stat_missing(path_: &str) -> ResponseTemplate {
+    ResponseTemplate::new(404).set_body_raw(
+        format!(
+            r#"{{"code":"not_found","message":"file not found: stat {path_}: no such file or directory"}}"#
+        ),
+        "application/json",
+    )
 }
 
 /// A mock of envd's `POST /process.Process/Start` (exec's Connect stream).
@@ -136,10 +176,7 @@ pub async fn connected_with_timeout(
         .expect(1)
         .mount(server)
         .await;
-    let mut builder = E2bBuilder::new()
-        .api_key(KEY)
-        .api_url(server.uri())
-        .sandbox_url(envd_url);
+    let mut builder = builder(server).sandbox_url(envd_url);
     if let Some(timeout) = timeout {
         builder = builder.request_timeout(timeout);
     }
@@ -152,8 +189,102 @@ pub async fn connected_with_timeout(
 }
 
 // ---------------------------------------------------------------------------------------------
+// wiremock: templates (PROTOCOL.md §2.6)
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /templates/aliases/{name}`: the alias of template `Some(id)`, or 404 for `None`.
+pub fn template_alias(name: &str, found: Option<&str>) -> Mock {
+    let call = Mock::given(method("GET")).and(path(format!("/templates/aliases/{name}")));
+    match found {
+        Some(id) => call.respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"templateID": id, "public": false})),
+        ),
+        None => call.respond_with(
+            ResponseTemplate::new(404)
+                .set_body_string(r#"{"code":404,"message":"template not found"}"#),
+        ),
+    }
+}
+
+/// A mock of `POST /v3/templates`.
+pub fn create_template_call() -> MockBuilder {
+    Mock::given(method("POST")).and(path("/v3/templates"))
+}
+
+/// The answer to `POST /v3/templates`: template `id`, its new build `build`, named `names`.
+pub fn template_created(id: &str, build: &str, names: &[&str]) -> ResponseTemplate {
+    ResponseTemplate::new(202).set_body_json(serde_json::json!({
+        "templateID": id, "buildID": build, "public": false, "names": names, "tags": [],
+        "aliases": names
+    }))
+}
+
+/// A mock of `POST /v2/templates/{id}/builds/{build}` (the build start).
+pub fn start_build_call(id: &str, build: &str) -> MockBuilder {
+    Mock::given(method("POST")).and(path(format!("/v2/templates/{id}/builds/{build}")))
+}
+
+/// `GET /templates/{id}/builds/{build}/status` answering `status` (with `reason`, if any).
+pub fn build_status(id: &str, build: &str, status: &str, reason: Option<&str>) -> Mock {
+    let mut body = serde_json::json!({
+        "templateID": id, "buildID": build, "status": status, "logs": [], "logEntries": []
+    });
+    if let Some(reason) = reason {
+        body["reason"] = serde_json::json!({ "message": reason });
+    }
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/{id}/builds/{build}/status")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+}
+
+/// `GET /templates/{id}` answering a `TemplateWithBuilds` with `(buildID, status, createdAt)`
+/// builds.
+pub fn template_builds(id: &str, builds: &[(&str, &str, &str)]) -> Mock {
+    Mock::given(method("GET"))
+        .and(path(format!("/templates/{id}")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "templateID": id, "public": false, "aliases": [], "names": [],
+            "createdAt": "2026-12-01T00:00:00Z", "updatedAt": "2026-12-01T00:00:00Z",
+            "lastSpawnedAt": null, "spawnCount": 0,
+            "builds": builds.iter().map(|(b, status, at)| serde_json::json!({
+                "buildID": b, "status": status, "createdAt": at, "updatedAt": at,
+                "cpuCount": 2, "memoryMB": 2048
+            })).collect::<Vec<_>>()
+        })))
+}
+
+/// Mounts a template `name` that does not exist, and the build of it as `id`/`build` that
+/// `prepare` then starts, whose status always reads `status` (with `reason`, if any).
+pub async fn mount_new_build(
+    server: &MockServer,
+    name: &str,
+    (id, build): (&str, &str),
+    status: &str,
+    reason: Option<&str>,
+) {
+    template_alias(name, None).mount(server).await;
+    create_template_call()
+        .respond_with(template_created(id, build, &[]))
+        .mount(server)
+        .await;
+    start_build_call(id, build)
+        .respond_with(ResponseTemplate::new(202))
+        .mount(server)
+        .await;
+    build_status(id, build, status, reason).mount(server).await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // raw loopback servers
 // ---------------------------------------------------------------------------------------------
+
+/// A loopback listener to serve a raw envd on, and its URL.
+pub async fn raw_envd() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (listener, url)
+}
 
 /// One Connect envelope: `[flags][u32 length][json]`.
 pub fn envelope(flags: u8, json: &str) -> Vec<u8> {

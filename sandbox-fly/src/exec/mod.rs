@@ -9,9 +9,10 @@
 //!   recording subshell wrote. Used for commands without a timeout or longer than the exec
 //!   deadline, and for background commands, which can be listed, reattached and killed.
 //!
-//! Environment and working directory are passed as argv (`env -- K=V …`, `cd -- "$1"` in a tiny
-//! wrapper; see the core's [`env_cwd_argv`]), so no value is ever spliced into shell text and no
-//! value is taken for an option, an assignment or `cd -`.
+//! `/exec` takes no environment or working directory: a command arrives here with both folded
+//! into `sh -c` by core's [`fold_env_cwd`](sandbox_sdk_core::emulate::fold_env_cwd) (in
+//! [`FlySandbox`](crate::FlySandbox), or before it in the client layer), and its argv is sent
+//! as it is.
 
 mod scripts;
 
@@ -23,7 +24,6 @@ use async_trait::async_trait;
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use sandbox_sdk_core::emulate::env_cwd_argv;
 use sandbox_sdk_core::emulate::files::{EXIT_TAKEN, script_error};
 use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{
@@ -180,7 +180,7 @@ pub(crate) async fn start_direct(
     cmd: &Command,
     secs: u64,
 ) -> Result<Process> {
-    let argv = env_cwd_argv(cmd);
+    let argv = cmd.argv.clone();
     if cmd.stdin {
         let (stdin, rx) = Stdin::channel(16);
         let collected = spawn_stdin_collector(rx);
@@ -608,8 +608,15 @@ fn polled_process(poller: Poller, pid: String, stdin: Option<Stdin>) -> Process 
 }
 
 fn meta_json(cmd: &Command) -> String {
+    // A command with secret arguments (env values folded into its script) is listed by its
+    // program only, as `Command::describe` shows it.
+    let argv = if cmd.secret_args {
+        &cmd.argv[..cmd.argv.len().min(1)]
+    } else {
+        &cmd.argv[..]
+    };
     serde_json::json!({
-        "argv": cmd.argv,
+        "argv": argv,
         "tag": cmd.tag,
         "cwd": cmd.cwd,
     })
@@ -667,7 +674,7 @@ async fn launch(
             meta_json(cmd),
             flag(reuse),
         ];
-        args.extend(env_cwd_argv(cmd));
+        args.extend(cmd.argv.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let resp = run_script(
             api,
