@@ -3,11 +3,13 @@
 
 use crate::api::client::Api;
 use crate::config::{PROVIDER, backoff_until, deadline_after};
-use crate::wire::{BuildInfo, CreateSnapshotBody};
-use sandbox_sdk_core::fleet::{PrepareSpec, Prepared};
+use crate::wire::{BuildInfo, CreateSnapshotBody, SnapshotDto};
+use async_trait::async_trait;
+use sandbox_sdk_core::fleet::{Builds, Found, PrepareSpec, Prepared, find_or_build};
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::sync::Mutex;
 
 /// The size of a snapshot made by [`DaytonaProvider::prepare`](crate::DaytonaProvider::prepare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
@@ -67,82 +69,158 @@ pub(crate) async fn prepare_image(
 }
 
 /// Finds snapshot `body.name` or creates it from `body`, and waits until it is `active`
-/// (`GET /snapshots/{name}`, `POST /snapshots`, PROTOCOL.md §4). `inactive` is activated
-/// once. One whose build failed (`error`, `build_failed`) fails with its reason, or with
-/// `rebuild_failed` is deleted (`DELETE /snapshots/{id}`) and built again once (a failed
-/// build is never reused); a rebuild that fails too fails with its reason. Returns the name
-/// and whether an existing snapshot was used (nothing created by this call).
+/// (`GET /snapshots/{name}`, `POST /snapshots`, PROTOCOL.md §4), by core's [`find_or_build`]
+/// over [`Snapshots`]. Returns the name and whether an existing snapshot was used (nothing
+/// created by this call).
 async fn prepare_snapshot(
     api: &Api,
     body: &CreateSnapshotBody,
     rebuild_failed: bool,
 ) -> Result<(String, bool)> {
-    let name = &body.name;
-    let deadline = deadline_after(api.config.start_timeout);
-    let mut backoff = backoff_until(api.config.poll_interval, deadline);
-    let mut created = false;
-    let mut deleted = false;
-    let mut activated = false;
-    loop {
-        let found = api.get_snapshot(name).await;
-        match found {
-            Ok(snapshot) => match snapshot.state.as_deref().unwrap_or("") {
-                "active" => return Ok((name.clone(), !created && !deleted)),
-                "error" | "build_failed" if rebuild_failed && !created && !deleted => {
-                    tracing::info!(
-                        snapshot = %name,
-                        reason = snapshot.error_reason.as_deref().unwrap_or("none given"),
-                        "prepare: the snapshot's build failed; deleting it to build it again"
-                    );
-                    api.delete_snapshot(&snapshot.id).await?;
-                    deleted = true;
-                    continue;
+    let snapshots = Snapshots {
+        api,
+        body,
+        rebuild_failed,
+        failed_id: Mutex::new(None),
+    };
+    find_or_build(&snapshots, &body.name).await
+}
+
+/// Daytona's calls for [`find_or_build`]. A snapshot is known by its name (the template a
+/// sandbox is made from); a build is the snapshot as last seen, if it was just looked at (so
+/// the wait does not look again at once). `inactive` is activated once. One whose build failed
+/// (`error`, `build_failed`) fails with its reason, or with `rebuild_failed` is deleted
+/// (`DELETE /snapshots/{id}`, waiting until it is gone) and built again (a failed build is never
+/// reused); a rebuild that fails too fails with its reason.
+struct Snapshots<'a> {
+    api: &'a Api,
+    body: &'a CreateSnapshotBody,
+    rebuild_failed: bool,
+    /// The id of the failed snapshot [`find`](Builds::find) saw, for `start` to delete.
+    failed_id: Mutex<Option<String>>,
+}
+
+#[async_trait]
+impl Builds for Snapshots<'_> {
+    type Build = Option<SnapshotDto>;
+
+    async fn find(&self, name: &str) -> Result<Found<Self::Build>> {
+        let snapshot = match self.api.get_snapshot(name).await {
+            Ok(snapshot) => snapshot,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Missing),
+            Err(e) => return Err(e),
+        };
+        match state(&snapshot) {
+            "active" => Ok(Found::Ready(name.to_owned())),
+            "error" | "build_failed" if self.rebuild_failed => {
+                let found = Found::Unusable(format!(
+                    "{} ({})",
+                    state(&snapshot),
+                    snapshot
+                        .error_reason
+                        .as_deref()
+                        .unwrap_or("no reason given")
+                ));
+                *lock(&self.failed_id) = Some(snapshot.id);
+                Ok(found)
+            }
+            "error" | "build_failed" => Err(build_failed(name, &snapshot)),
+            _ => Ok(Found::Building(name.to_owned(), Some(snapshot))),
+        }
+    }
+
+    async fn start(&self, name: &str) -> Result<(String, Self::Build)> {
+        let failed = lock(&self.failed_id).take();
+        if let Some(id) = failed {
+            self.api.delete_snapshot(&id).await?;
+            let mut backoff = self.backoff();
+            loop {
+                match self.api.get_snapshot(name).await {
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(e) => return Err(e),
+                    // Someone else built it again meanwhile: wait for theirs.
+                    Ok(s) if state(&s) != "removing" => return Ok((name.to_owned(), Some(s))),
+                    Ok(_) => {}
                 }
-                "error" | "build_failed" => {
-                    return Err(Error::new(
-                        ErrorKind::Provider,
-                        format!(
-                            "snapshot {name} failed to build: {}",
-                            snapshot
-                                .error_reason
-                                .as_deref()
-                                .unwrap_or("no reason given")
-                        ),
-                    )
-                    .with_provider(PROVIDER)
-                    .with_operation("prepare"));
+                if !backoff.pause().await {
+                    return Err(self.timed_out(name, "still being removed"));
                 }
+            }
+        }
+        match self.api.create_snapshot(self.body).await {
+            // Another caller made it between our look and our create.
+            Ok(_) => Ok((name.to_owned(), None)),
+            Err(e) if e.kind() == ErrorKind::Conflict => Ok((name.to_owned(), None)),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn wait(&self, name: &str, mut seen: Self::Build) -> Result<()> {
+        let mut backoff = self.backoff();
+        let mut activated = false;
+        loop {
+            let snapshot = match seen.take() {
+                Some(snapshot) => snapshot,
+                None => self.api.get_snapshot(name).await?,
+            };
+            match state(&snapshot) {
+                "active" => return Ok(()),
+                "error" | "build_failed" => return Err(build_failed(name, &snapshot)),
                 // Activate once; the state may read `inactive` for a while after that.
                 "inactive" if !activated => {
                     activated = true;
-                    api.activate_snapshot(&snapshot.id).await?;
+                    self.api.activate_snapshot(&snapshot.id).await?;
                 }
                 _ => {}
-            },
-            Err(e) if e.kind() == ErrorKind::NotFound && !created => {
-                match api.create_snapshot(body).await {
-                    Ok(_) => {}
-                    // Another caller made it between our look and our create.
-                    Err(e) if e.kind() == ErrorKind::Conflict => {}
-                    Err(e) => return Err(e),
-                }
-                created = true;
-                continue;
             }
-            Err(e) => return Err(e),
-        }
-        if !backoff.pause().await {
-            return Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "snapshot {name} is not active after {:?}",
-                    api.config.start_timeout
-                ),
-            )
-            .with_provider(PROVIDER)
-            .with_operation("prepare"));
+            if !backoff.pause().await {
+                return Err(self.timed_out(name, "not active"));
+            }
         }
     }
+}
+
+impl Snapshots<'_> {
+    /// Looks back off up to the poll interval, within the start timeout.
+    fn backoff(&self) -> sandbox_sdk_core::wait::Backoff {
+        let config = &self.api.config;
+        backoff_until(config.poll_interval, deadline_after(config.start_timeout))
+    }
+
+    fn timed_out(&self, name: &str, what: &str) -> Error {
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "snapshot {name} is {what} after {:?}",
+                self.api.config.start_timeout
+            ),
+        )
+        .with_provider(PROVIDER)
+        .with_operation("prepare")
+    }
+}
+
+fn state(snapshot: &SnapshotDto) -> &str {
+    snapshot.state.as_deref().unwrap_or("")
+}
+
+fn build_failed(name: &str, snapshot: &SnapshotDto) -> Error {
+    Error::new(
+        ErrorKind::Provider,
+        format!(
+            "snapshot {name} failed to build: {}",
+            snapshot
+                .error_reason
+                .as_deref()
+                .unwrap_or("no reason given")
+        ),
+    )
+    .with_provider(PROVIDER)
+    .with_operation("prepare")
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The snapshot for `spec` under its content-hash name ([`PrepareSpec::name`]): from the
