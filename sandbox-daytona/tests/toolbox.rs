@@ -94,6 +94,26 @@ async fn sandbox_on(builder: DaytonaBuilder) -> DaytonaSandbox {
     builder.build().unwrap().get("sb1").await.unwrap()
 }
 
+/// `true` started in a sandbox whose log stream goes through a scriptable WebSocket front:
+/// the server, the front, the process, and the log path for the front to script.
+async fn true_behind_a_scripted_front() -> (MockServer, ws::Front, sandbox_sdk_core::Process, String)
+{
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let process = sandbox_on(builder)
+        .await
+        .exec(&Command::new("true"))
+        .await
+        .unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    let logs = format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs");
+    (server, front, process, logs)
+}
+
 fn session_of(requests: &[Request]) -> String {
     let req = requests
         .iter()
@@ -183,21 +203,10 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
 /// instead of buffering whatever the server sends (tungstenite alone would take 64 MiB).
 #[tokio::test]
 async fn an_oversized_log_message_is_refused() {
-    let server = MockServer::start().await;
-    let front = ws::start(*server.address()).await;
-    mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'true'").await;
-    session_deleted().mount(&server).await;
-    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
-    let sandbox = sandbox_on(builder).await;
-    let process = sandbox.exec(&Command::new("true")).await.unwrap();
-    let sid = session_of(&server.received_requests().await.unwrap());
+    let (_server, front, process, logs) = true_behind_a_scripted_front().await;
     let mut huge = b"\x01\x01\x01".to_vec();
     huge.resize(2 * 1024 * 1024, b'x');
-    front.script(
-        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
-        Script::Frames(vec![huge], 1000),
-    );
+    front.script(&logs, Script::Frames(vec![huge], 1000));
     let err = process.output().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
     assert!(err.to_string().contains("log stream failed"), "{err}");
@@ -205,17 +214,9 @@ async fn an_oversized_log_message_is_refused() {
 
 #[tokio::test]
 async fn a_refused_upgrade_goes_through_the_error_mapping() {
-    let server = MockServer::start().await;
-    let front = ws::start(*server.address()).await;
-    mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'true'").await;
-    session_deleted().mount(&server).await;
-    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
-    let sandbox = sandbox_on(builder).await;
-    let process = sandbox.exec(&Command::new("true")).await.unwrap();
-    let sid = session_of(&server.received_requests().await.unwrap());
+    let (_server, front, process, logs) = true_behind_a_scripted_front().await;
     front.script(
-        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        &logs,
         Script::Refuse(401, r#"{"statusCode":401,"message":"authentication failed: Bearer token is invalid","code":"UNAUTHORIZED"}"#.into()),
     );
     let err = process.output().await.unwrap_err();
@@ -227,19 +228,8 @@ async fn a_refused_upgrade_goes_through_the_error_mapping() {
 /// Runs `true` with the log-stream upgrade refused by an empty-body 502, with the sandbox
 /// `state` the check after the failure reads, and returns the error.
 async fn refused_upgrade_with_empty_502(state: &str) -> sandbox_sdk_core::Error {
-    let server = MockServer::start().await;
-    let front = ws::start(*server.address()).await;
-    mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'true'").await;
-    session_deleted().mount(&server).await;
-    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
-    let sandbox = sandbox_on(builder).await;
-    let process = sandbox.exec(&Command::new("true")).await.unwrap();
-    let sid = session_of(&server.received_requests().await.unwrap());
-    front.script(
-        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
-        Script::Refuse(502, String::new()),
-    );
+    let (server, front, process, logs) = true_behind_a_scripted_front().await;
+    front.script(&logs, Script::Refuse(502, String::new()));
     // From here on the sandbox reads as `state`.
     Mock::given(method("GET"))
         .and(path("/api/sandbox/sb1"))
@@ -1436,17 +1426,9 @@ async fn a_preview_path_cannot_send_the_token_to_another_host() {
 /// (and the fallback warning, built from the same mapped error) never shows it.
 #[tokio::test]
 async fn a_refused_upgrade_that_echoes_the_key_does_not_leak_it() {
-    let server = MockServer::start().await;
-    let front = ws::start(*server.address()).await;
-    mount_sandbox(&server, "started").await;
-    mount_session_exec(&server, "'true'").await;
-    session_deleted().mount(&server).await;
-    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
-    let sandbox = sandbox_on(builder).await;
-    let process = sandbox.exec(&Command::new("true")).await.unwrap();
-    let sid = session_of(&server.received_requests().await.unwrap());
+    let (_server, front, process, logs) = true_behind_a_scripted_front().await;
     front.script(
-        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        &logs,
         Script::Refuse(
             403,
             format!(r#"{{"statusCode":403,"message":"token Bearer {KEY} (that is {KEY}) is not allowed here","code":"FORBIDDEN"}}"#),

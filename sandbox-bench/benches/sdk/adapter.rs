@@ -4,8 +4,8 @@
 //! against the group's simulator child ([`SimChild`]).
 
 use crate::harness::{
-    self, Config, Result, Timings, latency_record, memory_record, mib, rested, size_label,
-    throughput_record,
+    self, BoxError, Config, Result, Timings, latency_record, memory_record, mib, rested,
+    size_label, throughput_record,
 };
 use crate::sim::SimChild;
 use futures::StreamExt;
@@ -79,12 +79,22 @@ pub async fn sdk_upload(sandbox: &dyn Sandbox, path: &str, source: &Path) -> Res
 
 /// `Sandbox::download` of `path`, counting the chunks as they come.
 pub async fn sdk_download(sandbox: &dyn Sandbox, path: &str, n: u64) -> Result {
-    let mut stream = sandbox.download(path).await?.into_stream();
+    check_len(
+        count_bytes(sandbox.download(path).await?.into_stream()).await?,
+        n,
+    )
+}
+
+/// Reads a body stream to its end, counting its bytes (a download that keeps nothing).
+pub async fn count_bytes<E: Into<BoxError>>(
+    stream: impl futures::Stream<Item = std::result::Result<bytes::Bytes, E>>,
+) -> Result<u64> {
+    let mut stream = std::pin::pin!(stream);
     let mut got = 0u64;
     while let Some(chunk) = stream.next().await {
-        got += chunk?.len() as u64;
+        got += chunk.map_err(Into::into)?.len() as u64;
     }
-    check_len(got, n)
+    Ok(got)
 }
 
 /// Enough single runs for a p95 (fewer with `--quick`).
@@ -156,6 +166,30 @@ pub struct Transfer<'a> {
     pub n: u64,
     /// An untimed rest before every run (a rate limit to refill), or zero.
     pub rest: Duration,
+}
+
+/// The peak-memory rows of `t`'s exchange at `config.bigger` bytes, against a raw client making
+/// the same requests as the throughput rows.
+pub fn same_exchange_memory_rows(
+    group: &str,
+    config: &Config,
+    sim: &SimChild,
+    id: &str,
+    t: Transfer<'_>,
+) -> Result {
+    let bigger = Transfer {
+        n: config.bigger,
+        ..t
+    };
+    memory_rows(
+        group,
+        config,
+        sim,
+        id,
+        &bigger,
+        "raw reqwest, same exchange",
+        "the same requests as the rows above",
+    )
 }
 
 /// Upload and download throughput rows: one run through the SDK, one through the raw client,

@@ -83,19 +83,7 @@ pub async fn run(config: &Config) -> Result {
         ),
     )
     .await?;
-    let memory = Transfer {
-        n: config.bigger,
-        ..transfer
-    };
-    adapter::memory_rows(
-        GROUP,
-        config,
-        &sim,
-        sandbox.id(),
-        &memory,
-        "raw reqwest, same exchange",
-        "the same requests as the rows above",
-    )?;
+    adapter::same_exchange_memory_rows(GROUP, config, &sim, sandbox.id(), transfer)?;
 
     adapter::first_exec_row(
         GROUP,
@@ -268,12 +256,7 @@ impl Raw for E2bRaw {
             .send()
             .await?
             .error_for_status()?;
-        let mut stream = response.bytes_stream();
-        let mut got = 0u64;
-        while let Some(chunk) = stream.next().await {
-            got += chunk?.len() as u64;
-        }
-        Ok(got)
+        adapter::count_bytes(response.bytes_stream()).await
     }
 
     async fn first_exec(&self) -> Result<String> {

@@ -221,6 +221,18 @@ pub(crate) mod test_tools {
             .find(|p| p.exists())
     }
 
+    /// `sh -c SCRIPT sh ARGS…` with the toolset directory `tools` first on `PATH`.
+    pub(crate) fn sh(tools: &Path, script: &str, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(tools.join("sh"));
+        command
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .args(args)
+            .env("PATH", format!("{}:/usr/bin:/bin", tools.display()));
+        command
+    }
+
     /// Directories to put first on `PATH`, each with links named `tools` (`tools[0]` must be
     /// `sh`): this host's own (`sh` and the rest from the host), bash as `sh`, and BusyBox for
     /// every tool (what Alpine images have). A toolset whose programs this host lacks is left
@@ -639,17 +651,8 @@ mod tests {
         let dir_s = dir.to_str().unwrap();
         let mut failures = Vec::new();
         for (label, tools) in &sets {
-            let path = format!("{}:/usr/bin:/bin", tools.display());
-            let run_with = |script: &str, args: &[&str]| {
-                std::process::Command::new(tools.join("sh"))
-                    .arg("-c")
-                    .arg(script)
-                    .arg("sh")
-                    .args(args)
-                    .env("PATH", &path)
-                    .output()
-                    .unwrap()
-            };
+            let run_with =
+                |script: &str, args: &[&str]| test_tools::sh(tools, script, args).output().unwrap();
             let out = run_with(LIST, &[dir_s, "2"]);
             let text = String::from_utf8_lossy(&out.stdout);
             let Some(listed) = files::parse_list(&text) else {
@@ -697,15 +700,9 @@ mod tests {
         assert!(!sets.is_empty(), "no sh on this host");
         let mut failures = Vec::new();
         for (label, tools) in &sets {
-            let path = format!("{}:/usr/bin:/bin", tools.display());
             let procs = root.join(format!("procs-{label}"));
             let run_with = |script: &str, args: &[&str]| {
-                std::process::Command::new(tools.join("sh"))
-                    .arg("-c")
-                    .arg(script)
-                    .arg("sh")
-                    .args(args)
-                    .env("PATH", &path)
+                test_tools::sh(tools, script, args)
                     .stdin(std::process::Stdio::null())
                     .output()
                     .unwrap()
