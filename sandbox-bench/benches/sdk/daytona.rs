@@ -49,7 +49,10 @@ pub async fn run(config: &Config) -> Result {
             "direct window (default)",
             builder(),
             "the command ends within the 1 s direct window, so run() is one synchronous \
-             session exec in a pooled session, like the baseline"
+             session exec in a pooled session, like the baseline: the fewest requests that \
+             keep stdout and stderr apart (a bare POST /process/execute is one request too, \
+             without the daemon's session wrapper, but answers both streams merged, so run() \
+             cannot use it; sandbox-daytona's run_latency example measures the two)"
                 .to_owned(),
         ),
         (
