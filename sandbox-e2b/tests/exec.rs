@@ -244,33 +244,47 @@ async fn cat_with_stdin(server: &MockServer) {
         .await;
 }
 
+/// Runs `cat` with stdin, `SendInput` answered `send` and `CloseStdin` answered `close`
+/// (expected `close_calls` times), writes `hello` and returns the error the writer's shutdown
+/// gives, as a core error, with the writer.
+async fn stdin_shutdown_error(
+    send: ResponseTemplate,
+    close: ResponseTemplate,
+    close_calls: u64,
+) -> (sandbox_sdk_core::Error, sandbox_sdk_core::Stdin, MockServer) {
+    use tokio::io::AsyncWriteExt;
+    let server = MockServer::start().await;
+    let sandbox = connected(&server).await;
+    cat_with_stdin(&server).await;
+    for (call, answer, times) in [("SendInput", send, 1), ("CloseStdin", close, close_calls)] {
+        Mock::given(method("POST"))
+            .and(path(format!("/process.Process/{call}")))
+            .respond_with(answer)
+            .expect(times)
+            .mount(&server)
+            .await;
+    }
+    let mut p = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = p.take_stdin().unwrap();
+    stdin.write_all(b"hello").await.unwrap();
+    let e = sandbox_sdk_core::Error::from(stdin.shutdown().await.unwrap_err());
+    (e, stdin, server)
+}
+
 /// A 401 on `SendInput` reaches the stdin writer as `Unauthorized`, not a broken pipe: the
 /// shutdown waits for the pump's word and answers with its error.
 #[tokio::test]
 async fn stdin_refused_with_401_is_unauthorized_at_the_writer() {
     use tokio::io::AsyncWriteExt;
-    let server = MockServer::start().await;
-    let sandbox = connected(&server).await;
-    cat_with_stdin(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/SendInput"))
-        .respond_with(ResponseTemplate::new(401).set_body_raw(
+    let (e, mut stdin, _server) = stdin_shutdown_error(
+        ResponseTemplate::new(401).set_body_raw(
             "{\"code\":401,\"message\":\"unauthorized access\"}\n",
             "application/json; charset=utf-8",
-        ))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/CloseStdin"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
-        .expect(0)
-        .mount(&server)
-        .await;
-    let mut p = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
-    let mut stdin = p.take_stdin().unwrap();
-    stdin.write_all(b"hello").await.unwrap();
-    let e = sandbox_sdk_core::Error::from(stdin.shutdown().await.unwrap_err());
+        ),
+        ResponseTemplate::new(200).set_body_json(serde_json::json!({})),
+        0,
+    )
+    .await;
     assert_eq!(e.kind(), ErrorKind::Unauthorized, "{e}");
     assert_eq!(e.status(), Some(401));
     assert!(!format!("{e:?}{e}").contains(TOKEN));
@@ -281,30 +295,14 @@ async fn stdin_refused_with_401_is_unauthorized_at_the_writer() {
 /// A 429 on `CloseStdin` reaches the writer as `QuotaExceeded` with its `Retry-After`.
 #[tokio::test]
 async fn stdin_close_rate_limited_is_quota_exceeded_at_the_writer() {
-    use tokio::io::AsyncWriteExt;
-    let server = MockServer::start().await;
-    let sandbox = connected(&server).await;
-    cat_with_stdin(&server).await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/SendInput"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/process.Process/CloseStdin"))
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("retry-after", "7")
-                .set_body_json(serde_json::json!({"code": 429, "message": "rate limited"})),
-        )
-        .expect(1)
-        .mount(&server)
-        .await;
-    let mut p = sandbox.exec(&Command::new("cat").stdin()).await.unwrap();
-    let mut stdin = p.take_stdin().unwrap();
-    stdin.write_all(b"hello").await.unwrap();
-    let e = sandbox_sdk_core::Error::from(stdin.shutdown().await.unwrap_err());
+    let (e, _stdin, _server) = stdin_shutdown_error(
+        ResponseTemplate::new(200).set_body_json(serde_json::json!({})),
+        ResponseTemplate::new(429)
+            .insert_header("retry-after", "7")
+            .set_body_json(serde_json::json!({"code": 429, "message": "rate limited"})),
+        1,
+    )
+    .await;
     assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
     assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
 }
