@@ -12,10 +12,125 @@
 //!
 //! A failure that proves nothing was made (a refused connection, 429, 503, a 4xx) returns at
 //! once, as does any failure of a create without a key: there is nothing to look up.
+//!
+//! # Adopting only what this create made
+//!
+//! A key's label or derived name is no proof of who made a sandbox: anyone with access to the
+//! account can make one carrying them first (by mistake, or to have someone else's agent adopt
+//! it). So a keyed create also labels its sandbox with a [`create_fingerprint`]
+//! ([`FINGERPRINT_LABEL`]), a hash over the (owner-scoped) key and the spec, and every adapter's
+//! look-up hands what it found to [`check_adoption`] before adopting it: a sandbox without this
+//! create's fingerprint, or without every label the spec asks for (its owner label among them),
+//! is a `Conflict` naming the key. It is never adopted nor destroyed, and nothing is created in
+//! its place.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
+use crate::lifecycle::{CreateSpec, Resources};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
+
+/// The label a keyed create carries its [`create_fingerprint`] under. Lowercase letters and
+/// `_` (like the owner label `sandbox_sdk_owner`), and the value 32 lowercase hex digits: a key
+/// and value every provider takes (E2B metadata, Daytona labels, Fly machine metadata).
+pub const FINGERPRINT_LABEL: &str = "sandbox_sdk_create_fingerprint";
+
+/// What the fingerprint hashes: what the create asks the sandbox to be, in a fixed order.
+#[derive(Serialize)]
+struct Fingerprinted<'a> {
+    /// Bumped if what is hashed ever changes.
+    v: u32,
+    key: &'a str,
+    template: Option<&'a str>,
+    name: Option<&'a str>,
+    metadata: BTreeMap<&'a str, &'a str>,
+    env_names: Vec<&'a str>,
+    resources: &'a Resources,
+    region: Option<&'a str>,
+}
+
+/// The fingerprint of a keyed create of `spec`, kept on the sandbox as [`FINGERPRINT_LABEL`]:
+/// the first 32 hex digits (128 bits) of the SHA-256 of the idempotency key (as the spec
+/// carries it: scoped to the owner by [`Owner::label`](crate::fleet::Owner::label)), the
+/// template, name, metadata labels (but the fingerprint label itself), the *names* of the env
+/// variables, the resources and the region. `None` without a key.
+///
+/// Env values are left out because they may be secrets and the label is readable by anyone
+/// who can list the account's sandboxes (a hash of a guessable secret would confirm a guess);
+/// the time to live is left out because it is not part of what the sandbox is (a create that
+/// adopts reapplies it, and `set_timeout` changes it anyway).
+pub fn create_fingerprint(spec: &CreateSpec) -> Option<String> {
+    let key = spec.idempotency_key.as_deref()?;
+    let content = Fingerprinted {
+        v: 1,
+        key,
+        template: spec.template.as_deref(),
+        name: spec.name.as_deref(),
+        metadata: spec
+            .metadata
+            .iter()
+            .filter(|(k, _)| k.as_str() != FINGERPRINT_LABEL)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect(),
+        env_names: spec.env.keys().map(String::as_str).collect(),
+        resources: &spec.resources,
+        region: spec.region.as_deref(),
+    };
+    Some(crate::fleet::content_hash(&content)[..32].to_owned())
+}
+
+/// Whether a sandbox carrying `labels`, found under `spec`'s idempotency key, was made by a
+/// create of `spec`: it carries `spec`'s [`create_fingerprint`] and every label `spec` asks for
+/// with the same value (so the owner label too, whatever its prefix). `false` for a spec
+/// without a key.
+pub fn made_by(spec: &CreateSpec, labels: &BTreeMap<String, String>) -> bool {
+    let Some(fingerprint) = create_fingerprint(spec) else {
+        return false;
+    };
+    labels.get(FINGERPRINT_LABEL) == Some(&fingerprint)
+        && spec
+            .metadata
+            .iter()
+            .filter(|(k, _)| k.as_str() != FINGERPRINT_LABEL)
+            .all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The check every adapter's keyed look-up makes before adopting sandbox `id` (carrying
+/// `labels`) found under `spec`'s idempotency key: `Ok` when [`made_by`] says this create made
+/// it, else a `Conflict` (not retryable) naming the key and the sandbox, and which of the
+/// expected labels it lacks (by name: their values are not quoted).
+pub fn check_adoption(
+    spec: &CreateSpec,
+    id: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<()> {
+    if made_by(spec, labels) {
+        return Ok(());
+    }
+    let key = spec.idempotency_key.as_deref().unwrap_or_default();
+    let expected = create_fingerprint(spec);
+    let mut lacking: Vec<&str> = Vec::new();
+    if expected.is_none() || labels.get(FINGERPRINT_LABEL) != expected.as_ref() {
+        lacking.push(FINGERPRINT_LABEL);
+    }
+    lacking.extend(
+        spec.metadata
+            .iter()
+            .filter(|(k, v)| k.as_str() != FINGERPRINT_LABEL && labels.get(*k) != Some(*v))
+            .map(|(k, _)| k.as_str()),
+    );
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "sandbox {id} exists under idempotency key {key:?} but was not made by this create              (it does not carry this create's {}): it is neither adopted nor touched, and nothing is              created in its place; use another key, or remove that sandbox if it is yours",
+            lacking.join(", ")
+        ),
+    )
+    .with_operation("create")
+    .with_sandbox_id(id)
+    .with_retryable(false))
+}
 
 /// How long and how often to look for the sandbox an ambiguous create may have made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +346,90 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(found, "sb-1");
+    }
+
+    fn keyed() -> CreateSpec {
+        CreateSpec::new()
+            .template("base")
+            .metadata("sandbox_sdk_owner", "me")
+            .env("TOKEN", "canary-secret")
+            .idempotency_key("sandbox_sdk:me/job-1")
+    }
+
+    #[test]
+    fn the_fingerprint_covers_the_key_and_what_the_sandbox_is_but_not_secrets_or_ttl() {
+        let spec = keyed();
+        let fp = create_fingerprint(&spec).unwrap();
+        assert_eq!(fp.len(), 32);
+        assert!(
+            fp.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        assert_eq!(
+            create_fingerprint(&spec.clone()),
+            Some(fp.clone()),
+            "stable"
+        );
+        assert_eq!(
+            create_fingerprint(&CreateSpec::new()),
+            None,
+            "no key, no fingerprint"
+        );
+        for other in [
+            spec.clone().idempotency_key("sandbox_sdk:them/job-1"),
+            spec.clone().template("other"),
+            spec.clone().metadata("sandbox_sdk_owner", "them"),
+            spec.clone().env("OTHER", "x"),
+            spec.clone().name("n"),
+            spec.clone().region("eu"),
+        ] {
+            assert_ne!(create_fingerprint(&other).as_ref(), Some(&fp), "{other:?}");
+        }
+        for same in [
+            spec.clone().env("TOKEN", "another-secret"),
+            spec.clone().timeout(Duration::from_secs(60)),
+            spec.clone().metadata(FINGERPRINT_LABEL, "forged"),
+        ] {
+            assert_eq!(create_fingerprint(&same).as_ref(), Some(&fp), "{same:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_sandbox_with_the_fingerprint_and_the_specs_labels_is_adopted() {
+        let spec = keyed();
+        let mut labels = spec.metadata.clone();
+        labels.insert(FINGERPRINT_LABEL.into(), create_fingerprint(&spec).unwrap());
+        labels.insert("added-by-the-provider".into(), "x".into());
+        assert!(made_by(&spec, &labels));
+        check_adoption(&spec, "sb-1", &labels).unwrap();
+
+        // A squatter: the key's labels but no fingerprint, or another owner's label.
+        let mut squatter = spec.metadata.clone();
+        squatter.insert(FINGERPRINT_LABEL.into(), "0".repeat(32));
+        let mut other_owner = labels.clone();
+        other_owner.insert("sandbox_sdk_owner".into(), "them".into());
+        for theirs in [
+            BTreeMap::new(),
+            spec.metadata.clone(),
+            squatter,
+            other_owner,
+        ] {
+            assert!(!made_by(&spec, &theirs), "{theirs:?}");
+            let e = check_adoption(&spec, "sb-2", &theirs).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Conflict);
+            assert!(!e.is_retryable());
+            assert_eq!(e.sandbox_id(), Some("sb-2"));
+            let text = e.to_string();
+            assert!(text.contains("\"sandbox_sdk:me/job-1\""), "{text}");
+            assert!(
+                !text.contains("canary-secret") && !text.contains("them"),
+                "{text}"
+            );
+        }
+        assert!(
+            !made_by(&CreateSpec::new(), &labels),
+            "no key: nothing to adopt"
+        );
     }
 
     #[tokio::test(start_paused = true)]

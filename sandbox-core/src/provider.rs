@@ -48,7 +48,12 @@ pub trait Provider: Any + Send + Sync + Debug {
     /// Creates a sandbox and waits until it can run commands.
     ///
     /// When `spec.idempotency_key` is set the adapter first looks for a sandbox already made under
-    /// that key and returns it instead of making a second one.
+    /// that key and returns it instead of making a second one, but only one this create made:
+    /// a keyed create labels its sandbox with its
+    /// [`create_fingerprint`](crate::idempotency::create_fingerprint), and a sandbox found under
+    /// the key without it (or without the spec's labels, the owner's among them) is a
+    /// `Conflict` ([`check_adoption`](crate::idempotency::check_adoption)), neither adopted nor
+    /// touched, with nothing created in its place.
     async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>>;
 
     /// Connects to an existing sandbox by id (resuming it where the provider does that on connect).
@@ -81,7 +86,10 @@ pub trait Provider: Any + Send + Sync + Debug {
 
     /// The live sandbox a create carrying idempotency key `key` made, if any: looked up the
     /// way the adapter's own create looks before it sends (the provider's idempotency label or
-    /// name), without creating, connecting to or resuming anything.
+    /// name), without creating, connecting to or resuming anything. What it finds carries the
+    /// key, which proves nothing about who made it: a caller about to act on it checks it with
+    /// [`made_by`](crate::idempotency::made_by) (the fallback layer does before destroying).
+    /// Through an owned client the key is the caller's, scoped to the owner there.
     ///
     /// The default is `NotSupported`: an adapter that dedupes creates by key implements it, so
     /// the fallback layer can find (and destroy) the sandbox a failed attempt left.

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use sandbox_sdk_core::client::{Client, Hooks, LoserEvent, LoserOutcome, RetryPolicy};
 use sandbox_sdk_core::fleet::{Owner, ReapPolicy, ReapReason, SkipReason, Usage, reap};
-use sandbox_sdk_core::idempotency::CreateLookup;
+use sandbox_sdk_core::idempotency::{CreateLookup, FINGERPRINT_LABEL, create_fingerprint};
 use sandbox_sdk_core::{
     Capabilities, Command, CreateSpec, Download, Error, ErrorKind, FileEventStream, FileInfo,
     Level, ListFilter, ListOptions, Metrics, PreviewLink, Process, ProcessInfo, Provider, Result,
@@ -127,6 +127,10 @@ impl Provider for CloudProvider {
         );
         let mut info = SandboxInfo::new(&id, cloud.name, SandboxState::Running);
         info.metadata = spec.metadata.clone();
+        // As every adapter's keyed create does.
+        if let Some(fingerprint) = create_fingerprint(spec) {
+            info.metadata.insert(FINGERPRINT_LABEL.into(), fingerprint);
+        }
         info.created_at = Some(SystemTime::now());
         cloud.sandboxes.lock().unwrap().insert(id.clone(), info);
         if let Some(key) = &spec.idempotency_key {
@@ -533,6 +537,29 @@ async fn an_owned_client_labels_creates_and_lists_only_its_own() {
     assert_eq!(cloud.ids().len(), 7);
 }
 
+#[tokio::test]
+async fn the_same_key_under_two_owners_is_two_keys_on_the_provider() {
+    let cloud = Cloud::new("cloud");
+    let client = |id: &str| {
+        Client::builder(Arc::new(CloudProvider::of(&cloud)))
+            .retry(RetryPolicy::never())
+            .owner(Owner::new(id).unwrap())
+            .build()
+    };
+    let (alice, bob) = (client("alice"), client("bob"));
+    let spec = CreateSpec::new().idempotency_key("job-1");
+    let a = alice.create(&spec).await.unwrap();
+    let b = bob.create(&spec).await.unwrap();
+    let keys = cloud.keys.lock().unwrap().clone();
+    assert_ne!(keys[a.id()], keys[b.id()], "{keys:?}");
+    assert!(keys.values().all(|k| k != "job-1"), "{keys:?}");
+    // Each owner's look-up of its own key finds its own sandbox.
+    for (client, sandbox) in [(&alice, &a), (&bob, &b)] {
+        let found = client.find_by_idempotency_key("job-1").await.unwrap();
+        assert_eq!(found.map(|i| i.id).as_deref(), Some(sandbox.id()));
+    }
+}
+
 /// Hooks that pass each loser event on.
 struct Losers(tokio::sync::mpsc::UnboundedSender<(String, String)>);
 
@@ -617,6 +644,33 @@ async fn a_loser_that_never_appears_is_looked_up_for_the_window_only() {
     // 1 look-up at once, then at 1, 3, 7, 15, 23, ..., 55 s and at the window's end.
     assert_eq!(primary.lookups.load(Ordering::SeqCst), 11);
     assert!(primary.destroyed.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sandbox_someone_else_made_under_the_key_is_not_destroyed_as_the_loser() {
+    // The primary times out (making nothing visible); someone else's sandbox carries the key
+    // there, without this create's fingerprint.
+    let primary = Cloud::new("primary");
+    let fallback = Cloud::new("fallback");
+    primary.seed("squatter", SandboxState::Running, 1, &[]);
+    primary
+        .keys
+        .lock()
+        .unwrap()
+        .insert("squatter".into(), "job-4".into());
+    let (client, mut losers) = fallback_client(
+        CloudProvider(primary.clone(), Creates::AmbiguouslyVisibleAfter(1000)),
+        CloudProvider::of(&fallback),
+    );
+    let sandbox = client
+        .create(&CreateSpec::new().idempotency_key("job-4"))
+        .await
+        .unwrap();
+    assert_eq!(sandbox.provider(), "fallback");
+    let event = losers.recv().await.unwrap();
+    assert_eq!(event, ("primary".to_owned(), "none appeared".to_owned()));
+    assert!(primary.destroyed.lock().unwrap().is_empty());
+    assert!(primary.ids().contains(&"squatter".to_owned()));
 }
 
 #[tokio::test(start_paused = true)]

@@ -20,7 +20,8 @@
 //! destroyed: the caller ends up with exactly one sandbox. Each such look-up ends with a
 //! [`LoserEvent`] (destroyed, already gone, none appeared, or the destroy failed) passed to
 //! [`OnLoser`] (the client connects [`Hooks::on_fallback_loser`](super::Hooks::on_fallback_loser))
-//! and a `tracing` event. A sandbox with the winner's own id is never touched.
+//! and a `tracing` event. A sandbox with the winner's own id is never touched, nor is one this
+//! create did not make ([`made_by`]: someone else's under the same key).
 //!
 //! Everything else concerns a sandbox that already exists somewhere, so `connect`, `list`,
 //! `destroy`, `find_by_idempotency_key` and `usage` go to the primary only; `name()` and
@@ -30,7 +31,7 @@
 use crate::capability::Capabilities;
 use crate::error::{Attempt, Error, ErrorKind, Result};
 use crate::fleet::{PrepareSpec, Prepared, Usage};
-use crate::idempotency::{CreateLookup, look_up_within};
+use crate::idempotency::{CreateLookup, look_up_within, made_by};
 use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
 use crate::provider::{Provider, Sandbox, SandboxStream};
 use async_trait::async_trait;
@@ -163,17 +164,18 @@ impl FallbackProvider {
         self
     }
 
-    /// Looks `loser` up under `key` in the background and destroys what appears (see the
-    /// module docs).
-    fn reap_loser(&self, loser: Arc<dyn Provider>, key: &str, winner: &dyn Sandbox) {
+    /// Looks `loser` up under the key of `spec` in the background and destroys what appears
+    /// if a create of `spec` made it (see the module docs).
+    fn reap_loser(&self, loser: Arc<dyn Provider>, spec: &CreateSpec, winner: &dyn Sandbox) {
         let settings = self.loser_lookup;
         let on_loser = self.on_loser.clone();
-        let key = key.to_owned();
+        let spec = spec.clone();
+        let key = spec.idempotency_key.clone().unwrap_or_default();
         let (winner, winner_id) = (winner.provider().to_owned(), winner.id().to_owned());
         tokio::spawn(async move {
             let found = look_up_within(&settings, || async {
                 let found = loser.find_by_idempotency_key(&key).await?;
-                Ok(found.filter(|info| info.id != winner_id))
+                Ok(found.filter(|info| info.id != winner_id && made_by(&spec, &info.metadata)))
             })
             .await;
             let outcome = match found {
@@ -246,12 +248,11 @@ impl Provider for FallbackProvider {
         let providers: Vec<&Arc<dyn Provider>> = std::iter::once(&self.primary)
             .chain(&self.fallbacks)
             .collect();
-        let key = spec.idempotency_key.as_deref().unwrap_or_default();
         for (i, provider) in providers.iter().enumerate() {
             let error = match provider.create(spec).await {
                 Ok(sandbox) => {
                     for loser in &providers[..i] {
-                        self.reap_loser(Arc::clone(loser), key, sandbox.as_ref());
+                        self.reap_loser(Arc::clone(loser), spec, sandbox.as_ref());
                     }
                     return Ok(sandbox);
                 }

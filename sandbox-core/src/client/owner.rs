@@ -1,10 +1,13 @@
 //! Ownership: every create carries the owner's label, and listings are scoped to it.
 //!
 //! [`OwnerProvider`] adds [`Owner::label`] to every [`CreateSpec`] (a spec naming another owner
-//! is refused with `Validation` before anything is sent), narrows every `list` to the owner's
-//! label with the provider's own filter ([`Owner::scope`]) and drops anything listed without
-//! the label (a provider that ignored the filter cannot leak foreign sandboxes into it), and
-//! answers `find_by_idempotency_key` only with the owner's sandboxes. `connect`, `destroy` by
+//! is refused with `Validation` before anything is sent) and so scopes its idempotency key to
+//! the owner ([`Owner::scoped_key`]: this is the one place a key is scoped, so the same key
+//! under two owners derives two provider-side keys, names and labels), narrows every `list` to
+//! the owner's label with the provider's own filter ([`Owner::scope`]) and drops anything
+//! listed without the label (a provider that ignored the filter cannot leak foreign sandboxes
+//! into it), and looks `find_by_idempotency_key` up under the scoped key, answering only with
+//! the owner's sandboxes. `connect`, `destroy` by
 //! id and `usage` name their sandbox and pass through unchanged: ownership is about what the
 //! client makes and what it finds on its own, not about ids a caller hands it.
 
@@ -71,7 +74,10 @@ impl Provider for OwnerProvider {
         self.inner.destroy(id).await
     }
     async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
-        let found = self.inner.find_by_idempotency_key(key).await?;
+        let found = self
+            .inner
+            .find_by_idempotency_key(&self.owner.scoped_key(key))
+            .await?;
         Ok(found.filter(|info| self.owner.owns(info)))
     }
     async fn usage(&self, sandbox: &SandboxInfo, to: std::time::SystemTime) -> Result<Usage> {

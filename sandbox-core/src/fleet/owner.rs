@@ -7,6 +7,11 @@
 //! owner finds its sandboxes on every provider with the provider's own list filter. Nothing is
 //! kept anywhere but in those labels: any number of processes on any number of machines that
 //! use the same owner see the same fleet.
+//!
+//! An owner also scopes idempotency keys ([`Owner::scoped_key`]): the same key under two
+//! owners is two keys on the provider, so one owner's keyed create never finds (adopts, or has
+//! the fallback layer destroy) another owner's sandbox. The default owner of the tools is the
+//! user running them ([`Owner::for_current_user`]), not a name every user shares.
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{CreateSpec, ListFilter, SandboxInfo};
@@ -99,8 +104,45 @@ impl Owner {
         scoped
     }
 
-    /// `spec` with this owner's label added. A spec that already sets the owner label to
-    /// another value is a `Validation` error: a sandbox has one owner.
+    /// The owner id of the user running this process: `u{uid}.{host name}` (the real user id
+    /// and the host name, each character outside the id's alphabet replaced by `-`, cut to 63
+    /// characters; `u{uid}` alone when the host name cannot be read). Two users of one host,
+    /// or one user id on two hosts, get two owners; the same user on the same host always
+    /// gets the same one, from any process. Tools default to it, so users sharing an account
+    /// do not share (adopt, list, reap) each other's sandboxes unless they name one owner.
+    pub fn current_user_id() -> String {
+        let (uid, host) = current_user();
+        user_owner_id(&uid, host.as_deref())
+    }
+
+    /// An owner with the default prefix for the user running this process
+    /// ([`Owner::current_user_id`]).
+    pub fn for_current_user() -> Owner {
+        let id = Owner::current_user_id();
+        Owner {
+            key: format!("{DEFAULT_PREFIX}_owner"),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            id,
+        }
+    }
+
+    /// `key` scoped to this owner: `{prefix}:{id}/{key}` (a prefix cannot contain `:` nor an
+    /// id `/`, so no two owners scope any keys alike). A key already scoped to this owner is
+    /// returned as it is, so scoping twice is scoping once.
+    pub fn scoped_key(&self, key: &str) -> String {
+        let scope = format!("{}:{}/", self.prefix, self.id);
+        if key.starts_with(&scope) {
+            key.to_owned()
+        } else {
+            format!("{scope}{key}")
+        }
+    }
+
+    /// `spec` with this owner's label added and its idempotency key, if any, scoped to this
+    /// owner ([`Owner::scoped_key`]), so the provider-side key, name or label a keyed create
+    /// derives differs between owners. A spec that already sets the owner label to another
+    /// value is a `Validation` error: a sandbox has one owner. Labelling a labelled spec
+    /// changes nothing.
     pub fn label(&self, spec: &CreateSpec) -> Result<CreateSpec> {
         if let Some(other) = spec.metadata.get(&self.key)
             && other != &self.id
@@ -112,8 +154,50 @@ impl Owner {
         }
         let mut labelled = spec.clone();
         labelled.metadata.insert(self.key.clone(), self.id.clone());
+        labelled.idempotency_key = spec.idempotency_key.as_deref().map(|k| self.scoped_key(k));
         Ok(labelled)
     }
+}
+
+/// The real user id and the host name of this process (`None` when it cannot be read).
+#[cfg(unix)]
+fn current_user() -> (String, Option<String>) {
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let host = nix::unistd::gethostname()
+        .ok()
+        .map(|h| h.to_string_lossy().into_owned());
+    (uid, host)
+}
+
+/// The user and computer names Windows sets for every process.
+#[cfg(not(unix))]
+fn current_user() -> (String, Option<String>) {
+    let user = std::env::var("USERNAME").unwrap_or_default();
+    (user, std::env::var("COMPUTERNAME").ok())
+}
+
+/// `u{uid}.{host}` within the id alphabet and [`MAX_ID`] characters (see
+/// [`Owner::current_user_id`]).
+fn user_owner_id(uid: &str, host: Option<&str>) -> String {
+    let clean = |text: &str| -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect()
+    };
+    let mut id = format!("u{}", clean(uid));
+    if let Some(host) = host.map(clean).filter(|h| !h.is_empty()) {
+        id.push('.');
+        id.push_str(&host);
+    }
+    // ASCII only by now, so any byte is a char boundary.
+    id.truncate(MAX_ID);
+    id
 }
 
 impl fmt::Display for Owner {
@@ -192,6 +276,64 @@ mod tests {
         let e = owner.label(&theirs).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Validation);
         assert!(e.to_string().contains("\"them\""), "{e}");
+    }
+
+    #[test]
+    fn labelling_scopes_the_idempotency_key_to_the_owner_once() {
+        let spec = CreateSpec::new().idempotency_key("job-1");
+        let a = Owner::new("alice").unwrap().label(&spec).unwrap();
+        let b = Owner::new("bob").unwrap().label(&spec).unwrap();
+        let other_prefix = Owner::with_prefix("acme", "alice")
+            .unwrap()
+            .label(&spec)
+            .unwrap();
+        assert_eq!(
+            a.idempotency_key.as_deref(),
+            Some("sandbox_sdk:alice/job-1")
+        );
+        assert_eq!(b.idempotency_key.as_deref(), Some("sandbox_sdk:bob/job-1"));
+        assert_eq!(
+            other_prefix.idempotency_key.as_deref(),
+            Some("acme:alice/job-1")
+        );
+        let alice = Owner::new("alice").unwrap();
+        assert_eq!(
+            alice.label(&a).unwrap(),
+            a,
+            "labelling twice is labelling once"
+        );
+        assert_eq!(
+            alice.scoped_key("sandbox_sdk:bob/job-1"),
+            "sandbox_sdk:alice/sandbox_sdk:bob/job-1"
+        );
+        assert_eq!(
+            alice.label(&CreateSpec::new()).unwrap().idempotency_key,
+            None
+        );
+    }
+
+    #[test]
+    fn the_current_users_owner_is_the_uid_and_host_within_the_id_rules() {
+        assert_eq!(user_owner_id("1000", Some("myhost")), "u1000.myhost");
+        assert_eq!(user_owner_id("1000", Some("")), "u1000");
+        assert_eq!(user_owner_id("0", None), "u0");
+        assert_ne!(
+            user_owner_id("1000", Some("myhost")),
+            user_owner_id("1001", Some("myhost"))
+        );
+        assert_ne!(
+            user_owner_id("1000", Some("a")),
+            user_owner_id("1000", Some("b"))
+        );
+        let odd = user_owner_id("1000", Some(&format!("héte/ 1{}", "x".repeat(100))));
+        assert_eq!(odd.len(), 63);
+        assert!(odd.starts_with("u1000.h-te--1x"), "{odd}");
+        assert!(Owner::new(odd).is_ok());
+        let mine = Owner::for_current_user();
+        assert_eq!(mine.label_key(), "sandbox_sdk_owner");
+        assert_eq!(mine.id(), Owner::current_user_id());
+        assert!(Owner::new(mine.id()).is_ok(), "{mine}");
+        assert!(mine.id().starts_with('u'), "{mine}");
     }
 
     #[test]
