@@ -25,7 +25,7 @@
 //! its place.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::lifecycle::{CreateSpec, Resources};
+use crate::lifecycle::CreateSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -46,7 +46,10 @@ struct Fingerprinted<'a> {
     name: Option<&'a str>,
     metadata: BTreeMap<&'a str, &'a str>,
     env_names: Vec<&'a str>,
-    resources: &'a Resources,
+    cpus: Option<u32>,
+    memory_mb: Option<u64>,
+    disk_gb: Option<u64>,
+    gpus: Option<u32>,
     region: Option<&'a str>,
 }
 
@@ -74,7 +77,10 @@ pub fn create_fingerprint(spec: &CreateSpec) -> Option<String> {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect(),
         env_names: spec.env.keys().map(String::as_str).collect(),
-        resources: &spec.resources,
+        cpus: spec.resources.cpus,
+        memory_mb: spec.resources.memory_mb,
+        disk_gb: spec.resources.disk_gb,
+        gpus: spec.resources.gpus,
         region: spec.region.as_deref(),
     };
     Some(crate::fleet::content_hash(&content)[..32].to_owned())
@@ -392,6 +398,21 @@ mod tests {
         ] {
             assert_eq!(create_fingerprint(&same).as_ref(), Some(&fp), "{same:?}");
         }
+    }
+
+    #[test]
+    fn the_fingerprint_of_a_spec_never_changes() {
+        // Sandboxes made by earlier versions carry it: changing what is hashed (bump `v`)
+        // makes every existing keyed sandbox a Conflict. The conformance cassettes of keyed
+        // creates carry this value.
+        let spec = CreateSpec::new()
+            .metadata("suite", "conformance")
+            .timeout(Duration::from_secs(300))
+            .idempotency_key("conformance-key-1");
+        assert_eq!(
+            create_fingerprint(&spec).as_deref(),
+            Some("42ac5b017438856e46833c3ceb2d7378")
+        );
     }
 
     #[test]
