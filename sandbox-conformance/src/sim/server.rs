@@ -1,6 +1,9 @@
-//! The loopback HTTP/1.1 server every simulator runs on: it reads each request whole, asks the
-//! simulator's [`Handler`] for the operation's name, applies the [`FaultPlan`], logs the
-//! exchange and sends the answer (a whole body or a stream).
+//! The loopback HTTP/1.1 server every simulator runs on: it refuses requests that do not come
+//! from this machine's own programs (a `Host` that is not a loopback name, 421; an `Origin`
+//! that is not a loopback origin, 403; neither reaches the handler, the faults or the log),
+//! reads each request whole, asks the simulator's [`Handler`] for the operation's name,
+//! applies the [`FaultPlan`], logs the exchange and sends the answer (a whole body or a
+//! stream).
 
 use super::faults::{Fault, FaultPlan};
 use bytes::Bytes;
@@ -330,7 +333,8 @@ impl Drop for SimServer {
 }
 
 impl SimServer {
-    /// Serves `handler` on `127.0.0.1:port` (0 for a free port) on the current runtime.
+    /// Serves `handler` on `127.0.0.1:port` (0 for a free port) on the current runtime, to
+    /// requests for a loopback name only (see [the simulators' module](crate::sim)).
     pub async fn start(
         handler: Arc<dyn Handler>,
         port: u16,
@@ -417,6 +421,9 @@ type Reply = hyper::Response<UnsyncBoxBody<Bytes, BoxError>>;
 
 impl Shared {
     async fn serve(self: Arc<Self>, request: hyper::Request<Incoming>) -> Result<Reply, BoxError> {
+        if let Some(refused) = refusal(&request) {
+            return Ok(reply(refused, None));
+        }
         let (mut parts, body) = request.into_parts();
         let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
         let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
@@ -504,6 +511,97 @@ impl Shared {
         }
         Ok(reply(response, cut))
     }
+}
+
+/// The answer to a request that did not come from this machine's own programs, if it did not:
+/// 421 when its `Host` (or an absolute request target) is not a loopback name, 403 when it
+/// carries an `Origin` that is not a loopback origin. A page a browser loaded from a name
+/// that now resolves to 127.0.0.1 (DNS rebinding) sends its own name in both; a program on
+/// this machine sends a loopback name, and a browser page served from loopback a loopback
+/// origin.
+fn refusal(request: &hyper::Request<Incoming>) -> Option<SimResponse> {
+    let headers = request.headers();
+    let mut hosts = headers.get_all(http::header::HOST).iter();
+    let host_ok = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => host.to_str().is_ok_and(is_loopback_authority),
+        _ => false,
+    };
+    let target_ok = request
+        .uri()
+        .authority()
+        .is_none_or(|a| is_loopback_authority(a.as_str()));
+    if !host_ok || !target_ok {
+        return Some(SimResponse::bytes(
+            421,
+            Some("text/plain; charset=utf-8"),
+            Bytes::from_static(
+                b"421 Misdirected Request: this simulator serves only loopback names \
+                  (localhost, *.localhost, 127.0.0.0/8, [::1]) in Host\n",
+            ),
+        ));
+    }
+    let origin_ok = headers
+        .get_all(http::header::ORIGIN)
+        .iter()
+        .all(|origin| origin.to_str().is_ok_and(is_loopback_origin));
+    if !origin_ok {
+        return Some(SimResponse::bytes(
+            403,
+            Some("text/plain; charset=utf-8"),
+            Bytes::from_static(
+                b"403 Forbidden: this simulator answers no web page other than one served \
+                  from a loopback origin (Origin)\n",
+            ),
+        ));
+    }
+    None
+}
+
+/// Whether `origin` (an `Origin` header: `scheme://host[:port]`) is an `http` or `https`
+/// origin on a loopback name; `null` and any other form are not.
+fn is_loopback_origin(origin: &str) -> bool {
+    origin.split_once("://").is_some_and(|(scheme, authority)| {
+        matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
+            && is_loopback_authority(authority)
+    })
+}
+
+/// Whether `authority` (`host[:port]`, the form of `Host`) names this machine's loopback:
+/// `localhost` or a name under `.localhost` (which resolve to loopback and nothing else), an
+/// address in 127.0.0.0/8, or `[::1]` (also as `[::ffff:127.x.y.z]`).
+fn is_loopback_authority(authority: &str) -> bool {
+    let is_port = |port: &str| {
+        (1..=5).contains(&port.len())
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_ok()
+    };
+    if let Some(rest) = authority.strip_prefix('[') {
+        let Some((address, tail)) = rest.split_once(']') else {
+            return false;
+        };
+        let port_ok = tail.is_empty() || tail.strip_prefix(':').is_some_and(is_port);
+        return port_ok
+            && address.parse::<std::net::Ipv6Addr>().is_ok_and(|ip| {
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            });
+    }
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if is_port(port) => host,
+        Some(_) => return false,
+        None => authority,
+    };
+    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
+        return ip.is_loopback();
+    }
+    let labels_ok = host.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    });
+    labels_ok && (host == "localhost" || host.ends_with(".localhost"))
 }
 
 /// The hyper response for `response`, its body cut after `n` bytes (`Some(Some(n))`) or held
@@ -723,6 +821,91 @@ mod tests {
                 .unwrap()
                 .contains("body")
         );
+    }
+
+    /// Sends `GET /x` with `head` (header lines, each ending in CRLF) on a fresh connection,
+    /// as a browser or any other client could, and returns the answer's status.
+    async fn status_of_raw(server: &SimServer, head: &str) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut socket = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        let request = format!("GET /x HTTP/1.1\r\n{head}Connection: close\r\n\r\n");
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        socket.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {answer:?}"))
+    }
+
+    #[tokio::test]
+    async fn a_request_for_a_host_that_is_not_loopback_is_refused_before_any_handler_runs() {
+        let (server, handler) = start("").await;
+        let port = server.addr().port();
+        // What a DNS-rebinding page sends (its own name, now resolving to 127.0.0.1), and
+        // names that only look like loopback.
+        for host in [
+            format!("Host: rebind.example:{port}\r\n"),
+            "Host: rebind.example\r\n".to_owned(),
+            format!("Host: 127.0.0.1.rebind.example:{port}\r\n"),
+            "Host: localhost.rebind.example\r\n".to_owned(),
+            format!("Host: 0.0.0.0:{port}\r\n"),
+            format!("Host: [::2]:{port}\r\n"),
+            format!("Host: 10.0.0.1:{port}\r\n"),
+            "Host: \r\n".to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(status_of_raw(&server, &host).await, 421, "{host:?}");
+        }
+        assert_eq!(acted(&handler), 0);
+        assert!(server.log().entries().is_empty());
+        for host in [
+            format!("127.0.0.1:{port}"),
+            "127.0.0.1".to_owned(),
+            format!("127.3.2.1:{port}"),
+            format!("localhost:{port}"),
+            "LocalHost".to_owned(),
+            format!("localhost.:{port}"),
+            format!("[::1]:{port}"),
+            format!("49983-isb1.localhost:{port}"),
+            format!("3000-abc.preview.localhost:{port}"),
+        ] {
+            assert_eq!(
+                status_of_raw(&server, &format!("Host: {host}\r\n")).await,
+                200,
+                "{host:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_from_a_page_that_is_not_loopback_is_refused_before_any_handler_runs() {
+        let (server, handler) = start("").await;
+        let host = format!("Host: {}\r\n", server.addr());
+        for origin in [
+            "http://rebind.example",
+            "https://rebind.example:443",
+            "http://127.0.0.1.rebind.example",
+            "http://localhost.rebind.example:3000",
+            "null",
+            "file://",
+        ] {
+            let head = format!("{host}Origin: {origin}\r\n");
+            assert_eq!(status_of_raw(&server, &head).await, 403, "{origin:?}");
+        }
+        assert_eq!(acted(&handler), 0);
+        assert!(server.log().entries().is_empty());
+        for origin in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+            "http://app.localhost:5173",
+        ] {
+            let head = format!("{host}Origin: {origin}\r\n");
+            assert_eq!(status_of_raw(&server, &head).await, 200, "{origin:?}");
+        }
     }
 
     #[test]
