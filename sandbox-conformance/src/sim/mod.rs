@@ -14,6 +14,19 @@
 //! - [`RequestLog`]: what the simulator saw, for assertions and for comparing clients;
 //! - [`Backing`]: the local sandboxes the simulated ones run on.
 //!
+//! ## Who may use a simulator
+//!
+//! A simulator runs real commands on this machine for whoever holds its key, so it serves
+//! only this machine's own programs:
+//! - every start makes a fresh random key (or token) from the operating system's random
+//!   source, handed out by [`Simulator::api_key`] and [`Simulator::env`] (which `cargo xtask
+//!   sim` prints), unless a builder is given one;
+//! - it listens on `127.0.0.1` only, and [`SimServer`] refuses, before any handler runs, a
+//!   request whose `Host` is not a loopback name (`localhost` and names under `.localhost`,
+//!   `127.0.0.0/8`, `[::1]`; 421) or that carries an `Origin` that is not one (403): a web page
+//!   that rebinds its own name to 127.0.0.1 can reach the port, but not with a loopback name;
+//! - its sandboxes live in a private (0700) temporary directory with an unpredictable name.
+//!
 //! ## Operation names
 //!
 //! Fault rules and the log name requests by operation. Every simulator uses these names for
@@ -42,15 +55,60 @@ pub use server::{
 
 use sandbox_sdk_core::local::{LocalProvider, LocalSandbox};
 use sandbox_sdk_core::{CreateSpec, Result};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
+
+/// `n` characters drawn uniformly from `alphabet` (ASCII, at most 256 characters) with the
+/// operating system's random source: every key, token and id a simulator makes comes from
+/// here.
+///
+/// # Panics
+///
+/// When the operating system has no random source to give (a simulator does not fall back to
+/// guessable secrets).
+pub(crate) fn random_from(alphabet: &[u8], n: usize) -> String {
+    assert!(
+        (1..=256).contains(&alphabet.len()),
+        "an alphabet of 1 to 256 characters"
+    );
+    // Bytes at or above the largest multiple of the alphabet's length are drawn again, so
+    // every character is as likely as any other.
+    let limit = 256 - 256 % alphabet.len();
+    let mut out = String::with_capacity(n);
+    let mut bytes = [0u8; 64];
+    while out.len() < n {
+        getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+        for &b in bytes.iter().filter(|&&b| usize::from(b) < limit) {
+            if out.len() == n {
+                break;
+            }
+            out.push(char::from(alphabet[usize::from(b) % alphabet.len()]));
+        }
+    }
+    out
+}
+
+/// 64 random bits from the operating system's random source (see [`random_from`]).
+pub(crate) fn random_u64() -> u64 {
+    getrandom::u64().expect("the operating system's random source failed")
+}
+
+/// `n` random lowercase hex digits ([`random_from`]).
+pub(crate) fn random_hex(n: usize) -> String {
+    random_from(b"0123456789abcdef", n)
+}
+
+/// A fresh API key or token for one simulator start: `prefix` (the provider's key format)
+/// then `hex_digits` random hex digits.
+pub(crate) fn new_key(prefix: &str, hex_digits: usize) -> String {
+    format!("{prefix}{}", random_hex(hex_digits))
+}
 
 /// The real sandboxes behind a simulator: `local` sandboxes under a private temporary
 /// directory, which is removed when the backing is dropped (a simulator destroys a sandbox
 /// through the `local` provider, which stops its processes).
 pub struct Backing {
     provider: LocalProvider,
-    root: PathBuf,
+    root: tempfile::TempDir,
 }
 
 impl Backing {
@@ -60,22 +118,19 @@ impl Backing {
     }
 
     /// A backing under a fresh directory in `parent` (for a simulator that mounts its own
-    /// `/tmp` over the system's and needs its sandboxes elsewhere).
+    /// `/tmp` over the system's and needs its sandboxes elsewhere): `sandbox-sim-` and a
+    /// random suffix, created new (never a directory that was there already) with mode 0700.
     pub fn new_in(parent: &Path) -> std::io::Result<Backing> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let root = parent.join(format!(
-            "sandbox-sim-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&root)?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("sandbox-sim-").rand_bytes(16);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))?;
+            builder.permissions(std::fs::Permissions::from_mode(0o700));
         }
+        let root = builder.tempdir_in(parent)?;
         Ok(Backing {
-            provider: LocalProvider::with_root(&root),
+            provider: LocalProvider::with_root(root.path()),
             root,
         })
     }
@@ -92,13 +147,7 @@ impl Backing {
 
     /// The directory every sandbox lives under.
     pub fn root(&self) -> &Path {
-        &self.root
-    }
-}
-
-impl Drop for Backing {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
+        self.root.path()
     }
 }
 
@@ -116,7 +165,7 @@ pub trait Simulator: Send + Sync {
     /// How many sandboxes exist (created and not yet destroyed), in any state.
     fn sandboxes(&self) -> usize;
 
-    /// The API key (or token) it accepts.
+    /// The API key (or token) it accepts: random for each start unless its builder set one.
     fn api_key(&self) -> &str;
 
     /// Turns the provider's documented rate limits on (the default) or off (for load tests).
@@ -162,5 +211,92 @@ pub async fn start(
             "no simulator for {other:?}; simulators exist for: {}",
             PROVIDERS.join(", ")
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_start_accepts_its_own_random_key_and_no_published_one() {
+        // The keys the simulators accepted by default before they had random ones: any web
+        // page could send them.
+        let published = [
+            ("daytona", "dtn_simulator_0123456789abcdef"),
+            ("fly", "fly-sim-token"),
+            ("e2b", "e2b_0000000000000000000000000000000000000000"),
+        ];
+        let client = reqwest::Client::new();
+        for (provider, old) in published {
+            let a = start(provider, 0, FaultPlan::new()).await.unwrap();
+            let b = start(provider, 0, FaultPlan::new()).await.unwrap();
+            assert_ne!(a.api_key(), b.api_key(), "{provider}");
+            assert!(a.api_key().len() >= 40, "{provider}: {}", a.api_key());
+            assert!(
+                a.env().iter().any(|(_, v)| v == a.api_key()),
+                "{provider}: env() hands the key out"
+            );
+            let (path, header, scheme) = match provider {
+                "e2b" => ("/v2/sandboxes".to_owned(), "x-api-key", ""),
+                "daytona" => ("/api/sandbox".to_owned(), "authorization", "Bearer "),
+                _ => (
+                    format!("/v1/apps/{}/machines", fly::APP),
+                    "authorization",
+                    "Bearer ",
+                ),
+            };
+            let status = |sim: &dyn Simulator, key: &str| {
+                client
+                    .get(format!("{}{path}", sim.url()))
+                    .header(header, format!("{scheme}{key}"))
+                    .send()
+            };
+            let answer = status(a.as_ref(), old).await.unwrap();
+            assert_eq!(answer.status(), 401, "{provider} with {old}");
+            let answer = status(a.as_ref(), b.api_key()).await.unwrap();
+            assert_eq!(answer.status(), 401, "{provider} with another start's key");
+            let answer = status(a.as_ref(), a.api_key()).await.unwrap();
+            assert_eq!(answer.status(), 200, "{provider} with its own key");
+        }
+    }
+
+    #[test]
+    fn a_backing_is_a_fresh_private_directory_even_where_its_name_was_guessed() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        // Another local user plants directories where the simulator's next roots could be
+        // (for names made of the pid and a counter, exactly those), open to everyone.
+        for n in 0..64 {
+            let planted = parent
+                .path()
+                .join(format!("sandbox-sim-{}-{n}", std::process::id()));
+            std::fs::create_dir(&planted).unwrap();
+            std::fs::write(planted.join("planted"), b"x").unwrap();
+            std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let backing = Backing::new_in(parent.path()).unwrap();
+        let other = Backing::new_in(parent.path()).unwrap();
+        assert_ne!(backing.root(), other.root());
+        for root in [backing.root(), other.root()] {
+            let meta = std::fs::symlink_metadata(root).unwrap();
+            assert!(meta.is_dir(), "{}", root.display());
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o700,
+                "{}",
+                root.display()
+            );
+            assert!(
+                std::fs::read_dir(root).unwrap().next().is_none(),
+                "{} is not fresh",
+                root.display()
+            );
+            let name = root.file_name().unwrap().to_string_lossy();
+            assert!(name.starts_with("sandbox-sim-"), "{name}");
+        }
+        let root = backing.root().to_owned();
+        drop(backing);
+        assert!(!root.exists(), "dropping the backing removes its directory");
     }
 }

@@ -105,9 +105,6 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The API key a simulator accepts unless [`DaytonaSimBuilder::api_key`] sets another.
-pub const DEFAULT_API_KEY: &str = "dtn_simulator_0123456789abcdef";
-
 /// How long a state transition (creating, starting, stopping, …) takes by default.
 pub const DEFAULT_TRANSITION: Duration = Duration::from_millis(100);
 
@@ -153,7 +150,8 @@ impl DaytonaSimBuilder {
         self
     }
 
-    /// Accepts `key` as the API key (default [`DEFAULT_API_KEY`]).
+    /// Accepts `key` as the API key (default: a fresh random `dtn_` key for each builder, so
+    /// for each start).
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.config.api_key = key.into();
         self
@@ -204,7 +202,7 @@ impl DaytonaSim {
             port: 0,
             faults: FaultPlan::new(),
             config: Config {
-                api_key: DEFAULT_API_KEY.to_owned(),
+                api_key: super::new_key("dtn_", 64),
                 transition: DEFAULT_TRANSITION,
                 follow_linger: DEFAULT_FOLLOW_LINGER,
                 rate_limits: DEFAULT_RATE_LIMITS,
@@ -335,26 +333,7 @@ impl Handler for DaytonaHandler {
     }
 }
 
-/// A random lowercase hex string of `len` characters (not for secrets that leave loopback).
-pub(crate) fn random_hex(len: usize) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut out = String::with_capacity(len + 16);
-    while out.len() < len {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out.truncate(len);
-    out
-}
+pub(crate) use super::random_hex;
 
 /// A random UUID v4 in its text form.
 pub(crate) fn random_uuid() -> String {
@@ -372,13 +351,8 @@ pub(crate) fn random_uuid() -> String {
 /// A random token of `len` letters and digits (the alphabet of Daytona's SSH and preview
 /// tokens: URL-safe without `_` and `-`).
 pub(crate) fn random_token(len: usize) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let hex = random_hex(len * 2);
-    hex.as_bytes()
-        .chunks(2)
-        .map(|pair| {
-            let n = u8::from_str_radix(std::str::from_utf8(pair).unwrap_or("0"), 16).unwrap_or(0);
-            ALPHABET[n as usize % ALPHABET.len()] as char
-        })
-        .collect()
+    super::random_from(
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        len,
+    )
 }

@@ -87,10 +87,10 @@ mod tests;
 use super::{
     Backing, FaultPlan, FaultRule, Handler, SimRequest, SimResponse, SimServer, Simulator,
 };
+pub(crate) use super::{random_from, random_hex};
 use futures::future::BoxFuture;
 use sandbox_sdk_core::local::LocalSandbox;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -133,7 +133,7 @@ impl Default for E2bSimBuilder {
         E2bSimBuilder {
             port: 0,
             faults: FaultPlan::new(),
-            api_key: format!("e2b_{}", random_hex(40)),
+            api_key: super::new_key("e2b_", 40),
             transition: Duration::ZERO,
             max_running: 20,
         }
@@ -160,7 +160,8 @@ impl E2bSimBuilder {
         self
     }
 
-    /// The API key it accepts (it must start with `e2b_`; a random one by default).
+    /// The API key it accepts (it must start with `e2b_`; by default a fresh random one for
+    /// each start).
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = key.into();
         self
@@ -476,31 +477,4 @@ impl Handler for E2bHandler {
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// `n` random characters from `alphabet`.
-pub(crate) fn random_from(alphabet: &[u8], n: usize) -> String {
-    let mut out = String::with_capacity(n);
-    while out.len() < n {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos() as u64,
-        );
-        let mut bits = hasher.finish();
-        for _ in 0..8 {
-            if out.len() == n {
-                break;
-            }
-            out.push(alphabet[(bits % alphabet.len() as u64) as usize] as char);
-            bits /= alphabet.len() as u64;
-        }
-    }
-    out
-}
-
-pub(crate) fn random_hex(n: usize) -> String {
-    random_from(b"0123456789abcdef", n)
 }

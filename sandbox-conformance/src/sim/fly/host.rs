@@ -53,23 +53,28 @@ pub(crate) fn isolates_tmp() -> bool {
 /// Whether this host can give a command a private `/tmp` (checked once per process).
 fn can_isolate_tmp() -> bool {
     static CAN: OnceLock<bool> = OnceLock::new();
-    *CAN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("fly-sim-probe-{}", std::process::id()));
-        let probe =
-            std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join("probe"), b""));
-        let ok = probe.is_ok()
-            && std::process::Command::new("unshare")
-                .args(["-m", "--propagation", "private", "sh", "-c"])
-                .arg("mount --bind \"$0\" /tmp && test -e /tmp/probe")
-                .arg(&dir)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-        let _ = std::fs::remove_dir_all(&dir);
-        ok
-    })
+    *CAN.get_or_init(|| probe_tmp_isolation(&std::env::temp_dir()))
+}
+
+/// Whether a command can get a private `/tmp` here, tried with a probe directory of its own
+/// (a new one with a random name, never one that was there already) under `parent`.
+fn probe_tmp_isolation(parent: &Path) -> bool {
+    let Ok(dir) = tempfile::Builder::new()
+        .prefix("fly-sim-probe-")
+        .tempdir_in(parent)
+    else {
+        return false;
+    };
+    std::fs::write(dir.path().join("probe"), b"").is_ok()
+        && std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount --bind \"$0\" /tmp && test -e /tmp/probe")
+            .arg(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 impl Host {
@@ -326,5 +331,34 @@ impl Drop for Host {
         } else {
             cleanup();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tmp_probe_writes_only_into_a_directory_of_its_own() {
+        let parent = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        // Another local user guessed the probe's name and pointed it at a directory of theirs.
+        std::os::unix::fs::symlink(
+            victim.path(),
+            parent
+                .path()
+                .join(format!("fly-sim-probe-{}", std::process::id())),
+        )
+        .unwrap();
+        probe_tmp_isolation(parent.path());
+        assert!(
+            std::fs::read_dir(victim.path()).unwrap().next().is_none(),
+            "the probe wrote into another user's directory"
+        );
+        let left: Vec<_> = std::fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "the probe leaves nothing behind: {left:?}");
     }
 }

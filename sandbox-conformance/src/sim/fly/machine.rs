@@ -3,8 +3,6 @@
 
 use sandbox_sdk_core::time::format_rfc3339;
 use serde_json::{Value, json};
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
@@ -18,28 +16,11 @@ pub(crate) const SETTLED: &[&str] = &[
     "destroyed",
 ];
 
-/// 64 random bits (std's randomly keyed hasher over a counter).
-pub(crate) fn random_u64() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u128(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    hasher.finish()
-}
+pub(crate) use crate::sim::random_u64;
 
 /// `n` lowercase hex digits.
 pub(crate) fn hex(n: usize) -> String {
-    let mut out = String::new();
-    while out.len() < n {
-        out.push_str(&format!("{:016x}", random_u64()));
-    }
-    out.truncate(n);
-    out
+    crate::sim::random_hex(n)
 }
 
 /// A 26-character ULID (Crockford base32: 48 bits of Unix milliseconds, 80 random bits), the
@@ -336,6 +317,7 @@ pub(crate) fn image_ref(image: &str) -> Value {
         Some(_) => ("registry-1.docker.io".to_owned(), name.to_owned()),
         None => ("registry-1.docker.io".to_owned(), format!("library/{name}")),
     };
+    use std::hash::Hasher;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     hasher.write(image.as_bytes());
     let seed = hasher.finish();

@@ -96,9 +96,6 @@ use api::Fly;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The token [`FlySim`] accepts unless [`FlySimBuilder::token`] says otherwise.
-pub const TOKEN: &str = "fly-sim-token";
-
 /// The app [`FlySim`] serves unless [`FlySimBuilder::app`] says otherwise.
 pub const APP: &str = "fly-sim-app";
 
@@ -132,7 +129,7 @@ impl Default for FlySimBuilder {
             faults: FaultPlan::new(),
             settings: Settings {
                 app: APP.to_owned(),
-                token: TOKEN.to_owned(),
+                token: crate::sim::new_key("fo1_", 64),
                 region: "ord".to_owned(),
                 owner: "sim@fly.local".to_owned(),
                 start_time: Duration::from_millis(50),
@@ -165,7 +162,8 @@ impl FlySimBuilder {
         self
     }
 
-    /// The API token accepted (default [`TOKEN`]).
+    /// The API token accepted (default: a fresh random one for each builder, so for each
+    /// start; sent as `Bearer`).
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.settings.token = token.into();
         self
