@@ -7,6 +7,12 @@
 //! framing and keep-alive to split exchanges, and a full proxy framework is more than a test kit
 //! should pull in. Responses are streamed through chunk by chunk, so a long-running exec stream
 //! reaches the adapter while it is still being recorded.
+//!
+//! It listens on `127.0.0.1` only. The recorder's proxy ([`Proxy::start_private`]) forwards
+//! with the live service's credentials, so it also answers only requests under a random path
+//! prefix made for each run (`http://127.0.0.1:PORT/<32 hex digits>`), which only the adapter
+//! it was made for is given: any other local process (or a web page) that finds the port gets
+//! 403 and nothing is forwarded.
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -121,6 +127,32 @@ pub(crate) struct Proxy {
     task: JoinHandle<()>,
 }
 
+/// A fresh secret path segment: 32 hex digits (128 bits) from the operating system's random
+/// source.
+fn secret_segment() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| std::io::Error::other(format!("no randomness: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `path` without its first segment when that segment is `secret` (compared in constant
+/// time), as the upstream should see it; `None` for any other path.
+fn under_secret(path: &str, secret: &str) -> Option<String> {
+    let rest = path.strip_prefix('/')?;
+    let (first, rest) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let same = first.len() == secret.len()
+        && first
+            .bytes()
+            .zip(secret.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0;
+    same.then(|| if rest.is_empty() { "/" } else { rest }.to_owned())
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
@@ -143,10 +175,27 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 impl Proxy {
-    /// Starts a proxy on a free loopback port.
+    /// Starts a proxy on a free loopback port that forwards every request (the replayer's,
+    /// in front of a local wiremock server: nothing behind it is worth a credential).
     pub async fn start(handler: Arc<dyn Handler>) -> std::io::Result<Proxy> {
+        Proxy::serve(handler, None).await
+    }
+
+    /// Starts a proxy on a free loopback port that forwards only requests under a fresh
+    /// secret path prefix, without the prefix; [`Proxy::url`] includes it. Any other request
+    /// is answered 403 without reaching the handler.
+    pub async fn start_private(handler: Arc<dyn Handler>) -> std::io::Result<Proxy> {
+        Proxy::serve(handler, Some(secret_segment()?)).await
+    }
+
+    async fn serve(handler: Arc<dyn Handler>, secret: Option<String>) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
+        let addr = listener.local_addr()?;
+        let url = match &secret {
+            Some(secret) => format!("http://{addr}/{secret}"),
+            None => format!("http://{addr}"),
+        };
+        let secret: Option<Arc<str>> = secret.map(Into::into);
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -159,11 +208,13 @@ impl Proxy {
                 };
                 let handler = handler.clone();
                 let client = client.clone();
+                let secret = secret.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req| {
                         let handler = handler.clone();
                         let client = client.clone();
-                        async move { handle(req, handler, client).await }
+                        let secret = secret.clone();
+                        async move { handle(req, handler, client, secret.as_deref()).await }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -174,7 +225,7 @@ impl Proxy {
         Ok(Proxy { url, task })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, followed by `/SECRET` for a private proxy.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -198,11 +249,34 @@ fn gateway_error(message: String) -> hyper::Response<ProxyBody> {
     resp
 }
 
+fn forbidden() -> hyper::Response<ProxyBody> {
+    let body = serde_json::json!({
+        "message": "this recording proxy forwards only its adapter's requests",
+        "code": 403,
+    })
+    .to_string();
+    let mut resp = hyper::Response::new(full(body));
+    *resp.status_mut() = hyper::StatusCode::FORBIDDEN;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 async fn handle(
     req: hyper::Request<Incoming>,
     handler: Arc<dyn Handler>,
     client: reqwest::Client,
+    secret: Option<&str>,
 ) -> Result<hyper::Response<ProxyBody>, std::io::Error> {
+    let path = match secret {
+        None => req.uri().path().to_owned(),
+        Some(secret) => match under_secret(req.uri().path(), secret) {
+            Some(path) => path,
+            None => return Ok(forbidden()),
+        },
+    };
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -211,7 +285,7 @@ async fn handle(
         .to_bytes();
     let logged = LoggedRequest {
         method: parts.method.as_str().to_owned(),
-        path: parts.uri.path().to_owned(),
+        path,
         query: parts.uri.query().map(str::to_owned),
         headers: parts
             .headers

@@ -9,6 +9,13 @@
 //! base URL; [`SharedService`] starts an author's own service once per test binary, so every
 //! scenario records from the same one.
 //!
+//! The proxy listens on `127.0.0.1` only and forwards only requests under a random path prefix
+//! made for each recording session: the URL the adapter factory is given is
+//! `http://127.0.0.1:PORT/<32 hex digits>`, so a factory must use it as a base URL that has a
+//! path (append to it, do not replace its path). Any other request, from another local process
+//! or a web page that found the port, is answered 403 and never reaches the live service with
+//! our credentials.
+//!
 //! Each scenario that can run live gets a sandbox created directly against the service (not
 //! recorded), connects to it through the proxy like replay does, and has that sandbox destroyed
 //! afterwards (not recorded either). Only a scenario that passes is written. Interactions are
@@ -79,8 +86,9 @@ impl std::fmt::Debug for RecordTarget {
 }
 
 impl RecordTarget {
-    /// Records with adapters built by `factory` against the proxy URL, routed upstream by
-    /// `router`; `direct` is the same adapter against the service itself, used to create and
+    /// Records with adapters built by `factory` against the proxy URL (a loopback base URL
+    /// with a secret path prefix, see the [module docs](self)), routed upstream by `router`,
+    /// which sees each request's path without the prefix; `direct` is the same adapter against the service itself, used to create and
     /// destroy the sandbox each scenario connects to. Cassettes go to `out_dir`.
     pub fn new<F, R>(
         factory: F,
@@ -450,7 +458,7 @@ impl Session {
             exchanges: Mutex::new(Vec::new()),
             upstreams: Mutex::new(Vec::new()),
         });
-        let proxy = Proxy::start(handler.clone())
+        let proxy = Proxy::start_private(handler.clone())
             .await
             .map_err(|e| format!("cannot start the recording proxy: {e}"))?;
         let raw = (target.factory)(proxy.url())
@@ -1383,6 +1391,80 @@ mod tests {
         let err = recording.upstream(&request).unwrap_err();
         assert!(!err.contains("q-secret"), "{err}");
         assert!(err.contains("GET /files"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_recording_proxy_forwards_only_requests_under_the_secret_prefix_it_gave_the_adapter()
+     {
+        use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
+        let service = MockServer::start().await;
+        Mock::given(any())
+            .respond_with(ResponseTemplate::new(200).set_body_string("spent a live credential"))
+            .mount(&service)
+            .await;
+        let given = Arc::new(Mutex::new(String::new()));
+        let seen = given.clone();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = RecordTarget::one_host(
+            move |url| {
+                *seen.lock().expect("lock") = url.to_owned();
+                Ok(Arc::new(sandbox_sdk_core::local::LocalProvider::new()) as Arc<dyn Provider>)
+            },
+            &service.uri(),
+            dir.path(),
+        )
+        .expect("target");
+        let session = Session::start(&target).await.expect("session");
+        let base = given.lock().expect("lock").clone();
+        let origin = base
+            .strip_prefix("http://127.0.0.1:")
+            .and_then(|rest| rest.split('/').next())
+            .map(|port| format!("http://127.0.0.1:{port}"))
+            .unwrap_or_else(|| panic!("the proxy is not on loopback: {base}"));
+        // Another local process knows the port (it can scan for it), not the prefix.
+        let client = reqwest::Client::new();
+        let answer = client
+            .get(format!("{origin}/sandboxes"))
+            .send()
+            .await
+            .expect("the proxy answers");
+        assert_eq!(answer.status().as_u16(), 403, "forwarded without a prefix");
+        let secret = base[origin.len()..].trim_start_matches('/');
+        assert!(
+            secret.len() >= 32 && secret.bytes().all(|b| b.is_ascii_hexdigit()),
+            "the adapter's base URL has no secret prefix: {base}"
+        );
+        let wrong = "0".repeat(secret.len());
+        let near = &secret[..secret.len() - 1];
+        for path in [
+            "/".to_owned(),
+            format!("/{wrong}/sandboxes"),
+            format!("/{near}/sandboxes"),
+            format!("/{secret}x/sandboxes"),
+        ] {
+            let answer = client
+                .get(format!("{origin}{path}"))
+                .send()
+                .await
+                .expect("the proxy answers");
+            assert_eq!(answer.status().as_u16(), 403, "{path}");
+        }
+        let reached = service.received_requests().await.expect("recorded");
+        assert!(reached.is_empty(), "forwarded: {reached:?}");
+        assert_eq!(session.mark().await, 0, "nothing was recorded");
+        // The adapter's own requests go through, without the prefix.
+        let answer = client
+            .get(format!("{base}/sandboxes?limit=1"))
+            .send()
+            .await
+            .expect("the proxy answers");
+        assert_eq!(answer.status().as_u16(), 200);
+        let reached = service.received_requests().await.expect("recorded");
+        assert_eq!(reached.len(), 1);
+        assert_eq!(reached[0].url.path(), "/sandboxes");
+        assert_eq!(reached[0].url.query(), Some("limit=1"));
+        assert_eq!(session.mark().await, 1);
+        assert_eq!(session.exchanges()[0].request.path, "/sandboxes");
     }
 
     #[test]
