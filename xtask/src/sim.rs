@@ -16,7 +16,9 @@ use std::process::Command;
 const SDK_CHECKS: &[&str] = &["daytona", "e2b"];
 
 /// `cargo xtask sim --provider NAME [--port N] [--faults SPEC] [--page-cap N]`: serves until
-/// interrupted, printing the URL and the environment that points the provider's SDK at it.
+/// interrupted, printing the URL and the environment that points the provider's SDK at it
+/// (with the key this start made: a new one every time). It serves loopback names only
+/// (`127.0.0.1`, `localhost`): a client must not reach it through another host name.
 /// `--page-cap N` answers list pages of at most N items (a paged list's client then has later
 /// pages to fetch; see `SimServer::set_page_cap`).
 pub fn run(mut args: Args) -> Result {
@@ -47,6 +49,7 @@ pub fn run(mut args: Args) -> Result {
         let sim = sim::start(&provider, port, faults).await?;
         sim.server().set_page_cap(page_cap);
         println!("{} simulator on {}", sim.provider(), sim.url());
+        println!("# the key is new for each start; loopback names only (127.0.0.1, localhost)");
         for (name, value) in sim.env() {
             println!("export {name}={value}");
         }
