@@ -6,6 +6,7 @@
 //! boxed [`std::error::Error`], and its text is never shown by [`Error`]'s `Display`, so a secret that
 //! a lower layer printed into its own message cannot leak through ours.
 
+use crate::text::escape_controls;
 use std::fmt;
 use std::time::Duration;
 
@@ -81,22 +82,6 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// `text` with every control character written as its Rust escape (`\n`, `\t`, `\u{1b}`).
-fn escape_controls(text: String) -> String {
-    if !text.chars().any(char::is_control) {
-        return text;
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// One failed attempt inside an [`ErrorKind::AllProvidersFailed`] error.
 #[derive(Debug)]
 pub struct Attempt {
@@ -135,7 +120,7 @@ impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error(Box::new(Inner {
             kind,
-            message: escape_controls(message.into()),
+            message: escape_controls(&message.into()).into_owned(),
             provider: None,
             operation: None,
             sandbox_id: None,
@@ -230,9 +215,7 @@ impl Error {
     /// Adds a sentence to the message (for example how many attempts a retried call made).
     pub fn with_note(mut self, note: impl AsRef<str>) -> Self {
         self.0.message.push_str(" (");
-        self.0
-            .message
-            .push_str(&escape_controls(note.as_ref().to_owned()));
+        self.0.message.push_str(&escape_controls(note.as_ref()));
         self.0.message.push(')');
         self
     }

@@ -35,6 +35,7 @@ pub mod idempotency;
 pub mod local;
 pub mod paging;
 pub mod shell;
+pub mod text;
 pub mod time;
 pub mod wait;
 

@@ -1,14 +1,20 @@
 //! Listing page by page behind one stream: the cursor loop every paginated list endpoint needs.
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use std::collections::HashSet;
 use std::future::Future;
 
+/// The most pages one listing reads: at 100 items a page, a million sandboxes. A provider that
+/// keeps handing out new cursors past it is looping, and the listing ends with an error.
+pub const MAX_PAGES: usize = 10_000;
+
 /// The items of every page `fetch` returns, in order, as one stream fetched lazily: `fetch`
-/// gets `None` for the first page, then each page's cursor; a page without a next cursor, or
-/// whose cursor does not move (which would loop forever), is the last. The first error ends
-/// the stream.
+/// gets `None` for the first page, then each page's cursor. A page without a next cursor is the
+/// last, and so is a page whose next cursor was already asked for (a cursor that does not move,
+/// or a cycle such as a, b, a, which would loop forever). Past [`MAX_PAGES`] the stream ends
+/// with a `Provider` error. The first error ends the stream.
 ///
 /// ```
 /// # async fn demo() -> sandbox_sdk_core::Result<()> {
@@ -33,19 +39,59 @@ where
     F: Fn(Option<String>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(Vec<T>, Option<String>)>> + Send + 'static,
 {
+    paged(fetch, MAX_PAGES)
+}
+
+/// Where a listing stands: the cursor to ask for next, every cursor asked for so far, and how
+/// many pages were read.
+struct Position {
+    cursor: Option<String>,
+    asked: HashSet<String>,
+    read: usize,
+}
+
+/// [`pages`] with its page cap as an argument.
+fn paged<T, F, Fut>(fetch: F, max_pages: usize) -> BoxStream<'static, Result<T>>
+where
+    T: Send + 'static,
+    F: Fn(Option<String>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>)>> + Send + 'static,
+{
     let fetch = std::sync::Arc::new(fetch);
-    futures::stream::try_unfold(Some(None::<String>), move |cursor| {
+    let start = Position {
+        cursor: None,
+        asked: HashSet::new(),
+        read: 0,
+    };
+    futures::stream::try_unfold(Some(start), move |position| {
         let fetch = fetch.clone();
         async move {
-            let Some(cursor) = cursor else {
-                return Ok::<_, crate::error::Error>(None);
+            let Some(mut position) = position else {
+                return Ok::<_, Error>(None);
             };
-            let (items, next) = fetch(cursor.clone()).await?;
-            let next = next.filter(|n| Some(n) != cursor.as_ref()).map(Some);
-            Ok(Some((
-                futures::stream::iter(items.into_iter().map(Ok)),
-                next,
-            )))
+            if position.read == max_pages {
+                return Err(Error::new(
+                    ErrorKind::Provider,
+                    format!("the listing went on past {max_pages} pages; stopped there"),
+                ));
+            }
+            let (items, next) = fetch(position.cursor.take()).await?;
+            position.read += 1;
+            let position = match next {
+                Some(next) if position.asked.insert(next.clone()) => {
+                    position.cursor = Some(next);
+                    Some(position)
+                }
+                Some(_) => {
+                    tracing::warn!(
+                        pages = position.read,
+                        "listing: the provider handed out a cursor already asked for; ending the listing there"
+                    );
+                    None
+                }
+                None => None,
+            };
+            Ok(Some((futures::stream::iter(items.into_iter().map(Ok)), position)))
         }
     })
     .try_flatten()
@@ -55,7 +101,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Error, ErrorKind};
     use std::sync::Arc;
     use std::sync::Mutex;
 
@@ -72,6 +117,54 @@ mod tests {
         .unwrap();
         assert_eq!(items, [1, 1]);
         assert_eq!(*asked.lock().unwrap(), [None, Some("same".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn a_cursor_cycle_ends_the_listing_at_its_first_repeat() {
+        let asked = Arc::new(Mutex::new(0usize));
+        let seen = asked.clone();
+        let items: Vec<u8> = pages(move |cursor: Option<String>| {
+            let calls = {
+                let mut n = seen.lock().unwrap();
+                *n += 1;
+                *n
+            };
+            async move {
+                if calls > 10 {
+                    return Err(Error::new(ErrorKind::Provider, "the listing looped"));
+                }
+                let next = if cursor.as_deref() == Some("a") {
+                    "b"
+                } else {
+                    "a"
+                };
+                Ok((vec![1], Some(next.to_owned())))
+            }
+        })
+        .try_collect()
+        .await
+        .unwrap();
+        // None -> a -> b, then b answers "a" again: the listing ends without asking for it.
+        assert_eq!(items, [1, 1, 1]);
+        assert_eq!(*asked.lock().unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_listing_longer_than_the_page_cap_is_an_error() {
+        let items: Vec<Result<u32>> = paged(
+            |cursor: Option<String>| async move {
+                let n: u32 = cursor.as_deref().map_or(0, |c| c.parse().unwrap());
+                Ok((vec![n], Some((n + 1).to_string())))
+            },
+            4,
+        )
+        .collect()
+        .await;
+        assert_eq!(items.len(), 5);
+        assert!(items[..4].iter().all(Result::is_ok));
+        let error = items[4].as_ref().unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Provider);
+        assert!(error.to_string().contains("4 pages"), "{error}");
     }
 
     #[tokio::test]
