@@ -45,8 +45,11 @@ impl E2bProvider {
     /// Creates a sandbox with E2B-specific options (`POST /v2/sandboxes`).
     ///
     /// With [`CreateSpec::idempotency_key`] a sandbox already labelled with the key (metadata
-    /// `sandbox-sdk-idempotency-key`) is connected to instead; otherwise the create is sent once with E2B's `Idempotency-Key` header (the key itself
-    /// when it is 1–255 characters of `[a-z0-9-]`, else `sdk-` and its SHA-256 in hex), and a
+    /// `sandbox-sdk-idempotency-key`) is connected to instead if this create made it (its
+    /// create fingerprint and labels; someone else's is a `Conflict` and is left alone);
+    /// otherwise the create is sent once with E2B's `Idempotency-Key` header (the create
+    /// fingerprint, 32 hex digits, so a sandbox someone else made under the key is never
+    /// returned by E2B's own idempotency), and a
     /// failure that leaves it unknown whether the sandbox was made (a timeout, a connection
     /// lost after sending, 500/502/504) is settled by looking the label up for the builder's
     /// `create_lookup` window before the error is returned.

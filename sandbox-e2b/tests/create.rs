@@ -1,7 +1,8 @@
 //! Creating sandboxes against a loopback control plane: the body sent, E2B's own create options, and
-//! idempotent create (the label looked up first, the `Idempotency-Key` header, an ambiguous create
-//! settled by looking the label up).
+//! idempotent create (the label looked up first and adopted only when this create made it, the
+//! `Idempotency-Key` header, an ambiguous create settled by looking the label up).
 
+use sandbox_sdk_core::idempotency::{FINGERPRINT_LABEL, create_fingerprint};
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{CreateSpec, ErrorKind};
 use std::time::Duration;
@@ -119,15 +120,28 @@ async fn create_options_send_egress_rules_and_volumes() {
     p.delete_volume("vol1").await.unwrap();
 }
 
+/// The labels a keyed create of `spec` puts on its sandbox: the key and the create fingerprint.
+fn keyed_labels(spec: &CreateSpec) -> serde_json::Value {
+    let key = spec.idempotency_key.clone().unwrap();
+    let fingerprint = create_fingerprint(spec).unwrap();
+    serde_json::json!({"sandbox-sdk-idempotency-key": key, FINGERPRINT_LABEL: fingerprint})
+}
+
 #[tokio::test]
 async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
     let server = MockServer::start().await;
+    let spec = CreateSpec::new()
+        .idempotency_key("job-42")
+        .timeout(Duration::from_secs(60));
     Mock::given(method("GET"))
         .and(path("/v2/sandboxes"))
-        .and(query_param("metadata", "sandbox-sdk-idempotency-key=job-42"))
+        .and(query_param(
+            "metadata",
+            "sandbox-sdk-idempotency-key=job-42",
+        ))
         .and(query_param("state", "running,paused"))
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
-            {"sandboxID": SB, "templateID": "t", "state": "paused", "metadata": {"sandbox-sdk-idempotency-key": "job-42"}}
+            {"sandboxID": SB, "templateID": "t", "state": "paused", "metadata": keyed_labels(&spec)}
         ])))
         .expect(1)
         .mount(&server)
@@ -140,26 +154,56 @@ async fn create_with_idempotency_key_reuses_an_existing_sandbox() {
         .expect(0)
         .mount(&server)
         .await;
-    let sandbox = provider(&server)
-        .create(
-            &CreateSpec::new()
-                .idempotency_key("job-42")
-                .timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap();
+    let sandbox = provider(&server).create(&spec).await.unwrap();
     assert_eq!(sandbox.id(), SB);
 }
 
 #[tokio::test]
-async fn create_sends_the_idempotency_key_header_mapped_when_needed() {
-    for (key, header_value) in [
-        ("job-42", "job-42".to_owned()),
-        (
-            "Job 42",
-            sandbox_e2b::testing::idempotency_header_value("Job 42"),
-        ),
+async fn a_sandbox_someone_else_made_under_the_key_is_a_conflict_and_left_alone() {
+    // Someone made a sandbox carrying the key's label first (without this create's
+    // fingerprint), or one of another owner: it is not connected to (a paused one would be
+    // resumed), not destroyed, and no create is sent in its place.
+    let spec = CreateSpec::new()
+        .metadata("sandbox_sdk_owner", "me")
+        .idempotency_key("sandbox_sdk:me/job-42");
+    let mut other_owner = keyed_labels(&spec);
+    other_owner["sandbox_sdk_owner"] = "them".into();
+    for theirs in [
+        serde_json::json!({"sandbox-sdk-idempotency-key": "sandbox_sdk:me/job-42", "sandbox_sdk_owner": "me"}),
+        other_owner,
     ] {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/v2/sandboxes"))
+            // The `metadata` value is itself form-encoded (PROTOCOL.md §2.3).
+            .and(query_param(
+                "metadata",
+                "sandbox-sdk-idempotency-key=sandbox_sdk%3Ame%2Fjob-42",
+            ))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+                {"sandboxID": SB, "templateID": "t", "state": "paused", "metadata": theirs}
+            ])))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = provider(&server).create(&spec).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        assert!(!e.is_retryable());
+        assert_eq!(e.provider(), Some("e2b"));
+        assert!(e.to_string().contains("\"sandbox_sdk:me/job-42\""), "{e}");
+        // Nothing but the look-up was sent: no connect, no create, no kill.
+        let sent = server.received_requests().await.unwrap();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+    }
+}
+
+#[tokio::test]
+async fn create_sends_the_fingerprint_as_the_idempotency_key_header() {
+    // E2B answers a repeated Idempotency-Key with the sandbox it made: a header anyone knowing
+    // the key could have sent first must not be the key itself.
+    for key in ["job-42", "Job 42"] {
+        let spec = CreateSpec::new().idempotency_key(key);
+        let fingerprint = create_fingerprint(&spec).unwrap();
         let server = MockServer::start().await;
         Mock::given(method("GET"))
             .and(path("/v2/sandboxes"))
@@ -169,25 +213,27 @@ async fn create_sends_the_idempotency_key_header_mapped_when_needed() {
             .await;
         Mock::given(method("POST"))
             .and(path("/v2/sandboxes"))
-            .and(header("idempotency-key", header_value.as_str()))
-            // The label keeps the key as the caller gave it.
+            .and(header("idempotency-key", fingerprint.as_str()))
+            // The label keeps the key as the caller gave it, beside the fingerprint.
             .and(body_string_contains(format!(
                 r#""sandbox-sdk-idempotency-key":"{key}""#
+            )))
+            .and(body_string_contains(format!(
+                r#""{FINGERPRINT_LABEL}":"{fingerprint}""#
             )))
             .respond_with(ResponseTemplate::new(201).set_body_json(created_body(SB)))
             .expect(1)
             .mount(&server)
             .await;
-        let sandbox = provider(&server)
-            .create(&CreateSpec::new().idempotency_key(key))
-            .await
-            .unwrap();
+        let sandbox = provider(&server).create(&spec).await.unwrap();
         assert_eq!(sandbox.id(), SB);
     }
 }
 
-/// The look-up of the idempotency label: `[]` for the first `misses` calls, then `SB`.
+/// The look-up of the idempotency label: `[]` for the first `misses` calls, then `SB` as a
+/// create of `CreateSpec::new().idempotency_key(key)` made it.
 async fn label_lookup(server: &MockServer, key: &str, misses: u64) {
+    let labels = keyed_labels(&CreateSpec::new().idempotency_key(key));
     let by_label = || {
         Mock::given(method("GET"))
             .and(path("/v2/sandboxes"))
@@ -206,7 +252,7 @@ async fn label_lookup(server: &MockServer, key: &str, misses: u64) {
     }
     by_label()
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
-            {"sandboxID": SB, "templateID": "t", "state": "running", "metadata": {"sandbox-sdk-idempotency-key": key}}
+            {"sandboxID": SB, "templateID": "t", "state": "running", "metadata": labels}
         ])))
         .mount(server)
         .await;
@@ -217,9 +263,10 @@ async fn a_create_answered_after_the_timeout_is_adopted_not_sent_again() {
     let server = MockServer::start().await;
     // Not there before the create, nor at the first look-up after it; then it is.
     label_lookup(&server, "job-7", 2).await;
+    let fingerprint = create_fingerprint(&CreateSpec::new().idempotency_key("job-7")).unwrap();
     Mock::given(method("POST"))
         .and(path("/v2/sandboxes"))
-        .and(header("idempotency-key", "job-7"))
+        .and(header("idempotency-key", fingerprint.as_str()))
         .respond_with(
             ResponseTemplate::new(201)
                 .set_body_json(created_body(SB))

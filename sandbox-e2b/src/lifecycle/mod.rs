@@ -17,7 +17,9 @@ use crate::wire::{
 };
 use futures::{StreamExt, TryStreamExt};
 use sandbox_sdk_core::http::checked_answer_host;
-use sandbox_sdk_core::idempotency::create_once;
+use sandbox_sdk_core::idempotency::{
+    FINGERPRINT_LABEL, check_adoption, create_fingerprint, create_once,
+};
 use sandbox_sdk_core::{
     CreateSpec, Error, ErrorKind, ListFilter, Metrics, Result, SandboxInfo, SandboxState,
     SandboxStream, SnapshotInfo,
@@ -72,12 +74,17 @@ pub struct LogQuery {
 /// The longest `Idempotency-Key` E2B takes.
 const IDEMPOTENCY_HEADER_MAX: usize = 255;
 
-/// The `Idempotency-Key` header value for a [`CreateSpec::idempotency_key`]. E2B takes 1–255
-/// characters of `[a-z0-9-]` (PROTOCOL.md §2.4): a key of that form is sent as it is; any other
-/// key is sent as `sdk-` followed by the lowercase hex SHA-256 of its UTF-8 bytes (68
-/// characters), so the same key always maps to the same header. Only a caller whose own key is
-/// literally `sdk-<that digest>` could collide with a mapped one. The metadata label keeps the
-/// key as given.
+/// An `Idempotency-Key` header value for `key`. E2B takes 1–255 characters of `[a-z0-9-]`
+/// (PROTOCOL.md §2.4): a key of that form is sent as it is; any other key is sent as `sdk-`
+/// followed by the lowercase hex SHA-256 of its UTF-8 bytes (68 characters), so the same key
+/// always maps to the same header. Only a caller whose own key is literally `sdk-<that digest>`
+/// could collide with a mapped one.
+///
+/// A keyed create sends its create fingerprint
+/// ([`create_fingerprint`](sandbox_sdk_core::idempotency::create_fingerprint): 32 hex digits,
+/// sent as they are) rather than the key: E2B answers a repeated header with the sandbox it
+/// already made, so a header anyone knowing the key could send first would hand this create a
+/// sandbox someone else made. The metadata label keeps the key as given.
 pub fn idempotency_header_value(key: &str) -> String {
     let conforming = !key.is_empty()
         && key.len() <= IDEMPOTENCY_HEADER_MAX
@@ -238,8 +245,10 @@ fn metrics(m: SandboxMetric) -> Metrics {
 /// Creates a sandbox (`POST /v2/sandboxes`) from `spec` and `options`.
 ///
 /// With [`CreateSpec::idempotency_key`] the create goes through [`create_once`]: a sandbox
-/// already labelled with the key ([`IDEMPOTENCY_METADATA_KEY`]) is connected to instead;
-/// otherwise the create is sent once with E2B's `Idempotency-Key` header, and a failure that
+/// already labelled with the key ([`IDEMPOTENCY_METADATA_KEY`]) is connected to instead when
+/// this create made it ([`check_adoption`]: its fingerprint and labels; anyone else's is a
+/// `Conflict`, left alone); otherwise the create is sent once with E2B's `Idempotency-Key`
+/// header (the create fingerprint), and a failure that
 /// leaves it unknown whether the sandbox was made (a timeout, a connection lost after sending,
 /// 500/502/504) is settled by looking the label up for the configured create-lookup window
 /// before the error is returned.
@@ -272,21 +281,28 @@ pub(crate) async fn create(
             return Ok(None);
         };
         match find_keyed(api, key).await? {
-            Some(info) => connect(api, &info.id, spec.timeout, "connect")
-                .await
-                .map(Some),
+            Some(info) => {
+                check_adoption(spec, &info.id, &info.metadata)
+                    .map_err(|e| e.with_provider(PROVIDER))?;
+                connect(api, &info.id, spec.timeout, "connect")
+                    .await
+                    .map(Some)
+            }
             None => Ok(None),
         }
     };
     create_once(key, &api.config.create_lookup, send, lookup).await
 }
 
-/// One `POST /v2/sandboxes`, with E2B's `Idempotency-Key` header when the spec has a key
+/// One `POST /v2/sandboxes`; with a key, labelled with it and with the create fingerprint
+/// ([`FINGERPRINT_LABEL`]), and carrying the fingerprint as E2B's `Idempotency-Key` header
 /// (PROTOCOL.md §2.4; see [`idempotency_header_value`]).
 async fn send_create(api: &Api, spec: &CreateSpec, options: &CreateOptions) -> Result<Answer> {
     let mut metadata = spec.metadata.clone();
-    if let Some(key) = &spec.idempotency_key {
+    let fingerprint = create_fingerprint(spec);
+    if let (Some(key), Some(fingerprint)) = (&spec.idempotency_key, &fingerprint) {
         metadata.insert(IDEMPOTENCY_METADATA_KEY.into(), key.clone());
+        metadata.insert(FINGERPRINT_LABEL.into(), fingerprint.clone());
     }
     if let Some(name) = &spec.name {
         metadata.insert(NAME_METADATA_KEY.into(), name.clone());
@@ -306,10 +322,7 @@ async fn send_create(api: &Api, spec: &CreateSpec, options: &CreateOptions) -> R
         network: options.network.clone(),
         volume_mounts: options.volume_mounts.clone(),
     };
-    let header = spec
-        .idempotency_key
-        .as_deref()
-        .map(idempotency_header_value);
+    let header = fingerprint.as_deref().map(idempotency_header_value);
     let created = api.create_sandbox(&body, header.as_deref()).await?;
     Answer::new(api, created)
 }
