@@ -324,6 +324,39 @@ async fn list_follows_next_token_lazily_and_filters() {
 }
 
 #[tokio::test]
+async fn a_next_token_cycle_ends_the_listing_and_reap_ends() {
+    let server = MockServer::start().await;
+    // A broken (or hostile) server hands out a, then b, then a again, forever.
+    Mock::given(method("GET"))
+        .and(path("/v2/sandboxes"))
+        .respond_with(|r: &Request| {
+            let next = if r.url.query().unwrap_or("").contains("nextToken=a") {
+                "b"
+            } else {
+                "a"
+            };
+            ResponseTemplate::new(200)
+                .insert_header("x-next-token", next)
+                .set_body_json(serde_json::json!([
+                    {"sandboxID": "a1", "templateID": "t", "state": "running",
+                     "metadata": {"sandbox_sdk_owner": "me"}}
+                ]))
+        })
+        .mount(&server)
+        .await;
+    let p = provider(&server);
+    let listed = p.list_all(&ListFilter::new()).await.unwrap();
+    // The first page, a and b; b's "a" was already asked for.
+    assert_eq!(listed.len(), 3);
+    let owner = sandbox_sdk_core::fleet::Owner::new("me").unwrap();
+    let policy = sandbox_sdk_core::fleet::ReapPolicy::new()
+        .failed()
+        .dry_run(true);
+    sandbox_sdk_core::fleet::reap(&p, &owner, &policy).await.unwrap();
+    assert_eq!(server.received_requests().await.unwrap().len(), 6);
+}
+
+#[tokio::test]
 async fn rate_limit_is_quota_exceeded_with_retry_after_and_sent_once() {
     let server = MockServer::start().await;
     connect_call()
