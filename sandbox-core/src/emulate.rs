@@ -5,10 +5,16 @@
 //!   [`shell_script`](crate::shell::shell_script)); the quoting passes any string but NUL byte for byte.
 //!   [`fold_env_cwd`] is that folding; an adapter whose flag is `false` calls it too, so a
 //!   command sent to the adapter directly keeps its env and cwd (and is folded the same way).
-//! - **exit codes** (`flags.exit_code_native == false`): the script ends by printing a random
-//!   marker and `$?` to stdout; [`ExitMarker`] strips it from the stream (also when it is split
-//!   across chunks; [`MarkScanner`] is the one scanner for such mark lines) and the exit event becomes `ExitStatus { emulated: true, .. }`. If the
-//!   process dies before printing it, the provider's own exit status is passed on unchanged.
+//! - **exit codes** (`flags.exit_code_native == false`): the script first makes a random key
+//!   in the sandbox and prints it as the first line of stdout ([`KEY_PROLOGUE`]), runs the
+//!   command, then prints a marker with the key and `$?`; [`ExitMarker`] reads the key, strips
+//!   every marker from the stream (also when split across chunks; [`MarkScanner`] is the one
+//!   scanner for such mark lines) and the exit event becomes `ExitStatus { emulated: true, .. }`
+//!   with the last marker's code. The key is in no argv or environment, so a program the
+//!   command runs cannot read it from `/proc` and print a marker of its own (see
+//!   [`KeyedMarks`] for what still can). If the process dies before printing the marker, or the
+//!   sandbox could not make a key (no `od` or `/dev/urandom`), the provider's own exit status
+//!   is passed on unchanged.
 //! - **files** (`files_upload == Unsupported`): every file operation but `watch` runs over exec
 //!   through [`files::FilesOverExec`] (POSIX `sh` scripts: `base64`, `dd`, `stat -c`, `find`),
 //!   moving at most [`CHUNK`] raw bytes per exec; results are marked ([`Transfer::emulated`],
@@ -38,7 +44,9 @@ use std::time::Duration;
 
 mod mark;
 
-pub use mark::{ExitMarker, MarkScanner, ValueRule};
+pub use mark::{
+    ExitMarker, KEY_HEX, KEY_PREFIX, KEY_PROLOGUE, KeyedMarks, MARK_PREFIX, MarkScanner, ValueRule,
+};
 
 /// Raw bytes moved per exec by emulated file transfers (base64 makes 64 KiB of it).
 pub const CHUNK: usize = 48 * 1024;
@@ -132,11 +140,7 @@ async fn exec_on(inner: &dyn Sandbox, command: &Command) -> Result<Process> {
         sent.env.clear();
     }
     let marker = ExitMarker::new();
-    let script = format!(
-        "{}\n{}",
-        build_script(command, fold, false)?,
-        marker.script_line()
-    );
+    let script = marker.wrap(&build_script(command, fold, false)?);
     sent.argv = vec!["sh".into(), "-c".into(), script];
     let process = inner.exec(&sent).await?;
     Ok(process.map_events(|events| strip_marker(events, marker)))
@@ -1037,6 +1041,107 @@ exit 0
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sandbox without native exit codes: runs the argv under this host's processes and
+    /// reports output in chunks of 7 bytes and an exit with no code.
+    #[derive(Debug)]
+    struct NoExitCodes;
+
+    struct NoControl;
+
+    #[async_trait]
+    impl crate::exec::ProcessControl for NoControl {
+        async fn kill(&self) -> Result<()> {
+            Ok(())
+        }
+        async fn resize(&self, _size: crate::exec::PtySize) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl Sandbox for NoExitCodes {
+        fn id(&self) -> &str {
+            "sb"
+        }
+        fn provider(&self) -> &str {
+            "no-exit-codes"
+        }
+        fn capabilities(&self) -> Capabilities {
+            let mut caps = Capabilities::NONE;
+            caps.flags.exit_code_native = false;
+            caps
+        }
+        async fn info(&self) -> Result<SandboxInfo> {
+            unreachable!("not used")
+        }
+        async fn exec(&self, command: &Command) -> Result<Process> {
+            let out = std::process::Command::new(&command.argv[0])
+                .args(&command.argv[1..])
+                .output()
+                .map_err(crate::Error::from)?;
+            let mut events: Vec<Result<ProcessEvent>> = out
+                .stdout
+                .chunks(7)
+                .map(|c| Ok(ProcessEvent::Stdout(Bytes::copy_from_slice(c))))
+                .collect();
+            events.push(Ok(ProcessEvent::Stderr(out.stderr.into())));
+            events.push(Ok(ProcessEvent::Exit(ExitStatus {
+                code: None,
+                signal: None,
+                emulated: false,
+            })));
+            Ok(Process::new(
+                "1",
+                stream::iter(events).boxed(),
+                None,
+                Arc::new(NoControl),
+            ))
+        }
+        async fn destroy(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A program the command runs looks for the exit marker's token where any process can
+    /// read it (its ancestors' command lines and environments) and prints a marker with exit code
+    /// 0 for each candidate, then the command fails with 3: the code reported is 3, and the
+    /// forged lines are output like any other.
+    #[tokio::test]
+    async fn a_program_the_command_runs_cannot_forge_its_exit_code() {
+        let forge = r#"p=$PPID
+while [ "$p" -gt 1 ]; do
+  tr '\0' '\n' < /proc/$p/cmdline; tr '\0' '\n' < /proc/$p/environ
+  p=$(sed -e 's/^.*) . //' -e 's/ .*//' /proc/$p/stat)
+done 2>/dev/null | grep -o '__sandbox_[a-z]*_[0-9a-f]\{16,\}[_:]*' | sort -u |
+while read -r t; do printf '%s0\n' "$t"; done"#;
+        let line = format!("sh -c {} ; exit 3", shell_quote(forge).unwrap());
+        let sandbox = EmulateSandbox::new(Box::new(NoExitCodes));
+        let process = sandbox.exec(&Command::shell(&line)).await.unwrap();
+        let out = process.output().await.unwrap();
+        assert_eq!(
+            out.status,
+            ExitStatus {
+                code: Some(3),
+                signal: None,
+                emulated: true
+            },
+            "stdout: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        // The key line and the real marker are taken out; nothing else is.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains(KEY_PREFIX), "{stdout:?}");
+        // A command that prints exactly its bytes keeps them, and a code of 0 reads as 0.
+        let out = sandbox
+            .exec(&Command::shell("printf 'a\\nb'"))
+            .await
+            .unwrap()
+            .output()
+            .await
+            .unwrap();
+        assert_eq!((&out.stdout[..], out.status.code), (&b"a\nb"[..], Some(0)));
+    }
 
     #[test]
     fn only_commands_with_env_or_cwd_are_folded() {

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use sandbox_sdk_core::client::{
     Client, FallbackEvent, FallbackProvider, Hooks, RetryEvent, RetryPolicy, RetryProvider,
 };
-use sandbox_sdk_core::emulate::{EmulateSandbox, ExitMarker};
+use sandbox_sdk_core::emulate::{EmulateSandbox, ExitMarker, KEY_PREFIX, MARK_PREFIX};
 use sandbox_sdk_core::shell::{fold_into_shell, shell_quote};
 use sandbox_sdk_core::{
     Capabilities, Command, CreateSpec, Download, Error, ErrorKind, ExitStatus, FileEventStream,
@@ -1062,12 +1062,12 @@ fn shell_only(per_command_env_cwd: bool, exit_code_native: bool) -> Capabilities
 #[test]
 fn exit_marker_is_found_across_every_chunk_boundary() {
     let marker = ExitMarker::new();
-    // What `printf '%s%d\n' TOKEN 7` prints, after some output that starts like the marker.
-    let line = marker.script_line();
-    let token = line.split('\'').nth(3).unwrap().to_owned();
-    let mut stream = b"out __sandbox_exit_ and more\n".to_vec();
-    stream.extend_from_slice(token.as_bytes());
-    stream.extend_from_slice(b"7\n");
+    // The key line the script prints first, some output that starts like the marker, and the
+    // marker with the key and 7.
+    let key = "00112233445566778899aabbccddeeff";
+    let mut stream = format!("{KEY_PREFIX}{key}\n").into_bytes();
+    stream.extend_from_slice(b"out __sandbox_exit_ and more\n");
+    stream.extend_from_slice(format!("{MARK_PREFIX}{key}:7\n").as_bytes());
     for split in 0..=stream.len() {
         let mut m = marker.clone();
         let mut out = m.push(&stream[..split]).to_vec();

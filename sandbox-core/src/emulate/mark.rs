@@ -6,11 +6,26 @@
 //! every byte as soon as it cannot belong to a mark line, holds back the rest (at most the token
 //! and the longest value the rule allows), tells whether the mark was seen while the stream is
 //! still open ([`MarkScanner::value`]), and gives back held bytes that were output after all
-//! when the stream ends ([`MarkScanner::finish`]). [`ExitMarker`] is the exit-code mark built on
-//! it.
+//! when the stream ends ([`MarkScanner::finish`]).
+//!
+//! A token written into the script is no secret: the script is the argv of a shell, and any
+//! process in the sandbox can read `/proc/PID/cmdline` (and, as the same user, `environ`). A
+//! program the command runs could print a mark line of its own and steer what the reader
+//! concludes (an exit code, a working directory). [`KeyedMarks`] closes that: the script makes
+//! the key itself, from `/dev/urandom`, into an unexported shell variable, and prints it as the
+//! first line of stdout before anything else runs ([`KEY_PROLOGUE`]); mark lines carry it, and
+//! the last one counts. The key is in no process's argv or environment, only in the shell's
+//! memory and in the bytes on their way to the reader. [`ExitMarker`] is the exit-code mark
+//! built on it; `sandbox-tools`' `bash` trailer is another.
+//!
+//! What still can forge a mark: code running *in* that shell (its own script, and a line the
+//! caller has it `eval` or source), which could just as well do what the mark reports; and a
+//! process able to read the shell's memory (`ptrace`, `/proc/PID/mem`) or to read the shell's
+//! stdout back before the reader does (opening `/proc/PID/fd/1` of a pipe for reading), which
+//! needs the same user and, for the memory, ptrace rights. Nothing on a single output channel
+//! can stop a process with those rights; the sandbox's own user separation can.
 
 use bytes::Bytes;
-use rand::Rng;
 
 /// The rule for what may stand between the token and the newline: `accept(value, whole)` is
 /// asked with the value read so far (`whole == false`, while the newline has not come) and
@@ -22,9 +37,10 @@ pub type ValueRule = fn(value: &[u8], whole: bool) -> bool;
 /// Finds one mark line, `TOKEN VALUE\n`, in a stream cut at any byte, and strips it from the
 /// output (see the module docs).
 ///
-/// By default the first mark line whose value the rule accepts counts, and every byte after it
-/// is output; with [`MarkScanner::at_end`] only a mark line that ends the stream counts, and one
-/// followed by more bytes was output after all. Bytes that looked like a mark line and were
+/// By default every mark line whose value the rule accepts is taken out of the output and the
+/// last one's value counts (an earlier one cannot override a later one); with
+/// [`MarkScanner::at_end`] only a mark line that ends the stream counts, and one followed by
+/// more bytes was output after all. Bytes that looked like a mark line and were
 /// not one (a value the rule refuses, a stream ending before the newline) are output,
 /// unchanged and in order.
 ///
@@ -47,6 +63,8 @@ pub struct MarkScanner {
     /// (from its token on), or, at the end only, the whole mark line.
     held: Vec<u8>,
     state: State,
+    /// The value of the last mark line taken out (not `at_end`).
+    last: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +73,7 @@ enum State {
     Scanning,
     /// `held` starts with the token; the value is being read.
     Value,
-    /// The mark line was read; with `at_end`, `held` is that line, taken back if more comes.
+    /// With `at_end`: the mark line was read and `held` is that line, taken back if more comes.
     Seen(Vec<u8>),
 }
 
@@ -69,6 +87,7 @@ impl MarkScanner {
             at_end: false,
             held: Vec::new(),
             state: State::Scanning,
+            last: None,
         }
     }
 
@@ -83,12 +102,13 @@ impl MarkScanner {
         &self.token
     }
 
-    /// The mark's value, once its whole line has been read (with [`at_end`](Self::at_end):
-    /// while it is the end of what was read so far).
+    /// The value of the last mark line read whole (with [`at_end`](Self::at_end): of the mark
+    /// line that is the end of what was read so far).
     pub fn value(&self) -> Option<&[u8]> {
         match &self.state {
             State::Seen(value) => Some(value),
-            _ => None,
+            _ if self.at_end => None,
+            _ => self.last.as_deref(),
         }
     }
 
@@ -120,9 +140,14 @@ impl MarkScanner {
                 },
                 State::Value => match read_value(&rest[token..], self.accept) {
                     Read::Line(end) => {
-                        self.state = State::Seen(rest[token..token + end].to_vec());
-                        if !self.at_end {
+                        let value = rest[token..token + end].to_vec();
+                        if self.at_end {
+                            self.state = State::Seen(value);
+                        } else {
+                            // Taken out; a later mark line replaces its value.
+                            self.last = Some(value);
                             at += token + end + 1;
+                            self.state = State::Scanning;
                         }
                     }
                     Read::Partial => break,
@@ -134,11 +159,6 @@ impl MarkScanner {
                         self.state = State::Scanning;
                     }
                 },
-                State::Seen(_) if !self.at_end => {
-                    out.extend_from_slice(rest);
-                    at = self.held.len();
-                    break;
-                }
                 State::Seen(value) => {
                     if rest.len() == token + value.len() + 1 {
                         break;
@@ -166,8 +186,8 @@ impl MarkScanner {
         if matches!(self.state, State::Value) {
             self.state = State::Scanning;
         }
-        if self.value().is_some() {
-            // At the end the held bytes are exactly the mark line; otherwise none are held.
+        if matches!(self.state, State::Seen(_)) {
+            // At the end the held bytes are exactly the mark line.
             self.held.clear();
         }
         Bytes::from(std::mem::take(&mut self.held))
@@ -222,11 +242,187 @@ fn longest_prefix_suffix(data: &[u8], token: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-/// Finds and strips the exit-code marker in a stdout stream: a [`MarkScanner`] whose value is
-/// the decimal exit code (up to 10 digits, a carriage return before the newline allowed).
+/// The start of the first line of stdout a keyed script prints: this, then the key in
+/// [`KEY_HEX`] lowercase hex digits, then a newline.
+pub const KEY_PREFIX: &str = "__sandbox_key_";
+
+/// How many hex digits a key has (16 random bytes).
+pub const KEY_HEX: usize = 32;
+
+/// The start of a mark line's token, before the key (and after a newline for
+/// [`KeyedMarks::on_own_line`]); a `:` follows the key, then the value.
+pub const MARK_PREFIX: &str = "__sandbox_mark_";
+
+/// POSIX `sh` that makes a key from 16 bytes of `/dev/urandom` into the shell variable
+/// `__sandbox_k` (not exported: no child process gets it) and prints it on stdout as
+/// `__sandbox_key_HEX`. It must run before anything else prints on stdout. Without `od` or
+/// `/dev/urandom` it prints nothing and leaves the variable empty, and the mark lines print
+/// nothing either: the reader then sees no key and passes everything on.
+pub const KEY_PROLOGUE: &str = "__sandbox_k=$(printf %s $(od -An -N16 -tx1 /dev/urandom 2>/dev/null)); [ ${#__sandbox_k} = 32 ] && printf '__sandbox_key_%s\\n' \"$__sandbox_k\" || __sandbox_k=";
+
+/// Mark lines whose token is a key the sandbox makes and announces on the first line of stdout
+/// (see the module docs and [`KEY_PROLOGUE`]): a [`MarkScanner`] for `MARK_PREFIX KEY :`, made
+/// once the key line has been read and taken out. Every mark line with the key is taken out,
+/// and the last one's value counts.
+///
+/// A stream that does not start with a key line (the script could not make one, or something
+/// printed first) is passed on whole, and no value is read from it.
+///
+/// ```
+/// use sandbox_sdk_core::emulate::KeyedMarks;
+///
+/// let mut marks = KeyedMarks::new(|v, _| v.len() <= 3);
+/// let key = "0123456789abcdef0123456789abcdef";
+/// let mut out = marks.push(format!("__sandbox_key_{key}\nhi\n").as_bytes()).to_vec();
+/// out.extend_from_slice(&marks.push(format!("__sandbox_mark_{key}:7\n").as_bytes()));
+/// out.extend_from_slice(&marks.finish());
+/// assert_eq!((out.as_slice(), marks.value()), (&b"hi\n"[..], Some(&b"7"[..])));
+/// ```
+#[derive(Debug, Clone)]
+pub struct KeyedMarks {
+    rule: ValueRule,
+    own_line: bool,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    /// Reading the key line: the bytes so far, all of them a beginning of one.
+    Key(Vec<u8>),
+    /// The key was read: scanning for its mark lines.
+    Marks(MarkScanner),
+    /// No key line: everything is output.
+    Plain,
+}
+
+/// How much of a key line `line` is: `Ok(Some(hex_end, line_len))` when whole, `Ok(None)` while
+/// it may still become one, `Err(())` when it cannot.
+fn read_key_line(line: &[u8]) -> Result<Option<(usize, usize)>, ()> {
+    let prefix = KEY_PREFIX.as_bytes();
+    let head = line.len().min(prefix.len());
+    if line[..head] != prefix[..head] {
+        return Err(());
+    }
+    let hex = &line[head..];
+    let digits = hex
+        .iter()
+        .take(KEY_HEX)
+        .take_while(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        .count();
+    if digits < hex.len().min(KEY_HEX) {
+        return Err(());
+    }
+    let end = prefix.len() + KEY_HEX;
+    match &line[end.min(line.len())..] {
+        [] | [b'\r'] => Ok(None),
+        [b'\n', ..] => Ok(Some((end, end + 1))),
+        [b'\r', b'\n', ..] => Ok(Some((end, end + 2))),
+        _ => Err(()),
+    }
+}
+
+impl KeyedMarks {
+    /// Marks whose values `rule` checks, printed right after the output they follow.
+    pub fn new(rule: ValueRule) -> Self {
+        KeyedMarks {
+            rule,
+            own_line: false,
+            phase: Phase::Key(Vec::new()),
+        }
+    }
+
+    /// Marks printed after a newline of their own, which is taken out with them: output that
+    /// ends without a newline keeps exactly its bytes, and a line-oriented reader sees the mark
+    /// on a line of its own.
+    pub fn on_own_line(mut self) -> Self {
+        self.own_line = true;
+        self
+    }
+
+    /// The shell line printing a mark line with `value`, a shell word (such as `"$PWD"`), by the
+    /// builtin `printf`, so the key is in no argv. It prints nothing when the script made no key.
+    pub fn mark_line(&self, value: &str) -> String {
+        let lead = if self.own_line { "\\n" } else { "" };
+        format!(
+            "[ -z \"$__sandbox_k\" ] || printf '{lead}{MARK_PREFIX}%s:%s\\n' \"$__sandbox_k\" {value}"
+        )
+    }
+
+    /// Feeds one stdout chunk; returns the bytes that are certainly output.
+    pub fn push(&mut self, chunk: &[u8]) -> Bytes {
+        match &mut self.phase {
+            Phase::Plain => Bytes::copy_from_slice(chunk),
+            Phase::Marks(scan) => scan.push(chunk),
+            Phase::Key(line) => {
+                line.extend_from_slice(chunk);
+                match read_key_line(line) {
+                    Ok(None) => Bytes::new(),
+                    Err(()) => {
+                        let line = std::mem::take(line);
+                        self.phase = Phase::Plain;
+                        Bytes::from(line)
+                    }
+                    Ok(Some((hex_end, len))) => {
+                        let key = &line[KEY_PREFIX.len()..hex_end];
+                        let mut token = Vec::new();
+                        if self.own_line {
+                            token.push(b'\n');
+                        }
+                        token.extend_from_slice(MARK_PREFIX.as_bytes());
+                        token.extend_from_slice(key);
+                        token.push(b':');
+                        let rest = line.split_off(len);
+                        let mut scan = MarkScanner::new(token, self.rule);
+                        let out = scan.push(&rest);
+                        self.phase = Phase::Marks(scan);
+                        out
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: returns the held-back output (a key line never finished is output).
+    pub fn finish(&mut self) -> Bytes {
+        match &mut self.phase {
+            Phase::Plain => Bytes::new(),
+            Phase::Marks(scan) => scan.finish(),
+            Phase::Key(line) => {
+                let line = std::mem::take(line);
+                self.phase = Phase::Plain;
+                Bytes::from(line)
+            }
+        }
+    }
+
+    /// Whether the stream began with a key line.
+    pub fn keyed(&self) -> bool {
+        matches!(self.phase, Phase::Marks(_))
+    }
+
+    /// The last mark's value, once its whole line has been read.
+    pub fn value(&self) -> Option<&[u8]> {
+        match &self.phase {
+            Phase::Marks(scan) => scan.value(),
+            _ => None,
+        }
+    }
+
+    /// How many bytes are held back: at most a key line, or a mark line.
+    pub fn held_len(&self) -> usize {
+        match &self.phase {
+            Phase::Key(line) => line.len(),
+            Phase::Marks(scan) => scan.held_len(),
+            Phase::Plain => 0,
+        }
+    }
+}
+
+/// Finds and strips the exit-code marker in a stdout stream: [`KeyedMarks`] whose value is the
+/// decimal exit code (up to 10 digits, a carriage return before the newline allowed).
 #[derive(Debug, Clone)]
 pub struct ExitMarker {
-    scan: MarkScanner,
+    marks: KeyedMarks,
 }
 
 impl Default for ExitMarker {
@@ -243,34 +439,32 @@ fn exit_code_rule(value: &[u8], whole: bool) -> bool {
 }
 
 impl ExitMarker {
-    /// A marker with a fresh random token.
+    /// A marker; its key is made by the script ([`ExitMarker::wrap`]) and read from the stream.
     pub fn new() -> Self {
-        let n: u128 = rand::rng().random();
-        Self::with_token(&format!("__sandbox_exit_{n:032x}_"))
-    }
-
-    /// A marker with a given token (for tests). It must not be empty.
-    pub fn with_token(token: &str) -> Self {
         ExitMarker {
-            scan: MarkScanner::new(token, exit_code_rule),
+            marks: KeyedMarks::new(exit_code_rule),
         }
     }
 
-    /// The shell line that prints the marker and the exit status of the line before it.
-    pub fn script_line(&self) -> String {
-        let token = String::from_utf8_lossy(self.scan.token());
-        format!("printf '%s%d\\n' '{token}' \"$?\"")
+    /// The POSIX `sh` script running `script` between the key's prologue and the marker: it
+    /// makes and announces the key, runs `script`, prints the marker with its status and exits
+    /// with that status.
+    pub fn wrap(&self, script: &str) -> String {
+        format!(
+            "{KEY_PROLOGUE}\n{script}\n__sandbox_s=$?\n{}\nexit \"$__sandbox_s\"",
+            self.marks.mark_line("\"$__sandbox_s\"")
+        )
     }
 
     /// Feeds one stdout chunk; returns the bytes that are certainly output.
     pub fn push(&mut self, chunk: &[u8]) -> Bytes {
-        self.scan.push(chunk)
+        self.marks.push(chunk)
     }
 
-    /// Ends the stream: returns held-back output and the exit code, if the marker was complete.
+    /// Ends the stream: returns held-back output and the exit code, if a marker was complete.
     pub fn finish(&mut self) -> (Bytes, Option<i32>) {
-        let rest = self.scan.finish();
-        let code = self.scan.value().map(|value| {
+        let rest = self.marks.finish();
+        let code = self.marks.value().map(|value| {
             std::str::from_utf8(value.strip_suffix(b"\r").unwrap_or(value))
                 .ok()
                 .and_then(|d| d.parse().ok())
@@ -305,12 +499,18 @@ mod tests {
         feed(scan, input, &[])
     }
 
+    /// Every accepted mark line is taken out and the last one counts: a mark printed before the
+    /// real one cannot override it.
     #[test]
-    fn the_first_accepted_mark_line_is_taken_out() {
+    fn every_accepted_mark_line_is_taken_out_and_the_last_counts() {
         let scan = || MarkScanner::new("@@", digits);
         assert_eq!(
             whole(scan(), b"a@@1\nb@@2\n"),
-            (b"ab@@2\n".to_vec(), Some(b"1".to_vec()))
+            (b"ab".to_vec(), Some(b"2".to_vec()))
+        );
+        assert_eq!(
+            whole(scan(), b"a@@1\nb@@x\n"),
+            (b"ab@@x\n".to_vec(), Some(b"1".to_vec()))
         );
         // A refused value, an unfinished line, an overlong value: output, not marks.
         assert_eq!(whole(scan(), b"@@x\n"), (b"@@x\n".to_vec(), None));
@@ -321,6 +521,13 @@ mod tests {
             whole(scan(), b"@@@7\n"),
             (b"@".to_vec(), Some(b"7".to_vec()))
         );
+        // A value is readable while the stream is open, and a later mark replaces it.
+        let mut scan = scan();
+        assert_eq!(&scan.push(b"x@@3\ny")[..], b"xy");
+        assert_eq!(scan.value(), Some(&b"3"[..]));
+        assert_eq!(&scan.push(b"@@4\n@")[..], b"");
+        assert_eq!(scan.value(), Some(&b"4"[..]));
+        assert_eq!(&scan.finish()[..], b"@");
     }
 
     #[test]
@@ -337,9 +544,21 @@ mod tests {
         assert_eq!(scan.value(), Some(&b"4"[..]));
     }
 
-    /// Feeds `pieces` to an exit marker for `__m_`: (output, exit code).
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    /// The key line of [`KEY`].
+    fn key_line() -> Vec<u8> {
+        format!("{KEY_PREFIX}{KEY}\n").into_bytes()
+    }
+
+    /// An exit-mark line of [`KEY`] with `code`.
+    fn exit_line(code: &str) -> String {
+        format!("{MARK_PREFIX}{KEY}:{code}\n")
+    }
+
+    /// Feeds `pieces` to an exit marker: (output, exit code).
     fn exit(pieces: &[&[u8]]) -> (Vec<u8>, Option<i32>) {
-        let mut m = ExitMarker::with_token("__m_");
+        let mut m = ExitMarker::new();
         let mut out = Vec::new();
         for piece in pieces {
             out.extend_from_slice(&m.push(piece));
@@ -351,27 +570,138 @@ mod tests {
 
     #[test]
     fn exit_markers_read_codes_and_terminal_line_ends() {
+        let key = key_line();
+        let stream = format!("hello __sandbox_mark_ world\n{}", exit_line("42\r"));
         assert_eq!(
-            exit(&[b"hello __m world\n__m_42\r\n"]),
-            (b"hello __m world\n".to_vec(), Some(42))
+            exit(&[&key, stream.as_bytes()]),
+            (b"hello __sandbox_mark_ world\n".to_vec(), Some(42))
         );
+        let broken = format!("abc {MARK_PREFIX}{KEY}:4\r2\n");
         assert_eq!(
-            exit(&[b"abc __m_4\r2\n"]),
-            (b"abc __m_4\r2\n".to_vec(), None)
+            exit(&[&key, broken.as_bytes()]),
+            (broken.clone().into_bytes(), None)
         );
         // A missing marker leaves output intact.
-        assert_eq!(exit(&[b"abc __m"]), (b"abc __m".to_vec(), None));
+        assert_eq!(exit(&[&key, b"abc __m"]), (b"abc __m".to_vec(), None));
+    }
+
+    /// A stream that does not begin with a key line is passed on whole, marks and all: only the
+    /// script that made the key could have printed it first.
+    #[test]
+    fn without_a_key_line_first_nothing_is_a_mark() {
+        let late_key = [b"x".as_slice(), &key_line(), exit_line("0").as_bytes()].concat();
+        assert_eq!(exit(&[&late_key]), (late_key.clone(), None));
+        for bad in [
+            format!("{KEY_PREFIX}{}\n", &KEY[..31]),
+            format!("{KEY_PREFIX}{KEY}0\n"),
+            format!("{KEY_PREFIX}{}\n", KEY.to_uppercase()),
+            format!("{KEY_PREFIX}{KEY} \n"),
+            KEY_PREFIX[..5].to_owned(),
+        ] {
+            let stream = [bad.as_bytes(), exit_line("0").as_bytes()].concat();
+            assert_eq!(exit(&[&stream]), (stream.clone(), None), "{bad:?}");
+        }
+        // A key line ended by the stream is output.
+        let mut marks = KeyedMarks::new(digits);
+        assert!(marks.push(&key_line()[..20]).is_empty());
+        assert_eq!(&marks.finish()[..], &key_line()[..20]);
+        assert!(!marks.keyed());
+    }
+
+    /// A mark with another key (one a process guessed, or read from an argv) is output, and a
+    /// mark with the key printed before the last one does not count.
+    #[test]
+    fn only_the_key_counts_and_the_last_mark_wins() {
+        let other = format!("{MARK_PREFIX}{}:0\n", "f".repeat(KEY_HEX));
+        let stream = [
+            key_line().as_slice(),
+            other.as_bytes(),
+            exit_line("0").as_bytes(),
+            b"more\n",
+            exit_line("3").as_bytes(),
+        ]
+        .concat();
+        assert_eq!(
+            exit(&[&stream]),
+            ([other.as_bytes(), b"more\n"].concat(), Some(3))
+        );
+        // A carriage return before the key line's newline (a terminal) is part of it.
+        let tty = [
+            format!("{KEY_PREFIX}{KEY}\r\n").as_bytes(),
+            b"a\r\n",
+            exit_line("5\r").as_bytes(),
+        ]
+        .concat();
+        assert_eq!(exit(&[&tty]), (b"a\r\n".to_vec(), Some(5)));
     }
 
     #[test]
     fn marker_is_found_wherever_the_chunks_split() {
-        let stream = b"hello __m world\n__m_42\n";
+        let stream = [
+            key_line().as_slice(),
+            b"hello __sandbox_mark_ world\n",
+            exit_line("42").as_bytes(),
+        ]
+        .concat();
         for split in 0..=stream.len() {
-            let (a, b) = stream.split_at(split);
+            for second in split..=stream.len() {
+                let (a, rest) = stream.split_at(split);
+                let (b, c) = rest.split_at(second - split);
+                assert_eq!(
+                    exit(&[a, b, c]),
+                    (b"hello __sandbox_mark_ world\n".to_vec(), Some(42)),
+                    "split at {split}, {second}"
+                );
+            }
+        }
+    }
+
+    /// The prologue and mark line run under this host's `sh` and, where installed, BusyBox's:
+    /// the key is announced first, found in no argv or environment of the command, and the mark
+    /// carries it; a command reading its parent's command line finds nothing to forge with.
+    #[test]
+    fn the_script_makes_and_keeps_the_key_in_real_shells() {
+        let mut shells = vec!["sh".to_owned()];
+        if let Some(busybox) = ["/usr/bin/busybox", "/bin/busybox"]
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+        {
+            shells.push(format!("{busybox} sh"));
+        }
+        let peek = "tr '\\0' '\\n' < /proc/$PPID/cmdline; tr '\\0' '\\n' < /proc/$PPID/environ";
+        for shell in shells {
+            let marker = ExitMarker::new();
+            let script = marker.wrap(&format!(
+                "sh -c {} && printf 'no newline'; (exit 7)",
+                crate::shell::shell_quote(peek).unwrap()
+            ));
+            let mut argv = shell.split(' ').collect::<Vec<_>>();
+            argv.extend(["-c", &script]);
+            let out = std::process::Command::new(argv[0])
+                .args(&argv[1..])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(7), "{shell}");
+            let stdout = String::from_utf8(out.stdout).unwrap();
+            let key = stdout
+                .strip_prefix(KEY_PREFIX)
+                .and_then(|rest| rest.get(..KEY_HEX))
+                .unwrap_or_else(|| panic!("{shell}: no key line first: {stdout:?}"));
+            assert!(key.bytes().all(|b| b.is_ascii_hexdigit()), "{shell}");
+            let body = &stdout[KEY_PREFIX.len() + KEY_HEX + 1..];
             assert_eq!(
-                exit(&[a, b]),
-                (b"hello __m world\n".to_vec(), Some(42)),
-                "split at {split}"
+                body.matches(key).count(),
+                1,
+                "{shell}: the key shows only in the mark: {body:?}"
+            );
+            let mut m = marker.clone();
+            let mut got = m.push(stdout.as_bytes()).to_vec();
+            let (rest, code) = m.finish();
+            got.extend_from_slice(&rest);
+            assert_eq!(code, Some(7), "{shell}");
+            assert!(
+                String::from_utf8(got).unwrap().ends_with("no newline"),
+                "{shell}"
             );
         }
     }
@@ -396,6 +726,16 @@ mod tests {
             tokens.len() + before
         );
         assert!(scan.held_len() <= bound);
+        // The key line holds no more than itself.
+        let mut marks = KeyedMarks::new(digits);
+        marks.push(KEY_PREFIX.as_bytes());
+        marks.push(KEY.as_bytes());
+        assert_eq!(marks.held_len(), KEY_PREFIX.len() + KEY_HEX);
+        assert_eq!(
+            marks.push(&[b'x'; 1000]).len(),
+            KEY_PREFIX.len() + KEY_HEX + 1000
+        );
+        assert_eq!(marks.held_len(), 0);
     }
 
     /// Streams made of pieces that look like the token, its beginnings, values and newlines.
@@ -413,7 +753,7 @@ mod tests {
 
     proptest! {
         /// Any cutting of a stream gives the output and value of the stream in one piece, in
-        /// both modes; and what was taken out is exactly one mark line.
+        /// both modes; what was taken out is whole mark lines (exactly one at the end).
         #[test]
         fn any_chunking_gives_the_same_result(
             input in stream(),
@@ -432,9 +772,11 @@ mod tests {
                 None => prop_assert_eq!(&out, &input),
                 Some(v) => {
                     let removed = input.len() - out.len();
-                    prop_assert_eq!(removed, 2 + v.len() + 1);
                     if at_end {
+                        prop_assert_eq!(removed, 2 + v.len() + 1);
                         prop_assert!(input.ends_with(&[b"@@", &v[..], b"\n"].concat()));
+                    } else {
+                        prop_assert!(removed > 2 + v.len(), "at least the last mark line");
                     }
                 }
             }
@@ -448,7 +790,11 @@ mod tests {
             after in "[a-z\n]{0,10}",
             cut in any::<prop::sample::Index>(),
         ) {
-            let input = format!("{before}__m_{code}\n{after}").into_bytes();
+            let input = [
+                key_line(),
+                format!("{before}{}{after}", exit_line(&code.to_string())).into_bytes(),
+            ]
+            .concat();
             let (a, b) = input.split_at(cut.index(input.len() + 1));
             prop_assert_eq!(exit(&[a, b]), (format!("{before}{after}").into_bytes(), Some(code)));
         }
