@@ -2,7 +2,7 @@
 //! sandbox's files, all or nothing as far as checking goes.
 
 use super::{Def, call_timeout, make, ok};
-use crate::patch::{self, Fuzz, PatchOp};
+use crate::patch::{self, Applied, Fuzz, Hunk, MatchLimits, PatchOp};
 use crate::result::{ToolError, ToolResult};
 use crate::session::Session;
 use crate::tool::{Annotations, Family};
@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(super) fn defs() -> Vec<Def> {
     vec![Def {
@@ -92,6 +93,42 @@ impl Plan {
     }
 }
 
+/// Sets its flag when dropped: when the call's future is dropped (its timeout fired), the
+/// matching running on a blocking thread sees the flag and stops.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Applies `hunks` to `contents` on a blocking thread, so the runtime (and the call's timeout)
+/// keeps running while it works; dropping the returned future stops the work soon after.
+async fn apply_off_runtime(
+    contents: String,
+    hunks: Vec<Hunk>,
+    path: String,
+) -> Result<Applied, ToolError> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let _stop_when_dropped = CancelOnDrop(cancel.clone());
+    tokio::task::spawn_blocking(move || {
+        let limits = MatchLimits {
+            cancel: Some(&cancel),
+            ..MatchLimits::default()
+        };
+        patch::apply_hunks_with(&contents, &hunks, &path, limits)
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(ToolError::new(
+            "internal",
+            "applying the patch failed unexpectedly",
+            "this is a bug in the tool; try another way, and tell the user",
+        ))
+    })
+}
+
 /// Plans the operations against the sandbox's files; writes nothing.
 async fn plan(s: &Session, sandbox: &dyn Sandbox, ops: Vec<PatchOp>) -> Result<Plan, ToolError> {
     let mut plan = Plan {
@@ -139,7 +176,7 @@ async fn plan(s: &Session, sandbox: &dyn Sandbox, ops: Vec<PatchOp>) -> Result<P
                         "check the path, or use *** Add File: to create it",
                     ));
                 };
-                let applied = patch::apply_hunks(&current, &hunks, &path)?;
+                let applied = apply_off_runtime(current, hunks, path.clone()).await?;
                 plan.fuzz = plan.fuzz.max(applied.fuzz);
                 match move_to {
                     Some(target) => {
