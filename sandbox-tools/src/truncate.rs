@@ -2,7 +2,14 @@
 //!
 //! [`CappedBuffer`] collects a stream of bytes in bounded memory (the first half of the cap and a
 //! rolling last half), so a command that prints gigabytes costs at most the cap.
+//!
+//! Cutting and redaction go together: a secret cut in two at an edge would not be found whole
+//! afterwards, and most of it would show. So every rendering takes the [`Redactor`]: whole
+//! secrets are replaced in what is kept, and a piece of one that ends the head or starts the
+//! tail is replaced too ([`Redactor::before_cut`], [`Redactor::after_cut`]). Where the whole
+//! text is at hand ([`head_and_tail`]) it is redacted before it is cut.
 
+use crate::redact::Redactor;
 use std::collections::VecDeque;
 
 /// Bytes collected in bounded memory: the first `cap / 2` bytes and the last `cap - cap / 2`,
@@ -54,15 +61,16 @@ impl CappedBuffer {
         self.total
     }
 
-    /// The kept text, with a note in the middle stating how much was cut from `label`.
-    pub fn render(&self, label: &str) -> Truncated {
+    /// The kept text, redacted by `redactor` (pieces of secrets at the cut edges too), with a
+    /// note in the middle stating how much was cut from `label`.
+    pub fn render(&self, label: &str, redactor: &Redactor) -> Truncated {
         let kept = self.head.len() as u64 + self.tail.len() as u64;
         let cut = self.total - kept;
         if cut == 0 {
             let mut all = self.head.clone();
             all.extend(self.tail.iter());
             return Truncated {
-                text: String::from_utf8_lossy(&all).into_owned(),
+                text: redactor.text(&String::from_utf8_lossy(&all)),
                 total_bytes: self.total,
                 cut_bytes: 0,
             };
@@ -73,11 +81,11 @@ impl CappedBuffer {
         let cut_bytes = self.total - head.len() as u64 - tail.len() as u64;
         let text = format!(
             "{}\n[... {cut_bytes} bytes cut from the middle of {label} ({} bytes in all); the first {} and last {} bytes are shown ...]\n{}",
-            String::from_utf8_lossy(head),
+            redactor.before_cut(&String::from_utf8_lossy(head)),
             self.total,
             head.len(),
             tail.len(),
-            String::from_utf8_lossy(tail),
+            redactor.after_cut(&String::from_utf8_lossy(tail)),
         );
         Truncated {
             text,
@@ -105,11 +113,12 @@ impl Truncated {
     }
 }
 
-/// Truncates `bytes` to at most `cap` bytes of content, keeping the head and the tail.
-pub fn head_and_tail(bytes: &[u8], cap: usize, label: &str) -> Truncated {
+/// Truncates `text` to at most `cap` bytes of content, keeping the head and the tail, after
+/// redacting it whole (so the counts are of the redacted text).
+pub fn head_and_tail(text: &str, cap: usize, label: &str, redactor: &Redactor) -> Truncated {
     let mut buffer = CappedBuffer::new(cap);
-    buffer.push(bytes);
-    buffer.render(label)
+    buffer.push(redactor.text(text).as_bytes());
+    buffer.render(label, redactor)
 }
 
 /// Drops a partial UTF-8 character at the end of `head`.
@@ -135,17 +144,21 @@ fn trim_tail(tail: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
 
+    fn none() -> Redactor {
+        Redactor::new()
+    }
+
     #[test]
     fn short_output_is_untouched() {
-        let t = head_and_tail(b"hello", 10, "stdout");
+        let t = head_and_tail("hello", 10, "stdout", &none());
         assert_eq!(t.text, "hello");
         assert!(!t.was_cut());
     }
 
     #[test]
     fn long_output_keeps_head_and_tail_and_says_what_was_cut() {
-        let data: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
-        let t = head_and_tail(&data, 10, "stdout");
+        let data: String = (0..100u8).map(|i| char::from(b'a' + i % 26)).collect();
+        let t = head_and_tail(&data, 10, "stdout", &none());
         assert!(t.text.starts_with("abcde\n"), "{}", t.text);
         assert!(t.text.ends_with("\nrstuv"), "{}", t.text);
         assert!(
@@ -162,15 +175,46 @@ mod tests {
         for chunk in data.chunks(7) {
             b.push(chunk);
         }
-        let whole = head_and_tail(&data, 64, "x");
-        assert_eq!(b.render("x"), whole);
+        let mut whole = CappedBuffer::new(64);
+        whole.push(&data);
+        assert_eq!(b.render("x", &none()), whole.render("x", &none()));
         assert_eq!(b.total(), 5000);
     }
 
     #[test]
     fn cuts_never_split_a_character() {
         let text = "é".repeat(50);
-        let t = head_and_tail(text.as_bytes(), 11, "stdout");
+        let t = head_and_tail(&text, 11, "stdout", &none());
         assert!(!t.text.contains('\u{fffd}'), "{}", t.text);
+    }
+
+    /// A secret straddling either cut edge, whatever the split, shows no piece longer than
+    /// [`MIN_PARTIAL_LEN`] minus one; in [`head_and_tail`] a secret is redacted before the cut.
+    #[test]
+    fn secrets_straddling_a_cut_edge_are_redacted() {
+        use crate::redact::MIN_PARTIAL_LEN;
+        let secret = "canary-secret-0123456789";
+        let redactor = Redactor::new().with_secret(secret);
+        let shows = |text: &str| {
+            (MIN_PARTIAL_LEN..=secret.len())
+                .any(|n| text.contains(&secret[..n]) || text.contains(&secret[secret.len() - n..]))
+        };
+        for n in 1..secret.len() {
+            for output in [
+                format!("{}{secret}{}", "a".repeat(32 - n), "b".repeat(100)),
+                format!("{}{secret}{}", "a".repeat(100), "b".repeat(32 - n)),
+            ] {
+                let mut b = CappedBuffer::new(64);
+                for chunk in output.as_bytes().chunks(5) {
+                    b.push(chunk);
+                }
+                let t = b.render("stdout", &redactor);
+                assert!(t.was_cut() && !shows(&t.text), "n={n}: {}", t.text);
+                let t = head_and_tail(&output, 64, "stdout", &redactor);
+                assert!(!shows(&t.text), "n={n}: {}", t.text);
+            }
+        }
+        let t = head_and_tail(&format!("{secret}{}", "x".repeat(100)), 32, "f", &redactor);
+        assert!(t.text.starts_with("[REDACTED]xxxx"), "{}", t.text);
     }
 }

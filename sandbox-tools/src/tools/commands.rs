@@ -1,6 +1,7 @@
 //! Command tools: run to completion, and background start / output so far / kill.
 
 use super::{Def, call_timeout, make, ok};
+use crate::redact::Redactor;
 use crate::result::{ToolError, ToolResult};
 use crate::session::{Background, RunOutcome, Session, lock};
 use crate::tool::{Annotations, Family};
@@ -175,9 +176,9 @@ fn stream_json(t: &Truncated) -> Value {
 }
 
 /// The run result: exit, then stdout and stderr apart.
-pub(crate) fn render_run(outcome: &RunOutcome, limit: Duration) -> ToolResult {
-    let stdout = outcome.stdout.render("stdout");
-    let stderr = outcome.stderr.render("stderr");
+pub(crate) fn render_run(outcome: &RunOutcome, limit: Duration, redactor: &Redactor) -> ToolResult {
+    let stdout = outcome.stdout.render("stdout", redactor);
+    let stderr = outcome.stderr.render("stderr", redactor);
     let (code, signal) = status_json(outcome.status.as_ref());
     let head = match (&outcome.status, outcome.timed_out) {
         (_, true) => format!(
@@ -214,7 +215,7 @@ async fn run(s: Arc<Session>, input: RunInput) -> Result<ToolResult, ToolError> 
     let outcome = s
         .run_collect(&*sandbox, command, limit, s.config.max_output_bytes, None)
         .await?;
-    Ok(render_run(&outcome, limit))
+    Ok(render_run(&outcome, limit, &s.config.redactor))
 }
 
 async fn start(s: Arc<Session>, input: StartInput) -> Result<ToolResult, ToolError> {
@@ -272,8 +273,8 @@ async fn output(s: Arc<Session>, input: OutputInput) -> Result<ToolResult, ToolE
             "use the pid sandbox_process_start_v1 returned; output is kept only for processes started with it",
         ));
     };
-    let stdout = lock(&bg.stdout).render("stdout");
-    let stderr = lock(&bg.stderr).render("stderr");
+    let stdout = lock(&bg.stdout).render("stdout", &s.config.redactor);
+    let stderr = lock(&bg.stderr).render("stderr", &s.config.redactor);
     let end = lock(&bg.end).clone();
     let (state, code, signal, error) = match &end {
         None => ("running".to_owned(), Value::Null, Value::Null, Value::Null),

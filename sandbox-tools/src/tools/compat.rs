@@ -138,8 +138,8 @@ async fn bash(s: Arc<Session>, input: BashInput) -> Result<ToolResult, ToolError
         }
         None => previous,
     };
-    let stdout = out.stdout.render("stdout");
-    let stderr = out.stderr.render("stderr");
+    let stdout = out.stdout.render("stdout", &s.config.redactor);
+    let stderr = out.stderr.render("stderr", &s.config.redactor);
     let mut text = stdout.text.clone();
     if !stderr.text.is_empty() {
         if !text.is_empty() && !text.ends_with('\n') {
@@ -257,8 +257,8 @@ async fn shell(s: Arc<Session>, input: ShellInput) -> Result<ToolResult, ToolErr
             (false, None) => json!({"type": "exit", "exit_code": -1}),
         };
         outputs.push(json!({
-            "stdout": out.stdout.render("stdout").text,
-            "stderr": out.stderr.render("stderr").text,
+            "stdout": out.stdout.render("stdout", &s.config.redactor).text,
+            "stderr": out.stderr.render("stderr", &s.config.redactor).text,
             "outcome": outcome,
         }));
     }

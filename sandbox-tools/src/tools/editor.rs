@@ -121,7 +121,7 @@ pub(crate) async fn edit(s: Arc<Session>, input: EditorInput) -> Result<ToolResu
             }
             let text = s.read_text(&*sandbox, &path).await?;
             let (numbered, start, end) = editor::view(&text, input.view_range)?;
-            let shown = head_and_tail(numbered.as_bytes(), cap, "the file view");
+            let shown = head_and_tail(&numbered, cap, "the file view", &s.config.redactor);
             let mut out = shown.text.clone();
             if shown.was_cut() {
                 out.push_str("\n[view a smaller view_range to see the cut lines]");
@@ -166,7 +166,7 @@ pub(crate) async fn edit(s: Arc<Session>, input: EditorInput) -> Result<ToolResu
                 .await?;
             let changed = new.matches('\n').count();
             let snippet = editor::snippet(&updated, line, changed, 4);
-            let snippet = head_and_tail(snippet.as_bytes(), cap, "the snippet").text;
+            let snippet = head_and_tail(&snippet, cap, "the snippet", &s.config.redactor).text;
             Ok(ok(
                 format!("edited {path}; the changed region now reads:\n{snippet}"),
                 json!({"path": path, "line": line, "replacements": 1}),
@@ -184,7 +184,7 @@ pub(crate) async fn edit(s: Arc<Session>, input: EditorInput) -> Result<ToolResu
                 .await?;
             let first = after as usize + 1;
             let snippet = editor::snippet(&updated, first, new.matches('\n').count(), 4);
-            let snippet = head_and_tail(snippet.as_bytes(), cap, "the snippet").text;
+            let snippet = head_and_tail(&snippet, cap, "the snippet", &s.config.redactor).text;
             Ok(ok(
                 format!("inserted after line {after} of {path}; the region now reads:\n{snippet}"),
                 json!({"path": path, "inserted_after": after}),

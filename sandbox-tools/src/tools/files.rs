@@ -244,6 +244,10 @@ async fn read(s: Arc<Session>, input: ReadInput) -> Result<ToolResult, ToolError
         last += 1;
     }
     let cut = total > 0 && last < end;
+    if cut {
+        // A secret running on past the last line shown (a multi-line key) is cut there.
+        content = s.config.redactor.before_cut(&content);
+    }
     let mut text_out = content.clone();
     if cut {
         if !text_out.ends_with('\n') {
