@@ -11,7 +11,6 @@ use crate::session::{Session, lock};
 use crate::tool::{Annotations, Family};
 use crate::trailer::Trailer;
 use sandbox_sdk_core::Capability;
-use sandbox_sdk_core::shell::shell_quote;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -117,7 +116,7 @@ async fn bash(s: Arc<Session>, input: BashInput) -> Result<ToolResult, ToolError
     let id = sandbox.id().to_owned();
     let previous = lock(&s.bash_cwd).get(&id).cloned();
     let mut trailer = Trailer::new();
-    let script = bash_script(&line, previous.as_deref(), &trailer.token_text())?;
+    let script = trailer.script(&line, previous.as_deref())?;
     let command = shell_command(&s, &script, None, BTreeMap::new())?;
     let limit = s.command_timeout(None);
     let out = s
@@ -174,25 +173,6 @@ async fn bash(s: Arc<Session>, input: BashInput) -> Result<ToolResult, ToolError
             "cwd": cwd,
         }),
     ))
-}
-
-/// The script of one `bash` call: start in `cwd` (saying so on stderr when it is gone), run
-/// `line` in this shell so a `cd` in it counts, then print the trailer with the directory it
-/// ended in and exit with the line's status.
-fn bash_script(line: &str, cwd: Option<&str>, token: &str) -> Result<String, ToolError> {
-    let mut script = String::new();
-    if let Some(cwd) = cwd {
-        let dir = shell_quote(cwd)?;
-        script.push_str(&format!(
-            "cd -- {dir} 2>/dev/null || printf 'bash: the working directory %s is gone; starting in %s\\n' {dir} \"$PWD\" >&2\n"
-        ));
-    }
-    script.push_str(&format!("eval {}\n", shell_quote(line)?));
-    script.push_str(&format!(
-        "__sbox_status=$?\nprintf '\\n%s%s\\n' {} \"$PWD\"\nexit \"$__sbox_status\"\n",
-        shell_quote(token)?
-    ));
-    Ok(script)
 }
 
 /// Input of OpenAI's `shell` tool (the `action` of a `shell_call`).
