@@ -112,11 +112,12 @@ impl Provider for DaytonaProvider {
 
     /// Creates from the core spec ([`DaytonaCreate::from_spec`]). With an idempotency key the
     /// sandbox name is the dedupe key: a create that may have happened is looked up by name,
-    /// never blindly sent again.
+    /// never blindly sent again, and a sandbox of that name is adopted only if this create made
+    /// it ([`check_adoption`](sandbox_sdk_core::idempotency::check_adoption); anyone else's is a
+    /// `Conflict`).
     async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
         check_spec(spec)?;
-        let key = spec.idempotency_key.as_deref();
-        let dto = create(&self.api, &DaytonaCreate::from_spec(spec), key).await?;
+        let dto = create(&self.api, &DaytonaCreate::from_spec(spec), Some(spec)).await?;
         let sandbox = DaytonaSandbox::open(self.api.clone(), self.pool.clone(), &dto).await?;
         Ok(Box::new(sandbox))
     }

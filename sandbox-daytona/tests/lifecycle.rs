@@ -8,7 +8,8 @@ use futures::TryStreamExt;
 use sandbox_daytona::{
     DaytonaCreate, IDEMPOTENCY_LABEL, SnapshotSize, idempotency_name, snapshot_name,
 };
-use sandbox_sdk_core::idempotency::CreateLookup;
+use sandbox_sdk_core::fleet::Owner;
+use sandbox_sdk_core::idempotency::{CreateLookup, FINGERPRINT_LABEL, create_fingerprint};
 use sandbox_sdk_core::{CreateSpec, ErrorKind, ListFilter, Provider, ProviderExt, SandboxState};
 use serde_json::json;
 use std::time::Duration;
@@ -109,10 +110,68 @@ async fn waiting_for_start_is_bounded() {
     assert_eq!(err.sandbox_id(), Some("sb1"));
 }
 
-/// A sandbox made under idempotency key `key`: named as the key maps, carrying its label.
+/// A sandbox a create of `CreateSpec::new().idempotency_key(key)` made: named as the key
+/// maps, carrying its label and the create fingerprint.
 fn keyed(id: &str, key: &str, state: &str) -> serde_json::Value {
     let named = with(sandbox(id, state), "name", json!(idempotency_name(key)));
-    with(named, "labels", json!({IDEMPOTENCY_LABEL: key}))
+    with(
+        named,
+        "labels",
+        keyed_labels(&CreateSpec::new().idempotency_key(key)),
+    )
+}
+
+/// The labels a keyed create of `spec` sends: the spec's, the key and the create fingerprint.
+fn keyed_labels(spec: &CreateSpec) -> serde_json::Value {
+    let mut labels = json!(spec.metadata);
+    labels[IDEMPOTENCY_LABEL] = json!(spec.idempotency_key);
+    labels[FINGERPRINT_LABEL] = json!(create_fingerprint(spec));
+    labels
+}
+
+/// Someone made a sandbox with the key's name and label first (not this create's fingerprint;
+/// or this create's labels but another owner's): it is a Conflict naming the key, neither
+/// adopted nor destroyed, and no create is sent in its place.
+#[tokio::test]
+async fn a_sandbox_someone_else_made_under_the_keys_name_is_a_conflict_and_left_alone() {
+    let mine = Owner::new("me").unwrap();
+    let spec = mine
+        .label(&CreateSpec::new().idempotency_key("job-sq"))
+        .unwrap();
+    let key = spec.idempotency_key.clone().unwrap();
+    let mut other_owner = keyed_labels(&spec);
+    other_owner["sandbox_sdk_owner"] = json!("them");
+    for labels in [
+        json!({IDEMPOTENCY_LABEL: key, "sandbox_sdk_owner": "me"}),
+        other_owner,
+        json!({}),
+    ] {
+        let server = MockServer::start().await;
+        let squat = with(
+            sandbox("squat", "stopped"),
+            "name",
+            json!(idempotency_name(&key)),
+        );
+        mount_name_lookups(&server, &key, vec![ok(with(squat, "labels", labels))]).await;
+        let e = provider(&server).create(&spec).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        assert!(!e.is_retryable());
+        assert_eq!(e.sandbox_id(), Some("squat"));
+        assert!(e.to_string().contains(&format!("{key:?}")), "{e}");
+        // The name look-up only: no create, no start, no delete.
+        let sent = server.received_requests().await.unwrap();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+    }
+}
+
+#[test]
+fn the_same_key_under_two_owners_is_two_names() {
+    let spec = CreateSpec::new().idempotency_key("job-1");
+    let name = |owner: &str| {
+        let labelled = Owner::new(owner).unwrap().label(&spec).unwrap();
+        DaytonaCreate::from_spec(&labelled).name.unwrap()
+    };
+    assert_ne!(name("alice"), name("bob"));
 }
 
 /// `GET /api/sandbox/{name}` answers from `answers` in turn, the last one from then on.
@@ -158,9 +217,10 @@ async fn a_create_answered_after_the_timeout_is_found_by_name_not_sent_again() {
     let name = idempotency_name("job-slow");
     Mock::given(method("POST"))
         .and(path("/api/sandbox"))
-        .and(body_json(
-            json!({"name": name, "labels": {IDEMPOTENCY_LABEL: "job-slow"}}),
-        ))
+        .and(body_json(json!({
+            "name": name,
+            "labels": keyed_labels(&CreateSpec::new().idempotency_key("job-slow")),
+        })))
         .respond_with(
             ok(keyed("sb1", "job-slow", "creating")).set_delay(Duration::from_millis(800)),
         )
@@ -223,8 +283,8 @@ async fn an_ambiguous_create_with_nothing_found_returns_its_error_after_the_wind
     assert!(err.to_string().contains("idempotency key"), "{err}");
 }
 
-/// A 409 "name exists" for a sandbox carrying the key is the sandbox an earlier attempt made:
-/// adopted. The same 409 for someone else's sandbox of that name is a Conflict.
+/// A 409 "name exists" for a sandbox this create made is the sandbox an earlier attempt made:
+/// adopted. The same 409 for someone else's sandbox of that name is a Conflict naming the key.
 #[tokio::test]
 async fn a_409_for_the_keys_name_adopts_the_sandbox_an_earlier_attempt_made() {
     for (owner_key, adopted) in [("job-409", true), ("someone-else", false)] {
@@ -259,7 +319,7 @@ async fn a_409_for_the_keys_name_adopts_the_sandbox_an_earlier_attempt_made() {
             Err(e) => {
                 assert!(!adopted, "{e}");
                 assert_eq!(e.kind(), ErrorKind::Conflict);
-                assert_eq!(e.status(), Some(409));
+                assert!(e.to_string().contains("\"job-409\""), "{e}");
             }
         }
     }

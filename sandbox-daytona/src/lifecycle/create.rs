@@ -6,7 +6,9 @@ use crate::api::client::Api;
 use crate::config::{IDEMPOTENCY_LABEL, PROVIDER};
 use crate::error::is_state_change_in_progress;
 use crate::wire::{BuildInfo, CreateSandboxBody, SandboxDto, VolumeMount};
-use sandbox_sdk_core::idempotency::create_once;
+use sandbox_sdk_core::idempotency::{
+    FINGERPRINT_LABEL, check_adoption, create_fingerprint, create_once,
+};
 use sandbox_sdk_core::{CreateSpec, Error, ErrorKind, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -75,12 +77,14 @@ impl fmt::Debug for DaytonaCreate {
 impl DaytonaCreate {
     /// Daytona's options for a core [`CreateSpec`]: template → snapshot, metadata → labels,
     /// memory rounded up to whole GB, timeout → `ttlMinutes` (rounded up), region → target,
-    /// and the idempotency key kept as the label [`IDEMPOTENCY_LABEL`] and, when the spec names
-    /// no sandbox, turned into the name [`idempotency_name`] (Daytona's dedupe key).
+    /// and the idempotency key kept as the label [`IDEMPOTENCY_LABEL`] (with the create
+    /// fingerprint as [`FINGERPRINT_LABEL`]) and, when the spec names no sandbox, turned into
+    /// the name [`idempotency_name`] (Daytona's dedupe key).
     pub fn from_spec(spec: &CreateSpec) -> Self {
         let mut labels = spec.metadata.clone();
-        if let Some(key) = &spec.idempotency_key {
+        if let (Some(key), Some(fingerprint)) = (&spec.idempotency_key, create_fingerprint(spec)) {
             labels.insert(IDEMPOTENCY_LABEL.to_owned(), key.clone());
+            labels.insert(FINGERPRINT_LABEL.to_owned(), fingerprint);
         }
         let name = spec
             .name
@@ -167,22 +171,25 @@ impl DaytonaCreate {
     }
 }
 
-/// Creates through [`create_once`]: with an idempotency `key` (and so a name, see
-/// [`idempotency_name`]) a sandbox already made under that name is adopted, a create that
-/// may have happened is settled by looking the name up for the builder's
+/// Creates through [`create_once`]: with `keyed`, the spec carrying an idempotency key (and so
+/// a name, see [`idempotency_name`]), a sandbox already made under that name is adopted if
+/// this create made it ([`check_adoption`]; anyone else's is a `Conflict`), a create that may
+/// have happened is settled by looking the name up for the builder's
 /// [`create_lookup`](crate::DaytonaBuilder::create_lookup) window, and a 409 "name exists" for a
-/// sandbox carrying the key is that sandbox. Then waits until `started`.
+/// sandbox this create made is that sandbox. Then waits until `started`.
 pub(crate) async fn create(
     api: &Api,
     options: &DaytonaCreate,
-    key: Option<&str>,
+    keyed: Option<&CreateSpec>,
 ) -> Result<SandboxDto> {
     options.check()?;
     let body = options.body(api.config.target.as_ref());
     let name = options.name.as_deref();
+    let keyed = keyed.filter(|spec| spec.idempotency_key.is_some());
+    let key = keyed.and_then(|spec| spec.idempotency_key.as_deref());
     let lookup = || async move {
-        match (key, name) {
-            (Some(key), Some(name)) => find_created(api, name, key).await,
+        match (keyed, name) {
+            (Some(spec), Some(name)) => find_created(api, name, spec).await,
             _ => Ok(None),
         }
     };
@@ -208,11 +215,13 @@ pub(crate) async fn create(
     wait_started(api, &dto.id, dto.clone(), "create").await
 }
 
-/// The sandbox a create under `key` made, found by its `name` (`GET /sandbox/{idOrName}`,
-/// PROTOCOL.md §2.2): `None` for a 404, for a sandbox being destroyed (delete renames it
-/// `DESTROYED_<name>_<ms>` and frees the name), and for a sandbox of that name without the
-/// key's label (someone else's).
-async fn find_created(api: &Api, name: &str, key: &str) -> Result<Option<SandboxDto>> {
+/// The sandbox a create of `spec` (with its key) made, found by its `name`
+/// (`GET /sandbox/{idOrName}`, PROTOCOL.md §2.2): `None` for a 404 and for a sandbox being
+/// destroyed (delete renames it `DESTROYED_<name>_<ms>` and frees the name); a `Conflict`
+/// ([`check_adoption`]) for a live sandbox of that name this create did not make (without the
+/// key's label, the create fingerprint or the spec's labels: someone else's).
+async fn find_created(api: &Api, name: &str, spec: &CreateSpec) -> Result<Option<SandboxDto>> {
+    let key = spec.idempotency_key.as_deref().unwrap_or_default();
     let dto = match api.get_sandbox(name, "create").await {
         Ok(dto) => dto,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -224,13 +233,18 @@ async fn find_created(api: &Api, name: &str, key: &str) -> Result<Option<Sandbox
             .name
             .as_deref()
             .is_some_and(|n| n.starts_with("DESTROYED_"));
-    let ours = dto
+    if going {
+        return Ok(None);
+    }
+    // A sandbox of this name without the key's label is judged as carrying no labels at all.
+    let none = BTreeMap::new();
+    let labels = dto
         .labels
         .as_ref()
-        .and_then(|l| l.get(IDEMPOTENCY_LABEL))
-        .map(String::as_str)
-        == Some(key);
-    Ok((ours && !going).then_some(dto))
+        .filter(|l| l.get(IDEMPOTENCY_LABEL).map(String::as_str) == Some(key))
+        .unwrap_or(&none);
+    check_adoption(spec, &dto.id, labels).map_err(|e| e.with_provider(PROVIDER))?;
+    Ok(Some(dto))
 }
 
 /// The sandbox name an idempotency key gives a create that names none: `sdk-idem-` and the
@@ -316,7 +330,11 @@ mod tests {
                 "name": idempotency_name("job-1"),
                 "snapshot": "snap",
                 "env": {"A": "1"},
-                "labels": {"team": "x", IDEMPOTENCY_LABEL: "job-1"},
+                "labels": {
+                    "team": "x",
+                    IDEMPOTENCY_LABEL: "job-1",
+                    FINGERPRINT_LABEL: create_fingerprint(&spec),
+                },
                 "target": "eu",
                 "ttlMinutes": 2
             })
