@@ -39,7 +39,8 @@
 //!   [`FlyBuilder::expose_port`], pinned to the machine with `fly-force-instance-id`.
 //! - **Idempotent create**: the idempotency key is stored in a metadata label (Fly has no
 //!   idempotency header and does not document machine names as unique); a create lists by it
-//!   first and adopts the machine it finds, and a create whose answer was lost keeps listing
+//!   first and adopts the machine it finds if this create made it (its create fingerprint and
+//!   labels; anyone else's is a `Conflict`), and a create whose answer was lost keeps listing
 //!   for [`FlyBuilder::create_lookup`]'s window before anything is sent again.
 //!
 //! Rate limits (PROTOCOL.md §3): Fly allows about 1 request per second per action and machine or

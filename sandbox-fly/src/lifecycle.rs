@@ -8,7 +8,9 @@ use crate::wire::{
     CreateMachineRequest, Guest, InitConfig, Machine, MachineConfig, Mount, RestartPolicy, Service,
     ServicePort,
 };
-use sandbox_sdk_core::idempotency::create_once;
+use sandbox_sdk_core::idempotency::{
+    FINGERPRINT_LABEL, check_adoption, create_fingerprint, create_once, made_by,
+};
 use sandbox_sdk_core::{
     CreateSpec, Error, ErrorKind, ListFilter, Result, SandboxInfo, SandboxState,
 };
@@ -88,6 +90,9 @@ pub(crate) fn create_request(s: &Settings, spec: &CreateSpec) -> Result<CreateMa
             ));
         }
         metadata.insert(IDEMPOTENCY_LABEL.to_owned(), key.clone());
+    }
+    if let Some(fingerprint) = create_fingerprint(spec) {
+        metadata.insert(FINGERPRINT_LABEL.to_owned(), fingerprint);
     }
     let cpus = spec.resources.cpus.or(s.cpus);
     let memory_mb = spec.resources.memory_mb.or(s.memory_mb);
@@ -176,13 +181,13 @@ pub(crate) fn create_request(s: &Settings, spec: &CreateSpec) -> Result<CreateMa
     })
 }
 
-/// Finds a live machine made under `key`, if any, in a list sent after this call began (shared
-/// with concurrent keyed creates: [`Api::list_for_key`]).
-pub(crate) async fn find_by_key(api: &Api, key: &str) -> Result<Option<Machine>> {
+/// The live machines labelled with `key`, in a list sent after this call began (shared with
+/// concurrent keyed creates: [`Api::list_for_key`]).
+async fn keyed_machines(api: &Api, key: &str) -> Result<Vec<Machine>> {
     api.list_for_key(key, |machines| {
         machines
             .iter()
-            .find(|m| {
+            .filter(|m| {
                 m.metadata().get(IDEMPOTENCY_LABEL).map(String::as_str) == Some(key)
                     && !matches!(
                         m.state.as_deref().map(map_state),
@@ -190,12 +195,37 @@ pub(crate) async fn find_by_key(api: &Api, key: &str) -> Result<Option<Machine>>
                     )
             })
             .cloned()
+            .collect()
     })
     .await
 }
 
+/// Finds a live machine made under `key`, if any (the first of [`keyed_machines`]).
+pub(crate) async fn find_by_key(api: &Api, key: &str) -> Result<Option<Machine>> {
+    Ok(keyed_machines(api, key).await?.into_iter().next())
+}
+
+/// The live machine a create of `spec` made under its key, if any: one of the key's machines
+/// this create made ([`made_by`]). When the key's machines are all someone else's, the first is
+/// a `Conflict` ([`check_adoption`]): none is adopted nor touched, and nothing is created.
+async fn find_created(api: &Api, spec: &CreateSpec, key: &str) -> Result<Option<Machine>> {
+    let machines = keyed_machines(api, key).await?;
+    let found = machines
+        .iter()
+        .find(|m| made_by(spec, &m.metadata()))
+        .or(machines.first());
+    match found {
+        Some(machine) => {
+            check_adoption(spec, &machine.id, &machine.metadata())
+                .map_err(|e| e.with_provider(PROVIDER))?;
+            Ok(Some(machine.clone()))
+        }
+        None => Ok(None),
+    }
+}
+
 /// Sends the create for `spec` once, or adopts the machine already made under its idempotency
-/// key; a create whose answer was lost is settled by listing the key for
+/// key by this create ([`find_created`]); a create whose answer was lost is settled by listing the key for
 /// [`crate::FlyBuilder::create_lookup`]'s window before the error goes back: Fly has no
 /// idempotency header (PROTOCOL.md §1), so the metadata label is the only dedupe.
 pub(crate) async fn create(api: &Api, spec: &CreateSpec) -> Result<Machine> {
@@ -207,7 +237,7 @@ pub(crate) async fn create(api: &Api, spec: &CreateSpec) -> Result<Machine> {
         || api.create(&request),
         || async move {
             match key {
-                Some(key) => find_by_key(api, key).await,
+                Some(key) => find_created(api, spec, key).await,
                 None => Ok(None),
             }
         },
@@ -374,7 +404,12 @@ mod tests {
                     "guest": {"cpu_kind": "shared", "cpus": 2, "memory_mb": 512},
                     "auto_destroy": false,
                     "init": {"exec": ["sleep", "inf"]},
-                    "metadata": {"sandbox_sdk": "1", "sandbox_sdk_idempotency_key": "job-1", "team": "x"}
+                    "metadata": {
+                        "sandbox_sdk": "1",
+                        "sandbox_sdk_idempotency_key": "job-1",
+                        FINGERPRINT_LABEL: create_fingerprint(&spec),
+                        "team": "x"
+                    }
                 }
             })
         );

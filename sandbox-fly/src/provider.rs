@@ -43,7 +43,8 @@ impl FlyProvider {
 
     /// Creates a machine and waits until it is `started` (chaining `/wait` calls within
     /// [`crate::FlyBuilder::start_timeout`]). With an idempotency key, a machine already made under that
-    /// key is adopted instead (started first if it was stopped or suspended), and a create whose
+    /// key by this create (its create fingerprint and labels; anyone else's is a `Conflict` and is
+    /// left alone) is adopted instead (started first if it was stopped or suspended), and a create whose
     /// answer was lost is settled by listing the key for [`crate::FlyBuilder::create_lookup`]'s window
     /// before the error goes back.
     pub async fn create_machine(&self, spec: &CreateSpec) -> Result<FlySandbox> {

@@ -203,8 +203,11 @@ async fn a_create_answered_after_the_timeout_is_found_by_its_key_not_sent_again(
                 "job-42",
             ))
     };
+    let spec = CreateSpec::new().idempotency_key("job-42");
     let mut made = machine(ID, "started");
     made["config"]["metadata"]["sandbox_sdk_idempotency_key"] = "job-42".into();
+    made["config"]["metadata"][sandbox_sdk_core::idempotency::FINGERPRINT_LABEL] =
+        sandbox_sdk_core::idempotency::create_fingerprint(&spec).into();
     // Not there before the create, nor at the first look-up after it; then it shows.
     by_key()
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([])))
@@ -232,10 +235,7 @@ async fn a_create_answered_after_the_timeout_is_found_by_its_key_not_sent_again(
         .create_lookup(CreateLookup::new(Duration::from_secs(5)))
         .build()
         .unwrap();
-    let sandbox = fly
-        .create(&CreateSpec::new().idempotency_key("job-42"))
-        .await
-        .unwrap();
+    let sandbox = fly.create(&spec).await.unwrap();
     assert_eq!(sandbox.id(), ID);
     server.verify().await;
 }

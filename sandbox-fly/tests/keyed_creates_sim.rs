@@ -3,13 +3,15 @@
 //! creates run at the list's rate. Against the simulator, on a paused clock (the simulator keeps
 //! the API's time on it), many concurrent keyed creates send a handful of lists, still adopt a
 //! machine already made under their key, and a lone keyed create sends the request it always
-//! did.
+//! did. A machine someone else made under the key is never adopted.
 
 use sandbox_conformance::sim::Simulator;
 use sandbox_conformance::sim::fly::FlySim;
 use sandbox_fly::FlyProvider;
+use sandbox_sdk_core::fleet::Owner;
+use sandbox_sdk_core::idempotency::{FINGERPRINT_LABEL, create_fingerprint};
 use sandbox_sdk_core::prelude::*;
-use sandbox_sdk_core::{CreateSpec, ListFilter};
+use sandbox_sdk_core::{CreateSpec, ErrorKind, ListFilter};
 use std::time::Duration;
 
 const LABEL: &str = "sandbox_sdk_idempotency_key";
@@ -109,4 +111,47 @@ async fn concurrent_keyed_creates_share_few_lists_and_still_adopt_an_existing_ke
     );
     let listed = fly.list(&ListFilter::new()).collect::<Vec<_>>().await.len();
     assert_eq!(listed, N);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_machine_someone_else_made_under_the_key_is_a_conflict_and_left_alone() {
+    let sim = sim().await;
+    let fly = adapter(&sim);
+    let spec = Owner::new("me")
+        .unwrap()
+        .label(&CreateSpec::new().idempotency_key("job-sq"))
+        .unwrap();
+    let key = spec.idempotency_key.clone().unwrap();
+    // Someone made machines carrying the key's label first: without this create's fingerprint,
+    // and with it but another owner's label.
+    let squatter = CreateSpec::new()
+        .metadata(LABEL, key.as_str())
+        .metadata("sandbox_sdk_owner", "me");
+    let squat = fly.create_machine(&squatter).await.unwrap();
+    let mut other_owner = spec.clone().metadata("sandbox_sdk_owner", "them");
+    other_owner.idempotency_key = None;
+    other_owner = other_owner
+        .metadata(LABEL, key.as_str())
+        .metadata(FINGERPRINT_LABEL, create_fingerprint(&spec).unwrap());
+    let forged = fly.create_machine(&other_owner).await.unwrap();
+    sim.server().log().clear();
+    let e = match fly.create(&spec).await {
+        Err(e) => e,
+        Ok(sb) => panic!("adopted {}", sb.id()),
+    };
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert!(!e.is_retryable());
+    assert!(e.to_string().contains(&format!("{key:?}")), "{e}");
+    assert!(
+        [squat.id(), forged.id()].contains(&e.sandbox_id().unwrap()),
+        "{e}"
+    );
+    // Listed, and nothing else: no create, no start, no destroy.
+    assert_eq!(
+        sim.server().log().entries().len(),
+        1,
+        "{:?}",
+        sim.server().log().entries()
+    );
+    assert_eq!(sim.sandboxes(), 2);
 }
