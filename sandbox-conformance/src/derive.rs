@@ -213,6 +213,18 @@ fn live_key() -> String {
     )
 }
 
+/// The create fingerprint of `live` (a spec with a [`live_key`]) and the one the same spec has
+/// with [`CREATE_KEY`], which replay computes.
+fn replayed_fingerprint(live: &sandbox_sdk_core::CreateSpec) -> (String, String) {
+    let fingerprint = sandbox_sdk_core::idempotency::create_fingerprint;
+    let mut replayed = live.clone();
+    replayed.idempotency_key = Some(CREATE_KEY.to_owned());
+    (
+        fingerprint(live).unwrap_or_default(),
+        fingerprint(&replayed).unwrap_or_default(),
+    )
+}
+
 /// `connect` of [`MISSING_ID`]: it must fail with `NotFound` (its answer is the error shape).
 async fn connect_missing(raw: &Arc<dyn Provider>) -> Result<(), String> {
     match raw.connect(MISSING_ID).await {
@@ -353,7 +365,12 @@ async fn derive_live(
                 }
                 let twice = session.mark().await;
                 connect_missing(&raw).await?;
-                let replace = [(key.clone(), CREATE_KEY.to_owned())];
+                let replace = [
+                    (key.clone(), CREATE_KEY.to_owned()),
+                    // The create fingerprint (a label, and E2B's Idempotency-Key) hashes the
+                    // key: the live key's is written as the replayed key's.
+                    replayed_fingerprint(&spec),
+                ];
                 let c = session
                     .cassette(target, scenario, Some(&id), &replace)
                     .await?;
@@ -790,6 +807,19 @@ mod tests {
         assert!(error.contains("nothing to truncate"), "{error}");
         let error = truncated(&[connect], 1).unwrap_err();
         assert!(error.contains("sent no request"), "{error}");
+    }
+
+    #[test]
+    fn a_live_keys_fingerprint_is_written_as_the_replayed_keys() {
+        let live = conformance_spec().idempotency_key(live_key());
+        let (recorded, written) = replayed_fingerprint(&live);
+        assert_ne!(recorded, written);
+        assert_eq!(
+            Some(written),
+            sandbox_sdk_core::idempotency::create_fingerprint(
+                &conformance_spec().idempotency_key(CREATE_KEY)
+            )
+        );
     }
 
     #[test]
