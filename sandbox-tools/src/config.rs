@@ -2,6 +2,7 @@
 
 use crate::path::PathPolicy;
 use crate::redact::Redactor;
+use sandbox_sdk_core::fleet::Owner;
 use std::time::Duration;
 
 /// The metadata label the tool set puts on every sandbox it creates; `sandbox_list_v1` lists
@@ -43,7 +44,11 @@ pub struct ToolConfig {
     pub create_timeout: Duration,
     /// Which paths the tools accept.
     pub paths: PathPolicy,
-    /// The value of [`OWNER_LABEL`] on sandboxes this set creates, and the one it lists.
+    /// The value of [`OWNER_LABEL`] on sandboxes this set creates, and the one it lists; it
+    /// also scopes the idempotency keys of its creates. Default: the user running the tools
+    /// ([`Owner::current_user_id`]: `u{uid}.{host}`), so users sharing a provider account do
+    /// not adopt, list or destroy each other's sandboxes; set one value for every process
+    /// (any user, any host) that should share a fleet.
     pub owner: String,
     /// Connect to and destroy only sandboxes carrying this set's owner label (and the sandbox
     /// the set was built with). Default true.
@@ -68,10 +73,27 @@ impl Default for ToolConfig {
             max_command_timeout: Duration::from_secs(600),
             create_timeout: Duration::from_secs(300),
             paths: PathPolicy::sandbox_view(),
-            owner: "sandbox-tools".to_owned(),
+            owner: Owner::current_user_id(),
             only_ours: true,
             redactor: Redactor::new().with_host_credentials(),
             reveal_preview_tokens: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_owner_is_the_current_user_not_a_shared_name() {
+        let owner = ToolConfig::default().owner;
+        assert_ne!(owner, "sandbox-tools");
+        assert_eq!(owner, Owner::current_user_id());
+        // A valid owner id, so sbox can reap by it.
+        assert!(
+            Owner::with_prefix("sandbox_tools", owner.as_str()).is_ok(),
+            "{owner}"
+        );
     }
 }
