@@ -42,7 +42,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// The owner sbox acts for: `prefix` and `id` as given, by default the label sbox and its tools
-/// create with.
+/// create with (`sandbox_tools_owner` = the user running sbox, `u{uid}.{host}`: one user's
+/// `sbox reap` never reaches another user's sandboxes unless `--owner` names them).
 pub fn owner(prefix: Option<&str>, id: Option<&str>) -> Result<Owner, String> {
     let default_id = sandbox_tools::ToolConfig::default().owner;
     Owner::with_prefix(
@@ -284,6 +285,8 @@ mod tests {
         let default = owner(None, None).unwrap();
         assert_eq!(default.label_key(), sandbox_tools::OWNER_LABEL);
         assert_eq!(default.id(), sandbox_tools::ToolConfig::default().owner);
+        // The user running sbox, not a name every user shares.
+        assert_eq!(default.id(), Owner::current_user_id());
         assert_eq!(
             owner(Some("acme"), Some("ci")).unwrap().to_string(),
             "acme_owner=ci"
