@@ -6,6 +6,7 @@ use sandbox_sdk_core::client::{Client, RetryPolicy};
 use sandbox_sdk_core::fleet::{
     self, Owner, PriceTable, ReapPolicy, ReapReport, ShapeLimits, dollars,
 };
+use sandbox_sdk_core::text::escape_controls;
 use sandbox_sdk_core::{ListFilter, Provider, ProviderExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -68,6 +69,17 @@ pub fn prices(file: Option<&Path>) -> Result<PriceTable, String> {
 
 /// Rows printed with each column as wide as its widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    // Cells hold provider text (ids, states, error messages): escaped, so none can hold a line
+    // break that forges a row or an escape sequence that rewrites the terminal.
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| escape_controls(cell).into_owned())
+                .collect()
+        })
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -304,5 +316,17 @@ mod tests {
             ],
         );
         assert_eq!(t, "ID       WHY\na        x\nlong-id  y\n");
+    }
+
+    #[test]
+    fn a_cell_cannot_forge_a_row_or_reach_the_terminal_raw() {
+        let t = table(
+            &["ID", "WHY"],
+            &[vec!["a\nforged  row".into(), "\u{1b}]0;x\u{7}".into()]],
+        );
+        assert_eq!(
+            t,
+            "ID              WHY\na\\nforged  row  \\u{1b}]0;x\\u{7}\n"
+        );
     }
 }
