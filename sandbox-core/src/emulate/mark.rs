@@ -254,11 +254,11 @@ pub const KEY_HEX: usize = 32;
 pub const MARK_PREFIX: &str = "__sandbox_mark_";
 
 /// POSIX `sh` that makes a key from 16 bytes of `/dev/urandom` into the shell variable
-/// `__sandbox_k` (not exported: no child process gets it) and prints it on stdout as
-/// `__sandbox_key_HEX`. It must run before anything else prints on stdout. Without `od` or
+/// `__sandbox_k` (unset first, so it is not exported even when the environment had one: no
+/// child process gets it) and prints it on stdout as `__sandbox_key_HEX`. It must run before anything else prints on stdout. Without `od` or
 /// `/dev/urandom` it prints nothing and leaves the variable empty, and the mark lines print
 /// nothing either: the reader then sees no key and passes everything on.
-pub const KEY_PROLOGUE: &str = "__sandbox_k=$(printf %s $(od -An -N16 -tx1 /dev/urandom 2>/dev/null)); [ ${#__sandbox_k} = 32 ] && printf '__sandbox_key_%s\\n' \"$__sandbox_k\" || __sandbox_k=";
+pub const KEY_PROLOGUE: &str = "unset __sandbox_k; __sandbox_k=$(printf %s $(od -An -N16 -tx1 /dev/urandom 2>/dev/null)); [ ${#__sandbox_k} = 32 ] && printf '__sandbox_key_%s\\n' \"$__sandbox_k\" || __sandbox_k=";
 
 /// Mark lines whose token is a key the sandbox makes and announces on the first line of stdout
 /// (see the module docs and [`KEY_PROLOGUE`]): a [`MarkScanner`] for `MARK_PREFIX KEY :`, made
@@ -657,8 +657,9 @@ mod tests {
     }
 
     /// The prologue and mark line run under this host's `sh` and, where installed, BusyBox's:
-    /// the key is announced first, found in no argv or environment of the command, and the mark
-    /// carries it; a command reading its parent's command line finds nothing to forge with.
+    /// the key is announced first, found in no argv or environment of the command (its own or
+    /// its parent's), and the mark carries it; a command reading them finds nothing to forge
+    /// with.
     #[test]
     fn the_script_makes_and_keeps_the_key_in_real_shells() {
         let mut shells = vec!["sh".to_owned()];
@@ -668,7 +669,8 @@ mod tests {
         {
             shells.push(format!("{busybox} sh"));
         }
-        let peek = "tr '\\0' '\\n' < /proc/$PPID/cmdline; tr '\\0' '\\n' < /proc/$PPID/environ";
+        let peek =
+            "tr '\\0' '\\n' < /proc/$PPID/cmdline; tr '\\0' '\\n' < /proc/$PPID/environ; env";
         for shell in shells {
             let marker = ExitMarker::new();
             let script = marker.wrap(&format!(
@@ -677,8 +679,10 @@ mod tests {
             ));
             let mut argv = shell.split(' ').collect::<Vec<_>>();
             argv.extend(["-c", &script]);
+            // A variable of that name in the environment does not make the key exported.
             let out = std::process::Command::new(argv[0])
                 .args(&argv[1..])
+                .env("__sandbox_k", "from-the-environment")
                 .output()
                 .unwrap();
             assert_eq!(out.status.code(), Some(7), "{shell}");
