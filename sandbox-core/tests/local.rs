@@ -1231,26 +1231,296 @@ async fn destroy_kills_processes_that_unset_the_marker() {
     }
 }
 
-/// What the docs say: paths are not confined to the sandbox's directory. `..` and a symbolic
-/// link lead out of it, for file operations and a command's cwd alike.
+/// A host directory holding a file the sandbox must not reach, and a sandbox with links to it
+/// (and to `/etc/passwd`, `/proc`, `/proc/self/environ`, and up out of the directory by a
+/// relative link), as a process of the sandbox or a checked-out repository could plant them.
+struct Planted {
+    sb: Cleanup,
+    host: tempfile::TempDir,
+}
+
+impl Planted {
+    async fn new() -> Planted {
+        let sb = sandbox().await;
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("secret.txt"), b"host secret").unwrap();
+        std::fs::create_dir(sb.dir().join("sub")).unwrap();
+        let links: [(&str, std::path::PathBuf); 6] = [
+            ("to-file", host.path().join("secret.txt")),
+            ("to-dir", host.path().to_owned()),
+            ("to-passwd", "/etc/passwd".into()),
+            ("to-environ", "/proc/self/environ".into()),
+            ("to-proc", "/proc".into()),
+            ("sub/up", "../..".into()),
+        ];
+        for (name, to) in links {
+            std::os::unix::fs::symlink(to, sb.dir().join(name)).unwrap();
+        }
+        Planted { sb, host }
+    }
+
+    fn secret(&self) -> String {
+        self.host.path().join("secret.txt").display().to_string()
+    }
+
+    /// The host file is untouched and nothing new appeared beside it or beside the work dir.
+    fn host_untouched(&self, what: &str) {
+        assert_eq!(
+            std::fs::read(self.host.path().join("secret.txt")).ok(),
+            Some(b"host secret".to_vec()),
+            "{what}: the host file changed"
+        );
+        let names: Vec<_> = std::fs::read_dir(self.host.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["secret.txt"],
+            "{what}: something was made on the host"
+        );
+        let beside: Vec<_> = std::fs::read_dir(self.sb.dir().parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut beside = beside;
+        beside.sort();
+        assert_eq!(
+            beside,
+            ["state", "work"],
+            "{what}: something was made beside work"
+        );
+    }
+}
+
+/// The error a file primitive must give for a path that leads outside the sandbox's directory.
+fn refused(err: &sandbox_sdk_core::Error, sb: &LocalSandbox, path: &str) {
+    assert_eq!(err.kind(), ErrorKind::Validation, "{path}: {err}");
+    assert!(err.to_string().contains(path), "{path}: {err}");
+    assert!(err.to_string().contains("outside"), "{path}: {err}");
+    assert_eq!(err.sandbox_id(), Some(sb.id()), "{path}: {err}");
+}
+
+/// Reads resolve beneath the sandbox's directory: `..`, absolute host paths and symbolic links
+/// that lead out (to a host file, `/etc/passwd`, `/proc/self/environ`, a host directory) are
+/// refused with `Validation` naming the path, and nothing of the host is read or listed.
 #[tokio::test]
-async fn dot_dot_and_symlinks_lead_out_of_the_directory_as_documented() {
+async fn reads_never_leave_the_sandbox_directory() {
+    let p = Planted::new().await;
+    let sb = &p.sb;
+    let secret = p.secret();
+    let outside = [
+        "../state",
+        "sub/../../state",
+        "/etc/passwd",
+        "/proc/self/environ",
+        "/",
+        secret.as_str(),
+        "to-file",
+        "to-dir/secret.txt",
+        "to-passwd",
+        "to-environ",
+        "to-proc/self/environ",
+        "sub/up/state",
+        "sub/up/work/to-file",
+    ];
+    for path in outside {
+        refused(&sb.read_file(path).await.unwrap_err(), sb, path);
+        let err = sb.download(path).await.expect_err(path);
+        refused(&err, sb, path);
+    }
+    // stat and list look at a final link itself; only a path that goes through one is refused.
+    for path in [
+        "../state",
+        "/etc/passwd",
+        secret.as_str(),
+        "to-dir/secret.txt",
+        "to-proc/self/environ",
+        "sub/up/state",
+    ] {
+        refused(&sb.stat(path).await.unwrap_err(), sb, path);
+        let err = sb.exists(path).await.unwrap_err();
+        refused(&err, sb, path);
+    }
+    for path in [
+        "..", "/", "/etc", "/proc", "to-dir", "to-proc", "sub/up", "../..",
+    ] {
+        let err = sb
+            .list_files(path, ListOptions { depth: 2 })
+            .await
+            .unwrap_err();
+        refused(&err, sb, path);
+    }
+    // A link itself is listed and stat-ed as a link, without reading what it points at.
+    let info = sb.stat("to-environ").await.unwrap();
+    assert_eq!(info.kind, FileKind::Symlink);
+    let listed = sb.list_files(".", ListOptions { depth: 3 }).await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|i| i.path.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "./sub",
+            "./sub/up",
+            "./to-dir",
+            "./to-environ",
+            "./to-file",
+            "./to-passwd",
+            "./to-proc"
+        ]
+    );
+    assert!(
+        listed
+            .iter()
+            .filter(|i| i.name != "sub")
+            .all(|i| i.kind == FileKind::Symlink)
+    );
+    p.host_untouched("reads");
+    sb.destroy().await.unwrap();
+}
+
+/// Writes resolve beneath the sandbox's directory too: writing through a link to a host file,
+/// into a linked host directory, up with `..` or at an absolute host path is refused with
+/// `Validation` naming the path, and the host is left as it was. Removing a link removes only
+/// the link.
+#[tokio::test]
+async fn writes_never_leave_the_sandbox_directory() {
+    let p = Planted::new().await;
+    let sb = &p.sb;
+    let secret = p.secret();
+    let beside_host = format!("{}/new.txt", p.host.path().display());
+    let outside = [
+        "../new.txt",
+        "sub/../../new.txt",
+        "to-file",
+        "to-dir/new.txt",
+        "to-dir/deeper/new.txt",
+        "sub/up/new.txt",
+        secret.as_str(),
+        beside_host.as_str(),
+    ];
+    for path in outside {
+        let err = sb
+            .write_file(path, Bytes::from_static(b"written"))
+            .await
+            .unwrap_err();
+        refused(&err, sb, path);
+        let err = sb
+            .upload(path, Box::pin(std::io::Cursor::new(b"uploaded".to_vec())))
+            .await
+            .unwrap_err();
+        refused(&err, sb, path);
+        p.host_untouched(path);
+    }
+    for path in [
+        "../made",
+        "to-dir/made",
+        "sub/up/made",
+        beside_host.as_str(),
+    ] {
+        refused(&sb.mkdir(path).await.unwrap_err(), sb, path);
+    }
+    for path in [
+        "to-dir/secret.txt",
+        "../state",
+        "sub/up/state",
+        secret.as_str(),
+    ] {
+        refused(&sb.remove(path).await.unwrap_err(), sb, path);
+    }
+    sb.write_file("mine.txt", Bytes::from_static(b"mine"))
+        .await
+        .unwrap();
+    for (from, to) in [
+        ("to-dir/secret.txt", "stolen.txt"),
+        ("mine.txt", "to-dir/planted.txt"),
+        ("mine.txt", "../planted.txt"),
+        ("mine.txt", beside_host.as_str()),
+    ] {
+        let err = sb.rename(from, to).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{from} -> {to}: {err}");
+        assert!(err.to_string().contains("outside"), "{from} -> {to}: {err}");
+    }
+    p.host_untouched("mkdir, remove, rename");
+    // The links themselves are the sandbox's own: removing one leaves its target alone.
+    sb.remove("to-file").await.unwrap();
+    sb.remove("to-dir").await.unwrap();
+    p.host_untouched("removing the links");
+    assert!(!sb.exists("to-file").await.unwrap());
+    sb.destroy().await.unwrap();
+}
+
+/// Links and absolute paths that stay inside the sandbox's directory keep working: a relative
+/// link, an absolute link to a file of the sandbox, `..` that stays inside, and the directory's
+/// own absolute path (as created, and canonical as `pwd` prints it).
+#[tokio::test]
+async fn links_and_absolute_paths_inside_the_directory_work() {
+    let sb = sandbox().await;
+    sb.write_file("sub/file.txt", Bytes::from_static(b"inside"))
+        .await
+        .unwrap();
+    let canonical = sb.dir().canonicalize().unwrap();
+    std::os::unix::fs::symlink("sub/file.txt", sb.dir().join("rel-link")).unwrap();
+    std::os::unix::fs::symlink(canonical.join("sub"), sb.dir().join("abs-link")).unwrap();
+    std::os::unix::fs::symlink("../sub", sb.dir().join("sub/self")).unwrap();
+    let as_created = format!("{}/sub/file.txt", sb.dir().display());
+    let as_canonical = format!("{}/sub/file.txt", canonical.display());
+    for path in [
+        "rel-link",
+        "abs-link/file.txt",
+        "sub/self/self/file.txt",
+        "sub/../sub/./file.txt",
+        as_created.as_str(),
+        as_canonical.as_str(),
+    ] {
+        assert_eq!(sb.read_to_string(path).await.unwrap(), "inside", "{path}");
+    }
+    // Writing through an inside link writes the file it points at.
+    sb.write_file("rel-link", Bytes::from_static(b"changed"))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(sb.dir().join("sub/file.txt")).unwrap(),
+        b"changed"
+    );
+    sb.write_file("abs-link/new/deep.txt", Bytes::from_static(b"deep"))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(sb.dir().join("sub/new/deep.txt")).unwrap(),
+        b"deep"
+    );
+    let listed = sb
+        .list_files(
+            &as_canonical.replace("/file.txt", ""),
+            ListOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    // A link loop ends in an error, not a hang.
+    std::os::unix::fs::symlink("loop", sb.dir().join("loop")).unwrap();
+    assert!(sb.read_file("loop").await.is_err());
+    sb.destroy().await.unwrap();
+}
+
+/// What the docs say about commands: exec is not confined. A command's cwd may be `..` or a
+/// link out of the directory, and the command reads and writes what the user can.
+#[tokio::test]
+async fn commands_still_reach_outside_the_directory_as_documented() {
     let sb = sandbox().await;
     let host = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(host.path(), sb.dir().join("out")).unwrap();
-    sb.write_file("out/through-link.txt", Bytes::from_static(b"x"))
-        .await
-        .unwrap();
-    assert!(host.path().join("through-link.txt").exists());
-    sb.write_file("../beside-work.txt", Bytes::from_static(b"y"))
-        .await
-        .unwrap();
-    assert!(sb.dir().parent().unwrap().join("beside-work.txt").exists());
     let out = sb.run(&Command::new("pwd").cwd("out")).await.unwrap();
     assert_eq!(
         out.stdout_lossy().trim_end(),
         host.path().canonicalize().unwrap().display().to_string()
     );
+    let out = sb
+        .run(&Command::shell("echo y > ../beside-work.txt"))
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert!(sb.dir().parent().unwrap().join("beside-work.txt").exists());
     sb.destroy().await.unwrap();
 }
 

@@ -5,8 +5,10 @@
 //! path under one directory of the sandbox. They do not follow symbolic links: a link inside the
 //! sandbox may point anywhere the sandbox itself can see, and a command run by the model can read
 //! and write whatever the sandbox lets it. What keeps the host safe is the sandbox, not these
-//! checks. The embedded `local` provider is not an isolation boundary at all: its absolute paths
-//! are host paths, so confine its tools to its working directory or trust the model.
+//! checks. The embedded `local` provider is not an isolation boundary for commands: a command
+//! the model runs reads and writes whatever the user can. Its file primitives do stay inside the
+//! sandbox's directory (an absolute path elsewhere, `..` above it or a link out of it is refused
+//! there as invalid input), so its read-only tools, which run nothing, read only the sandbox.
 
 use crate::result::ToolError;
 

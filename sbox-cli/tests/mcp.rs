@@ -130,3 +130,150 @@ async fn a_sandbox_bound_by_id_from_an_earlier_process() {
     assert_eq!(text(&read), "yes\n");
     server.stop().await;
 }
+
+/// Credentials in sbox's own environment, which no tool's command may see.
+const CREDENTIALS: [(&str, &str); 6] = [
+    ("E2B_API_KEY", "e2b_mcp_probe_0123456789"),
+    ("DAYTONA_API_KEY", "dtn_mcp_probe_0123456789"),
+    ("FLY_API_TOKEN", "fly_mcp_probe_0123456789"),
+    ("AWS_SECRET_ACCESS_KEY", "aws_mcp_probe_0123456789"),
+    ("OPENAI_API_KEY", "sk-mcp-probe-0123456789"),
+    ("ANTHROPIC_API_KEY", "sk-ant-mcp-probe-0123456789"),
+];
+
+/// `sbox create --provider local` under `root`: the new sandbox's id.
+fn create_local(root: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(["create", "--provider", "local"])
+        .env("SBOX_LOCAL_ROOT", root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `sbox mcp --provider local` and `extra`, with the provider credentials above in its
+/// environment.
+async fn start_with_credentials(root: tempfile::TempDir, extra: &[&str]) -> Server {
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sbox")).configure(|c| {
+        c.args(["mcp", "--provider", "local"])
+            .args(extra)
+            .env("SBOX_LOCAL_ROOT", root.path().join("root"))
+            .envs(CREDENTIALS)
+            .stderr(Stdio::inherit());
+    });
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    Server {
+        session: Session { client },
+        _root: root,
+    }
+}
+
+/// `sbox mcp -p local --read-only` offers no tool that runs anything, and its file tools read
+/// only inside the sandbox's directory: links planted there to /etc/passwd, to sbox's own
+/// /proc/self/environ (which holds its credentials) or to a host file, `..`, and absolute host
+/// paths are refused as invalid input, and nothing of them comes back.
+#[tokio::test]
+async fn read_only_local_runs_nothing_and_reads_only_inside_the_sandbox() {
+    let root = tempfile::tempdir().unwrap();
+    let id = create_local(&root.path().join("root"));
+    let work = root.path().join("root").join(&id).join("work");
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("secret.txt"), "host secret\n").unwrap();
+    std::fs::write(work.join("notes.txt"), "inside\n").unwrap();
+    for (name, to) in [
+        ("passwd", std::path::PathBuf::from("/etc/passwd")),
+        ("environ", "/proc/self/environ".into()),
+        ("proc", "/proc".into()),
+        ("secret", host.path().join("secret.txt")),
+        ("hostdir", host.path().to_owned()),
+    ] {
+        std::os::unix::fs::symlink(to, work.join(name)).unwrap();
+    }
+    let server = start_with_credentials(root, &["--read-only", "--sandbox", &id]).await;
+
+    let tools = server.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for runs in [
+        "sandbox_run_v1",
+        "sandbox_process_start_v1",
+        "sandbox_process_kill_v1",
+        "sandbox_create_v1",
+        "bash",
+        "shell",
+    ] {
+        assert!(
+            !names.contains(&runs),
+            "{runs} offered read-only: {names:?}"
+        );
+    }
+    assert!(names.contains(&"sandbox_file_read_v1"), "{names:?}");
+
+    let read = server
+        .ok("sandbox_file_read_v1", json!({"path": "notes.txt"}))
+        .await;
+    assert_eq!(text(&read), "inside\n");
+    let secret = host.path().join("secret.txt").display().to_string();
+    let hostdir = host.path().display().to_string();
+    for path in [
+        "passwd",
+        "environ",
+        "proc/self/environ",
+        "secret",
+        "hostdir/secret.txt",
+        "/etc/passwd",
+        "/proc/self/environ",
+        secret.as_str(),
+        "../state",
+    ] {
+        let wire = server
+            .fails("sandbox_file_read_v1", json!({"path": path}))
+            .await;
+        assert_eq!(
+            wire["structuredContent"]["error"]["kind"], "invalid_input",
+            "{path}: {wire}"
+        );
+        let shown = wire.to_string();
+        for leaked in ["root:", "host secret", "E2B_API_KEY", "e2b_mcp_probe"] {
+            assert!(!shown.contains(leaked), "{path} leaked {leaked}: {shown}");
+        }
+    }
+    for path in ["hostdir", "proc", "/", "/etc", hostdir.as_str()] {
+        let wire = server
+            .fails("sandbox_file_list_v1", json!({"path": path}))
+            .await;
+        assert_eq!(
+            wire["structuredContent"]["error"]["kind"], "invalid_input",
+            "{path}: {wire}"
+        );
+    }
+    for path in ["/etc/passwd", "hostdir/secret.txt"] {
+        let wire = server
+            .fails("sandbox_file_stat_v1", json!({"path": path}))
+            .await;
+        assert_eq!(
+            wire["structuredContent"]["error"]["kind"], "invalid_input",
+            "{path}: {wire}"
+        );
+    }
+    server.stop().await;
+}
+
+/// The provider credentials in sbox's environment never reach a command a tool runs on
+/// `local`: `env` through the run tool shows none of their names or values.
+#[tokio::test]
+async fn tool_commands_never_see_sboxs_credentials() {
+    let server = start_with_credentials(tempfile::tempdir().unwrap(), &[]).await;
+    server
+        .ok("sandbox_create_v1", json!({"idempotency_key": "env"}))
+        .await;
+    let ran = server.ok("sandbox_run_v1", json!({"command": "env"})).await;
+    let env = ran["structuredContent"]["stdout"]["text"].as_str().unwrap();
+    assert!(env.contains("PATH="), "env did not run: {ran}");
+    for (name, value) in CREDENTIALS {
+        assert!(!env.contains(name), "{name} reached the command: {env}");
+        assert!(!env.contains(value), "{name}'s value reached the command");
+    }
+    assert!(!ran.to_string().contains("_mcp_probe"), "{ran}");
+    server.stop().await;
+}

@@ -2,10 +2,12 @@
 //! commands are real child processes. It needs no account and no network.
 //!
 //! **This is not an isolation boundary.** Processes run as the current user, on the host, with
-//! the host's filesystem and network. Nothing keeps a path inside the sandbox's directory: `..`
-//! climbs out of it and a symbolic link leads wherever it points, in file operations and in a
-//! command's cwd alike, and any command can read and write whatever the user can. Use it for
-//! development, tests and trusted code.
+//! the host's filesystem and network: any command can read and write whatever the user can, and
+//! a command's cwd may be anywhere (`..`, an absolute host path, a link out). Use it for
+//! development, tests and trusted code. What *is* confined are the sandbox's own file
+//! primitives (read, write, upload, download, list, stat, mkdir, remove, rename): they stay
+//! inside the sandbox's directory, so a caller that offers only those (such as
+//! `sbox mcp --read-only`) does not hand out the host's files.
 //!
 //! What it does:
 //!
@@ -15,15 +17,29 @@
 //!   others (nor be a link someone else owns); otherwise create fails with `Validation` naming
 //!   the root and the problem. Its user-visible directory is `<root>/<id>/work`; process output
 //!   of background commands goes to `<root>/<id>/state`, outside the work directory.
-//! - **Paths:** a relative path (for files and for a command's cwd) resolves against the work
-//!   directory, which is also every command's default cwd. An absolute path is a host path, used
-//!   as is. Paths are not confined: `../x` is outside the work directory, and a file operation
-//!   through a symbolic link (one a process of the sandbox may have planted) acts where the
-//!   link points, on the host. The only exception is `remove`: `remove` of a symbolic link
-//!   removes the link, never what it points to, and never removes a host root or a directory
-//!   holding the sandbox's working directory, also when a link leads there. Its checks look at
-//!   the path as it is when `remove` starts: a process of the sandbox that swaps a directory on
-//!   the path for a link at that very moment can still redirect it.
+//! - **File paths are confined to the work directory.** A relative path resolves against it; an
+//!   absolute path must lie under it (as created, `<root>/<id>/work/...`, or canonical, as
+//!   `pwd` prints it) and means the same file. Every file primitive resolves its path beneath
+//!   the work directory, which the sandbox holds open from create on, one component at a time
+//!   from a directory already open, never following a symbolic link by the system: each
+//!   component is looked at with `fstatat(AT_SYMLINK_NOFOLLOW)` and opened with `O_NOFOLLOW`,
+//!   and a link is read and its target walked the same way (a relative target from where the
+//!   link is, an absolute one only if it names the work directory). A path that would leave the
+//!   work directory fails with `Validation` naming the path and saying it leads outside: `..`
+//!   above it (by text, or through a link), an absolute path elsewhere (`/etc/passwd`,
+//!   `/proc/self/environ`, the sandbox's own `state` directory), a link whose target is outside
+//!   (to `/etc/passwd`, `/proc`, a host directory), also when it is planted in the directory
+//!   by a process of the sandbox or arrives with a checked-out repository, and also when it
+//!   appears between two steps of the walk. Links inside the work directory are followed (at
+//!   most 40 per path). `stat`, `remove` and `rename` act on a final link itself (remove takes
+//!   the link away, never what it points to; a tree is removed following no link in it), and
+//!   the work directory itself is never removed or renamed. What this does not cover: a
+//!   process of the sandbox that moves a directory the walk has already opened out of the work
+//!   directory at that very moment takes the rest of that walk with it; such a process can
+//!   read and write the user's files by itself anyway.
+//! - **Commands are not confined:** a command's cwd resolves like a file path, relative against
+//!   the work directory, which is also every command's default cwd, but an absolute cwd is a
+//!   host path used as is, and `..` and links lead out.
 //! - Sandboxes live in a process-wide registry, so [`Provider::connect`] finds them from any
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
 //!   processes keep running and directories stay until removed. A later process can adopt such
@@ -120,22 +136,6 @@ use std::time::{Duration, SystemTime};
 
 /// The provider's name.
 const NAME: &str = "local";
-
-/// `path` with `.` and `..` resolved by text, without touching the filesystem.
-fn lexically_normal(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
 
 /// Environment variable carrying the sandbox id into every process it starts (and, by
 /// inheritance, their children), one of the ways destroy finds processes that left their
@@ -306,7 +306,7 @@ impl LocalProvider {
         let (work, state) = (base.join("work"), base.join("state"));
         let checks = {
             let (base, work, state) = (base.clone(), work.clone(), state.clone());
-            move || -> Result<Option<(u32, SystemTime)>> {
+            move || -> Result<Option<(u32, SystemTime, fs::Root)>> {
                 use std::os::unix::fs::MetadataExt;
                 let me = nix::unistd::geteuid().as_raw();
                 if std::fs::symlink_metadata(&root).is_err() {
@@ -324,19 +324,23 @@ impl LocalProvider {
                         _ => return Ok(None),
                     }
                 }
-                Ok(Some((me, created)))
+                let Ok(opened) = fs::Root::open(&work) else {
+                    return Ok(None);
+                };
+                Ok(Some((me, created, opened)))
             }
         };
         let found = tokio::task::spawn_blocking(checks)
             .await
             .map_err(|e| Error::new(ErrorKind::Provider, format!("connect task failed: {e}")))??;
-        let Some((uid, created_at)) = found else {
+        let Some((uid, created_at, opened)) = found else {
             return Err(not_found());
         };
         let inner = Arc::new(Inner {
             id: id.to_owned(),
             base,
             work,
+            root: Arc::new(opened),
             state,
             uid,
             created_at,
@@ -384,7 +388,7 @@ impl LocalProvider {
         let (work, state) = (base.join("work"), base.join("state"));
         let dirs = {
             let (base, work, state) = (base.clone(), work.clone(), state.clone());
-            move || -> Result<u32> {
+            move || -> Result<(u32, fs::Root)> {
                 use std::os::unix::fs::DirBuilderExt;
                 let me = nix::unistd::geteuid().as_raw();
                 // A root that exists is checked first, so a problem with it (say a dangling
@@ -407,16 +411,20 @@ impl LocalProvider {
                         fs::io_error(e, "cannot create sandbox directory", &base_shown(dir))
                     })?;
                 }
-                Ok(me)
+                let opened = fs::Root::open(&work).map_err(|e| {
+                    fs::io_error(e, "cannot open sandbox directory", &base_shown(&work))
+                })?;
+                Ok((me, opened))
             }
         };
-        let uid = tokio::task::spawn_blocking(dirs)
+        let (uid, opened) = tokio::task::spawn_blocking(dirs)
             .await
             .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))??;
         let inner = Arc::new(Inner {
             id: id.clone(),
             base,
             work,
+            root: Arc::new(opened),
             state,
             uid,
             created_at: SystemTime::now(),
@@ -550,6 +558,8 @@ struct Inner {
     base: PathBuf,
     /// The user-visible directory and default cwd.
     work: PathBuf,
+    /// `work`, held open: every file primitive resolves beneath it.
+    root: Arc<fs::Root>,
     /// Background output files.
     state: PathBuf,
     /// The uid owning the sandbox (the current user).
@@ -621,8 +631,9 @@ impl Inner {
         }
     }
 
-    /// Resolves a sandbox path: relative against the work directory, absolute as a host path.
-    fn resolve(&self, path: &str) -> Result<PathBuf> {
+    /// Resolves a command's working directory: relative against the work directory, absolute
+    /// as a host path. Commands are not confined; file primitives are (see [`fs`]).
+    fn resolve_cwd(&self, path: &str) -> Result<PathBuf> {
         validate_path(path)?;
         let p = Path::new(path);
         Ok(if p.is_absolute() {
@@ -672,7 +683,7 @@ impl Inner {
             ));
         }
         let (cwd, cwd_shown) = match &command.cwd {
-            Some(c) => (self.resolve(c)?, c.clone()),
+            Some(c) => (self.resolve_cwd(c)?, c.clone()),
             None => (self.work.clone(), ".".to_owned()),
         };
         match tokio::fs::metadata(&cwd).await {
@@ -1035,8 +1046,8 @@ impl Sandbox for LocalSandbox {
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
         self.files_op("upload", |inner| async move {
-            let target = inner.resolve(path)?;
-            let bytes = fs::write_from(&target, path, body).await?;
+            validate_path(path)?;
+            let bytes = fs::write_from(&inner.root, path, body).await?;
             Ok(Transfer {
                 bytes,
                 emulated: false,
@@ -1047,8 +1058,8 @@ impl Sandbox for LocalSandbox {
 
     async fn write_file(&self, path: &str, data: Bytes) -> Result<Transfer> {
         self.files_op("write_file", |inner| async move {
-            let target = inner.resolve(path)?;
-            let bytes = fs::write_from(&target, path, &data[..]).await?;
+            validate_path(path)?;
+            let bytes = fs::write_from(&inner.root, path, &data[..]).await?;
             Ok(Transfer {
                 bytes,
                 emulated: false,
@@ -1060,8 +1071,8 @@ impl Sandbox for LocalSandbox {
     async fn download(&self, path: &str) -> Result<Download> {
         let id = self.inner.id.clone();
         self.files_op("download", |inner| async move {
-            let target = inner.resolve(path)?;
-            let stream = fs::download(&target, path).await?;
+            validate_path(path)?;
+            let stream = fs::download(&inner.root, path).await?;
             let stream = futures::TryStreamExt::map_err(stream, move |e| {
                 e.or_context(NAME, "download", Some(&id))
             });
@@ -1072,49 +1083,43 @@ impl Sandbox for LocalSandbox {
 
     async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>> {
         self.files_op("list_files", |inner| async move {
-            let target = inner.resolve(path)?;
-            fs::list(&target, path, options.depth.max(1)).await
+            validate_path(path)?;
+            fs::list(&inner.root, path, options.depth.max(1)).await
         })
         .await
     }
 
     async fn stat(&self, path: &str) -> Result<FileInfo> {
         self.files_op("stat", |inner| async move {
-            let target = inner.resolve(path)?;
-            fs::stat(&target, path).await
+            validate_path(path)?;
+            fs::stat(&inner.root, path).await
         })
         .await
     }
 
     async fn mkdir(&self, path: &str) -> Result<()> {
         self.files_op("mkdir", |inner| async move {
-            let target = inner.resolve(path)?;
-            fs::mkdir(&target, path).await
+            validate_path(path)?;
+            fs::mkdir(&inner.root, path).await
         })
         .await
     }
 
+    /// Removes a file, a link (never what it points to) or a tree (following no link in it);
+    /// never the working directory itself.
     async fn remove(&self, path: &str) -> Result<()> {
         self.files_op("remove", |inner| async move {
-            let target = inner.resolve(path)?;
-            // Absolute paths are host paths; never remove a host root or the sandbox itself,
-            // however the path is spelled (checked here by text, for a path that need not
-            // exist) and wherever its links lead (checked by `fs::remove`).
-            let target_clean = lexically_normal(&target);
-            if target_clean.parent().is_none() || inner.work.starts_with(&target_clean) {
-                return Err(Error::validation(format!(
-                    "refusing to remove {path}: it contains the sandbox's working directory"
-                )));
-            }
-            fs::remove(&target, path, &inner.work).await
+            validate_path(path)?;
+            fs::remove(&inner.root, path).await
         })
         .await
     }
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
         self.files_op("rename", |inner| async move {
-            let (source, target) = (inner.resolve(from)?, inner.resolve(to)?);
-            fs::rename(&source, from, &target, to).await
+            validate_path(from)?;
+            validate_path(to)?;
+            fs::rename(&inner.root, from, to).await
         })
         .await
     }
