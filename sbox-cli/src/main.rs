@@ -166,9 +166,23 @@ enum Cmd {
         read_only: bool,
         /// Serve over MCP's streamable HTTP transport on this address (for example
         /// 127.0.0.1:8765; port 0 picks a free one) instead of stdio; the endpoint's URL is
-        /// printed on stdout. There is no authentication: keep it on loopback.
+        /// printed on stdout. Clients must send `Authorization: Bearer <token>`: the token is
+        /// made at start and printed once on stderr, unless --token-file gives it.
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
+        /// With --http, read the bearer token from this file (one word of at least 32 visible
+        /// ASCII characters, in a file only you can read: chmod 600).
+        #[arg(
+            long,
+            value_name = "PATH",
+            requires = "http",
+            conflicts_with = "no_auth"
+        )]
+        token_file: Option<PathBuf>,
+        /// With --http, serve without authentication: any account or program on this machine
+        /// can then run commands through the tools. Only on a loopback address.
+        #[arg(long, requires = "http")]
+        no_auth: bool,
         /// With --http, another Host header value to accept (name or name:port; repeatable).
         /// Loopback names and the bound address are always accepted.
         #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
@@ -328,7 +342,27 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             read_only,
             http,
             allow_hosts,
+            token_file,
+            no_auth,
         } => {
+            // Before anything else, so a bad token file fails fast and names itself.
+            let http = match http {
+                None => None,
+                Some(addr) => Some((
+                    addr,
+                    match (no_auth, &token_file) {
+                        (true, _) => mcp::http::Auth::None,
+                        (false, Some(path)) => mcp::http::Auth::Bearer {
+                            token: mcp::http::Token::from_file(path)?,
+                            announce: false,
+                        },
+                        (false, None) => mcp::http::Auth::Bearer {
+                            token: mcp::http::Token::generate()?,
+                            announce: true,
+                        },
+                    },
+                )),
+            };
             let registered = registry::provider(&provider.provider)?;
             let config = ToolConfig {
                 read_only,
@@ -363,7 +397,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             });
             let server = mcp::ToolServer::new(make, instructions)?;
             match http {
-                Some(addr) => mcp::http::serve(server, addr, &allow_hosts).await?,
+                Some((addr, auth)) => mcp::http::serve(server, addr, &allow_hosts, auth).await?,
                 None => server.serve_stdio().await?,
             }
         }

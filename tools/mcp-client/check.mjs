@@ -1,8 +1,9 @@
 // Round trip against `sbox mcp --provider local` with the official MCP TypeScript SDK client,
 // over stdio and over streamable HTTP (`--http 127.0.0.1:0`): initialize, list the tools, call
 // run / write / str_replace / read / apply_patch, and check a failure comes back as a tool
-// result with isError. Over HTTP, two clients are two sessions with their own tool state.
-// Exits non-zero on any failure.
+// result with isError. Over HTTP, the client sends the server's bearer token (from a private
+// `--token-file`) in `requestInit.headers`, a client without it (or with another) is refused,
+// and two clients are two sessions with their own tool state. Exits non-zero on any failure.
 //
 // Usage: node check.mjs [path/to/sbox]   (default: $SBOX_BIN, else ../../target/debug/sbox)
 
@@ -11,7 +12,8 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -21,6 +23,10 @@ const here = dirname(fileURLToPath(import.meta.url));
 const sbox = resolve(process.argv[2] ?? process.env.SBOX_BIN ?? join(here, "../../target/debug/sbox"));
 const root = mkdtempSync(join(tmpdir(), "sbox-mcp-client-"));
 const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", SBOX_LOCAL_ROOT: join(root, "root") };
+// The HTTP server's token, in a file only this user can read, as sbox requires.
+const token = randomBytes(32).toString("hex");
+const tokenFile = join(root, "token");
+writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
 
 let passed = 0;
 let failed = 0;
@@ -98,9 +104,18 @@ async function roundTrip(label, client) {
   });
 }
 
-// Starts `sbox mcp --http 127.0.0.1:0` and resolves with the child and the URL it prints.
+// A streamable HTTP transport to `url` that sends `bearer` (if any) as the bearer token, the way
+// an MCP client configuration's headers do.
+function httpTransport(url, bearer) {
+  const requestInit = bearer ? { headers: { Authorization: `Bearer ${bearer}` } } : undefined;
+  return new StreamableHTTPClientTransport(new URL(url), { requestInit });
+}
+
+// Starts `sbox mcp --http 127.0.0.1:0 --token-file ...` and resolves with the child and the
+// URL it prints.
 function startHttpServer() {
-  const child = spawn(sbox, ["mcp", "--provider", "local", "--http", "127.0.0.1:0"], {
+  const args = ["mcp", "--provider", "local", "--http", "127.0.0.1:0", "--token-file", tokenFile];
+  const child = spawn(sbox, args, {
     env,
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -131,14 +146,24 @@ async function overHttp() {
   try {
     server = await startHttpServer();
     assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-    const transport = new StreamableHTTPClientTransport(new URL(server.url));
+    await step("http: a client without the token, or with another, is refused with 401", async () => {
+      for (const bearer of [undefined, randomBytes(32).toString("hex")]) {
+        const outsider = newClient();
+        await assert.rejects(outsider.connect(httpTransport(server.url, bearer)), (error) => {
+          assert.equal(error.code, 401, String(error));
+          return true;
+        });
+        await outsider.close().catch(() => {});
+      }
+    });
+    const transport = httpTransport(server.url, token);
     await first.connect(transport);
     await step("http: the server gave the client a session", async () => {
       assert.equal(typeof transport.sessionId, "string");
     });
     await roundTrip("http", first);
     await step("http: a second client is a second session, with no current sandbox of its own yet", async () => {
-      await second.connect(new StreamableHTTPClientTransport(new URL(server.url)));
+      await second.connect(httpTransport(server.url, token));
       const r = await second.callTool({ name: "sandbox_run_v1", arguments: { command: "true" } });
       assert.equal(r.isError, true, JSON.stringify(r));
       assert.match(r.content[0].text, /no current sandbox/);

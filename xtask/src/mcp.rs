@@ -3,10 +3,15 @@
 //! 1. The official MCP TypeScript SDK client (`tools/mcp-client`, pinned by its lockfile)
 //!    drives `sbox mcp --provider local` over stdio and over streamable HTTP (`--http`):
 //!    initialize, list the tools, call run / write / str_replace / read / apply_patch, a
-//!    failure as a tool result, and (over HTTP) one tool state per session.
+//!    failure as a tool result, and (over HTTP) the bearer token (sent in the client's
+//!    `requestInit` headers; a client without it is refused) and one tool state per session.
 //! 2. The server checks of `@modelcontextprotocol/conformance` (`tools/mcp-conformance`, pinned
-//!    by its lockfile) run against `sbox mcp --provider local --http 127.0.0.1:0`. The scenarios
-//!    that cannot apply to a tools-only server are listed, each with its reason, in
+//!    by its lockfile) run against `sbox mcp --provider local --http 127.0.0.1:0 --token-file
+//!    F`, the way it is served by default: with a bearer token. The conformance CLI has no
+//!    option for request headers, so it runs with `tools/mcp-conformance/bearer.mjs` preloaded,
+//!    which adds `Authorization: Bearer <token>` to each of its requests to the server and
+//!    changes nothing else (its DNS-rebinding check still sends its own Host and Origin). The
+//!    scenarios that cannot apply to a tools-only server are listed, each with its reason, in
 //!    `tools/mcp-conformance/expected-failures.yml`; the conformance CLI fails on any other
 //!    failure and on a listed scenario that starts to pass.
 //!
@@ -16,6 +21,7 @@
 
 use crate::args::Args;
 use crate::{Result, shell};
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,8 +54,13 @@ fn npm_ci(dir: &Path) -> Result {
 }
 
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result {
+    run_in_env(dir, program, args, &[])
+}
+
+fn run_in_env(dir: &Path, program: &str, args: &[&str], env: &[(&str, &OsStr)]) -> Result {
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .status()
         .map_err(|e| format!("could not start {program} (Node.js and npm are needed): {e}"))?;
@@ -64,17 +75,28 @@ fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result {
     }
 }
 
-/// Serves `sbox mcp --provider local --http 127.0.0.1:0` and runs the conformance CLI's
-/// server checks against the URL it prints.
+/// Serves `sbox mcp --provider local --http 127.0.0.1:0 --token-file F` and runs the
+/// conformance CLI's server checks against the URL it prints, with the token added to its
+/// requests by `bearer.mjs`.
 fn conformance_check(dir: &Path, sbox: &Path) -> Result {
-    let scratch = std::env::temp_dir().join(format!("sbox-mcp-conformance-{}", std::process::id()));
-    let server = Server::start(sbox, &scratch.join("root"))?;
+    let scratch = scratch_dir()?;
+    let outcome = serve_and_check(dir, sbox, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome
+}
+
+fn serve_and_check(dir: &Path, sbox: &Path, scratch: &Path) -> Result {
+    let token_file = scratch.join("token");
+    write_token_file(&token_file)?;
+    let server = Server::start(sbox, &scratch.join("root"), &token_file)?;
     let node = conformance_node(dir);
     let cli = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let outcome = run_in(
+    let outcome = run_in_env(
         dir,
         &node.to_string_lossy(),
         &[
+            "--import",
+            "./bearer.mjs",
             &cli.to_string_lossy(),
             "server",
             "--url",
@@ -84,9 +106,12 @@ fn conformance_check(dir: &Path, sbox: &Path) -> Result {
             "--output-dir",
             &scratch.join("results").to_string_lossy(),
         ],
+        &[
+            ("SBOX_MCP_URL", server.url.as_ref()),
+            ("SBOX_MCP_TOKEN_FILE", token_file.as_os_str()),
+        ],
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&scratch);
     outcome.map_err(|e| {
         format!(
             "{e}: a conformance scenario failed that applies to sbox, or a scenario listed in \
@@ -94,6 +119,48 @@ fn conformance_check(dir: &Path, sbox: &Path) -> Result {
              with `cargo xtask mcp-check`"
         )
     })
+}
+
+/// `n` bytes from the system's random source, in hex.
+fn random_hex(n: usize) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A new private directory of a random name in the temp directory: made here (a directory of
+/// that name someone else made first is an error), so no one else can read the token in it.
+fn scratch_dir() -> Result<PathBuf> {
+    let path = std::env::temp_dir().join(format!("sbox-mcp-conformance-{}", random_hex(8)?));
+    let mut dir = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        dir.mode(0o700);
+    }
+    dir.create(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Writes a fresh token (32 random bytes in hex) to the new file `path`, readable only by this
+/// user, as `sbox mcp --token-file` requires.
+fn write_token_file(path: &Path) -> Result {
+    use std::io::Write;
+    let token = random_hex(32)?;
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        file.mode(0o600);
+    }
+    file.open(path)
+        .and_then(|mut file| writeln!(file, "{token}"))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The Node.js the conformance CLI runs on: the one its lockfile pins where npm installed it,
@@ -114,9 +181,11 @@ struct Server {
 }
 
 impl Server {
-    fn start(sbox: &Path, local_root: &Path) -> Result<Server> {
+    fn start(sbox: &Path, local_root: &Path, token_file: &Path) -> Result<Server> {
         let mut child = Command::new(sbox)
             .args(["mcp", "--provider", "local", "--http", "127.0.0.1:0"])
+            .arg("--token-file")
+            .arg(token_file)
             .env("SBOX_LOCAL_ROOT", local_root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
