@@ -1237,7 +1237,9 @@ async fn a_process_timeout_is_a_timeout_error() {
     mount_new_session(&server).await;
     Mock::given(method("POST"))
         .and(path("/toolbox/sb1/process/session/sdk-exec-1/exec"))
-        .respond_with(ok(sync_answer("c1", "", "", 124)))
+        // The answer comes after the 1 ms timeout has surely passed, however fast loopback is
+        // (an answer inside 1 ms would make 124 a plain exit, as the second half checks).
+        .respond_with(ok(sync_answer("c1", "", "", 124)).set_delay(Duration::from_millis(20)))
         .mount(&server)
         .await;
     let sandbox = common::builder(&server)

@@ -352,7 +352,9 @@ async fn a_next_token_cycle_ends_the_listing_and_reap_ends() {
     let policy = sandbox_sdk_core::fleet::ReapPolicy::new()
         .failed()
         .dry_run(true);
-    sandbox_sdk_core::fleet::reap(&p, &owner, &policy).await.unwrap();
+    sandbox_sdk_core::fleet::reap(&p, &owner, &policy)
+        .await
+        .unwrap();
     assert_eq!(server.received_requests().await.unwrap().len(), 6);
 }
 
