@@ -10,9 +10,10 @@ use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use registry::Registered;
 use sandbox_sdk_core::fleet::{Owner, ReapPolicy};
+use sandbox_sdk_core::text::{escape_controls, escape_controls_in_lines};
 use sandbox_sdk_core::{Command, CreateSpec, ListFilter, ProcessEvent, ProviderExt, Sandbox};
 use sandbox_tools::{ToolConfig, ToolSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
@@ -208,7 +209,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("sbox: error: {message}");
+            eprintln!("sbox: error: {}", escape_controls_in_lines(&message));
             ExitCode::FAILURE
         }
     }
@@ -234,7 +235,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 .create(&spec)
                 .await
                 .map_err(|e| e.to_string())?;
-            println!("{}", sandbox.id());
+            println!("{}", escape_controls(sandbox.id()));
         }
         Cmd::Ls { provider, ours } => {
             let registered = registry::provider(&provider.provider)?;
@@ -251,9 +252,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             for info in infos {
                 println!(
                     "{}\t{}\t{}",
-                    info.id,
+                    escape_controls(&info.id),
                     info.state.as_str(),
-                    info.template.as_deref().unwrap_or("-")
+                    escape_controls(info.template.as_deref().unwrap_or("-"))
                 );
             }
         }
@@ -279,9 +280,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 .preview_link(port)
                 .await
                 .map_err(|e| e.to_string())?;
-            println!("{}", link.url);
+            println!("{}", escape_controls(&link.url));
             for (name, value) in &link.headers {
-                println!("{name}: {value}");
+                println!("{}: {}", escape_controls(name), escape_controls(value));
             }
         }
         Cmd::Reap {
@@ -315,14 +316,15 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             }
             let (table, clean) =
                 fleet::reap(registered.provider(), &owner.owner()?, &policy).await?;
-            print!("{table}");
+            print!("{}", escape_controls_in_lines(&table));
             if !clean {
                 return Ok(ExitCode::FAILURE);
             }
         }
         Cmd::Shapes { provider, prices } => {
             let prices = fleet::prices(prices.as_deref())?;
-            print!("{}", fleet::shapes(&provider.provider, &prices).await?);
+            let table = fleet::shapes(&provider.provider, &prices).await?;
+            print!("{}", escape_controls_in_lines(&table));
         }
         Cmd::Usage {
             provider,
@@ -331,10 +333,8 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
         } => {
             let registered = registry::provider(&provider.provider)?;
             let prices = fleet::prices(prices.as_deref())?;
-            print!(
-                "{}",
-                fleet::usage(registered.provider(), &owner.owner()?, prices).await?
-            );
+            let table = fleet::usage(registered.provider(), &owner.owner()?, prices).await?;
+            print!("{}", escape_controls_in_lines(&table));
         }
         Cmd::Mcp {
             provider,
@@ -514,7 +514,12 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
                 .upload(path, Box::pin(body))
                 .await
                 .map_err(|e| e.to_string())?;
-            eprintln!("sbox: copied {} bytes to {id}:{path}", transfer.bytes);
+            eprintln!(
+                "sbox: copied {} bytes to {}:{}",
+                transfer.bytes,
+                escape_controls(id),
+                escape_controls(path)
+            );
         }
         (Place::Sandbox { id, path }, Place::Host(to)) => {
             let sandbox = registered.connect(id).await.map_err(|e| e.to_string())?;
@@ -523,10 +528,9 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
                 .await
                 .map_err(|e| e.to_string())?
                 .into_stream();
-            let partial = format!("{to}.sbox-partial");
-            let mut file = tokio::fs::File::create(&partial)
-                .await
-                .map_err(|e| format!("cannot create {partial}: {e}"))?;
+            let (partial, file) = partial_file(Path::new(to))?;
+            let mut file = tokio::fs::File::from_std(file);
+            let shown_partial = partial.display().to_string();
             let mut bytes = 0u64;
             let mut shown = progress::Progress::new(format!("{id}:{path}"), None);
             let copied: Result<(), Fail> = async {
@@ -536,23 +540,25 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
                     shown.advance(chunk.len() as u64);
                     file.write_all(&chunk)
                         .await
-                        .map_err(|e| format!("cannot write {partial}: {e}"))?;
+                        .map_err(|e| format!("cannot write {shown_partial}: {e}"))?;
                 }
                 file.flush()
                     .await
-                    .map_err(|e| format!("cannot write {partial}: {e}"))
+                    .map_err(|e| format!("cannot write {shown_partial}: {e}"))
             }
             .await;
             shown.finish();
             drop(file);
-            if let Err(e) = copied {
-                let _ = tokio::fs::remove_file(&partial).await;
-                return Err(e);
-            }
-            tokio::fs::rename(&partial, to)
-                .await
-                .map_err(|e| format!("cannot move {partial} to {to}: {e}"))?;
-            eprintln!("sbox: copied {bytes} bytes from {id}:{path}");
+            // On an error the partial file is removed as `partial` drops.
+            copied?;
+            partial
+                .persist(to)
+                .map_err(|e| format!("cannot move {shown_partial} to {to}: {}", e.error))?;
+            eprintln!(
+                "sbox: copied {bytes} bytes from {}:{}",
+                escape_controls(id),
+                escape_controls(path)
+            );
         }
         (Place::Sandbox { .. }, Place::Sandbox { .. }) => {
             return Err("both sides are in a sandbox: copy through this machine".to_owned());
@@ -562,6 +568,31 @@ async fn copy(registered: &Registered, src: &str, dst: &str) -> Result<(), Fail>
         }
     }
     Ok(())
+}
+
+/// A new file beside `to` for a download to be written into before it is renamed over `to`:
+/// created exclusively under an unpredictable name (`.NAME.XXXXXX.sbox-partial`), so a file or
+/// link someone else planted in the destination directory is never opened or written through.
+/// Its mode is what a plain create would give (0666 less the umask), not a temporary file's
+/// 0600. The file is removed when the returned handle drops without being persisted.
+fn partial_file(to: &Path) -> Result<(tempfile::TempPath, std::fs::File), Fail> {
+    let dir = match to.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = to
+        .file_name()
+        .ok_or_else(|| format!("{} does not name a file", to.display()))?;
+    let mut builder = tempfile::Builder::new();
+    let prefix = format!(".{}.", name.to_string_lossy());
+    builder.prefix(&prefix).suffix(".sbox-partial");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let file = builder
+        .tempfile_in(dir)
+        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+    let (file, path) = file.into_parts();
+    Ok((path, file))
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ impl Progress {
             _ => std::io::stderr().is_terminal(),
         };
         Progress {
-            label: label.into(),
+            label: sandbox_sdk_core::text::escape_controls(&label.into()).into_owned(),
             total,
             done: 0,
             enabled,

@@ -132,13 +132,72 @@ fn cp_uploads_and_downloads_and_exec_sees_the_file() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("not found"), "{out:?}");
     assert!(!dest.exists());
-    assert!(!dir.path().join("nope.txt.sbox-partial").exists());
+    assert_eq!(partials(dir.path()), Vec::<String>::new());
 
     let out = sbox(dir.path(), &["cp", "--provider", "local", "a", "b"]);
     assert!(
         stderr(&out).contains("neither side is in a sandbox"),
         "{out:?}"
     );
+}
+
+/// The names in `dir` of partial downloads left behind.
+fn partials(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("sbox-partial"))
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_download_never_writes_through_a_planted_partial_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let src = dir.path().join("in.txt");
+    std::fs::write(&src, "from the sandbox\n").unwrap();
+    let remote = format!("{id}:in.txt");
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", src.to_str().unwrap(), &remote],
+    );
+    assert!(out.status.success(), "{out:?}");
+
+    // Another local user plants the old partial name as a link to a file of ours.
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    let dest = dir.path().join("out.txt");
+    std::os::unix::fs::symlink(&victim, dir.path().join("out.txt.sbox-partial")).unwrap();
+
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", &remote, dest.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+    assert_eq!(
+        std::fs::read_to_string(&dest).unwrap(),
+        "from the sandbox\n"
+    );
+    assert!(!dest.symlink_metadata().unwrap().file_type().is_symlink());
+    // Only the planted link is left; our own partial file was renamed into place.
+    assert_eq!(partials(dir.path()), ["out.txt.sbox-partial"]);
+}
+
+#[test]
+fn errors_escape_control_characters_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let remote = format!("{id}:x");
+    let out = sbox(
+        dir.path(),
+        &["cp", "--provider", "local", "\u{1b}[2Jmissing", &remote],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let shown = stderr(&out);
+    assert!(shown.contains(r"cannot open \u{1b}[2Jmissing"), "{shown:?}");
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
 }
 
 #[test]

@@ -171,3 +171,35 @@ async fn usage_of_the_owners_sandboxes_on_a_replayed_e2b_is_estimated() {
     assert!(text.contains("2 sandbox(es), $"), "{text}");
     server.verify().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ls_escapes_control_characters_a_provider_put_in_its_answer() {
+    // A provider (or whoever named a template) answers with terminal escape sequences: a
+    // title change, a screen clear and a C1 control.
+    let hostile = r"\u001b]0;pwned\u0007\u001b[2J\u009b31m";
+    let text = std::fs::read_to_string(cassette_path("list"))
+        .unwrap()
+        .replace(r#""alias": "base""#, &format!(r#""alias": "{hostile}""#))
+        .replace(
+            r#""templateID": "rki5dems9wqfm4r03t7g""#,
+            &format!(r#""templateID": "{hostile}""#),
+        );
+    let server = ReplayServer::start().await.unwrap();
+    let cassette = Cassette::from_json(&text)
+        .unwrap()
+        .substituted(&Placeholders::standard(server.url()))
+        .unwrap();
+    server.mount(&cassette, false).await.unwrap();
+
+    let out = sbox(&server, &["ls", "--provider", "e2b"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{:?}", server.misses());
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(shown.lines().count(), 2, "{shown:?}");
+    assert!(
+        !shown
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "{shown:?}"
+    );
+    assert!(shown.contains(r"\u{1b}]0;pwned\u{7}"), "{shown:?}");
+}
