@@ -172,6 +172,25 @@ impl Api {
             .await
     }
 
+    /// `GET /v2/sandboxes/sessions/{id}` with the server's clock: the answer's `Date` header,
+    /// when it has a valid one.
+    pub async fn get_session_dated(
+        &self,
+        name: &str,
+        session: &str,
+        op: &str,
+    ) -> Result<(SessionEnvelope, Option<std::time::SystemTime>)> {
+        let resp = self
+            .req(Method::Get, &Self::session_path(session), op, Some(name))
+            .max_body(MAX_JSON)
+            .send()
+            .await?;
+        let date = resp
+            .header("date")
+            .and_then(|d| httpdate::parse_http_date(d).ok());
+        Ok((resp.json().await?, date))
+    }
+
     /// `POST /v2/sandboxes/sessions/{id}/stop` (§5.1).
     pub async fn stop_session(&self, name: &str, session: &str) -> Result<SessionEnvelope> {
         let path = format!("{}/stop", Self::session_path(session));

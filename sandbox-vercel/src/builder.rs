@@ -52,6 +52,7 @@ pub struct VercelBuilder {
     max_reconnects: u32,
     stop_timeout: Duration,
     create_lookup: CreateLookup,
+    file_mtime: Option<u64>,
 }
 
 impl VercelProvider {
@@ -76,6 +77,7 @@ impl VercelBuilder {
             max_reconnects: DEFAULT_MAX_RECONNECTS,
             stop_timeout: Duration::from_secs(60),
             create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
+            file_mtime: None,
         }
     }
 
@@ -173,6 +175,14 @@ impl VercelBuilder {
         self
     }
 
+    /// The modification time (seconds since the epoch) written files carry in their tar
+    /// header, instead of the time of the write (the default). Fixing it makes write requests
+    /// byte for byte reproducible, as the replayed conformance suite needs.
+    pub fn file_mtime(mut self, seconds: u64) -> Self {
+        self.file_mtime = Some(seconds);
+        self
+    }
+
     /// Checks the configuration and builds the provider. A missing token, team or project is a
     /// `Validation` error naming the variable to set.
     pub fn build(self) -> Result<VercelProvider> {
@@ -231,6 +241,7 @@ impl VercelBuilder {
             max_reconnects: self.max_reconnects,
             stop_timeout: self.stop_timeout,
             create_lookup: self.create_lookup,
+            file_mtime: self.file_mtime,
         })
     }
 }
@@ -249,6 +260,7 @@ impl fmt::Debug for VercelBuilder {
             .field("max_reconnects", &self.max_reconnects)
             .field("stop_timeout", &self.stop_timeout)
             .field("create_lookup", &self.create_lookup)
+            .field("file_mtime", &self.file_mtime)
             .finish()
     }
 }

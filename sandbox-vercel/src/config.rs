@@ -79,6 +79,8 @@ pub(crate) struct Settings {
     pub max_reconnects: u32,
     pub stop_timeout: Duration,
     pub create_lookup: CreateLookup,
+    /// The tar mtime of written files; `None` = the time of the write.
+    pub file_mtime: Option<u64>,
 }
 
 impl fmt::Debug for Settings {

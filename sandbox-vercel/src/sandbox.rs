@@ -63,8 +63,7 @@ impl VercelSandbox {
         exec::signal(&self.handle, pid, signal).await
     }
 
-    /// Forks this sandbox under `name` (default: this name, `-fork-` and 8 hex digits) from
-    /// its latest snapshot (PROTOCOL.md §10.2: never from the running session's live disk).
+    /// Forks this sandbox under `name` (default: a name Vercel picks) from its latest snapshot (PROTOCOL.md §10.2: never from the running session's live disk).
     pub async fn fork_named(&self, name: Option<&str>) -> Result<VercelSandbox> {
         Ok(VercelSandbox::new(
             lifecycle::fork(&self.handle, name).await?,

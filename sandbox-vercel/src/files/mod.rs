@@ -115,7 +115,13 @@ where
         handle.api.mkdir(&handle.name, &session.id, dir).await?;
     }
     let name = target.trim_start_matches('/').to_owned();
-    let archive = tar::archive(name, size, 0o644, now_secs(), reader);
+    let archive = tar::archive(
+        name,
+        size,
+        0o644,
+        handle.api.settings.file_mtime.unwrap_or_else(now_secs),
+        reader,
+    );
     handle
         .api
         .write_files(&handle.name, &session.id, archive)

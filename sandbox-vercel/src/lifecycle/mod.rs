@@ -12,8 +12,10 @@
 //! - `stop` stops the current session and waits (checking at once, then backing off) until it
 //!   is `stopped`, `failed` or `aborted` (§5.1).
 //! - `set_timeout(t)` makes the running session last until now + `t`: `extend-timeout` only
-//!   adds (§5.1), so the adapter reads the session and adds what is missing; a session that
-//!   already lasts longer is left as it is (Vercel cannot shorten one).
+//!   adds (§5.1), so the adapter reads the session and adds what is missing past
+//!   `startedAt + timeout`, "now" being the server's clock (the answer's `Date` header; this
+//!   machine's clock when there is none); a session that already lasts longer is left as it
+//!   is (Vercel cannot shorten one).
 
 pub(crate) mod create;
 pub(crate) mod state;
@@ -205,11 +207,13 @@ pub(crate) async fn stop(handle: &Handle) -> Result<()> {
 pub(crate) async fn set_timeout(handle: &Handle, timeout: Duration) -> Result<()> {
     let session = handle.session("set_timeout")?;
     let api = &handle.api;
-    let fresh = api
-        .get_session(&handle.name, &session.id, "set_timeout")
+    let (fresh, server_now) = api
+        .get_session_dated(&handle.name, &session.id, "set_timeout")
         .await?;
     let s = &fresh.session;
-    let now = SystemTime::now()
+    // The server's clock (its answer's `Date`) when it gave one: the session's times are its.
+    let now = server_now
+        .unwrap_or_else(SystemTime::now)
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
@@ -283,25 +287,18 @@ pub(crate) fn snapshot_info(snapshot: &Snapshot, sandbox: Option<&str>) -> Snaps
     }
 }
 
-/// The name of a fork of `name`: `name-fork-` and 8 random hex digits, cut to fit 128.
-pub(crate) fn fork_name(name: &str) -> String {
-    let suffix = format!("-fork-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let keep = 128 - suffix.len();
-    let base: String = name.chars().take(keep).collect();
-    format!("{base}{suffix}")
-}
-
-/// `fork`: a new sandbox from this one's latest snapshot (PROTOCOL.md §10.2), named `name` or
-/// [`fork_name`].
+/// `fork`: a new sandbox from this one's latest snapshot (PROTOCOL.md §10.2), named `name`,
+/// or by Vercel when `None` (as a create without a name is).
 pub(crate) async fn fork(handle: &Handle, name: Option<&str>) -> Result<Handle> {
-    let name = name.map_or_else(|| fork_name(&handle.name), str::to_owned);
-    if !create::valid_name(&name) {
+    if let Some(name) = name
+        && !create::valid_name(name)
+    {
         return Err(Error::validation(format!("invalid sandbox name {name:?}"))
             .with_provider(PROVIDER)
             .with_operation("fork"));
     }
     let body = crate::wire::CreateBody {
-        name: Some(name),
+        name: name.map(str::to_owned),
         ..Default::default()
     };
     let envelope = handle.api.fork(&handle.name, &body).await?;
