@@ -174,10 +174,11 @@ impl VercelCreate {
         } else {
             CreateVersion::V3
         };
-        let resources = (self.vcpus.is_some() || self.memory_mb.is_some()).then(|| ResourcesBody {
-            vcpus: self.vcpus,
-            memory: self.memory_mb,
-        });
+        let resources =
+            (self.vcpus.is_some() || self.memory_mb.is_some()).then_some(ResourcesBody {
+                vcpus: self.vcpus,
+                memory: self.memory_mb,
+            });
         let body = CreateBody {
             project_id: Some(api.settings.project_id.clone()),
             name: self.name.clone(),

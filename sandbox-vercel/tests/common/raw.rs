@@ -50,6 +50,9 @@ impl Reply {
     }
 }
 
+/// The script: `(METHOD path prefix, reply, times)`, `times` 0 = always.
+pub type Script = Vec<(&'static str, Reply, usize)>;
+
 /// The server: its base URL and the `METHOD path?query` lines it received.
 pub struct Raw {
     pub url: String,
@@ -63,7 +66,7 @@ impl Raw {
 }
 
 /// Starts a server answering with `script` (`(prefix, reply, times)`, `times` 0 = always).
-pub async fn serve(script: Vec<(&'static str, Reply, usize)>) -> Raw {
+pub async fn serve(script: Script) -> Raw {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -107,11 +110,7 @@ async fn read_request(conn: &mut TcpStream) -> Option<String> {
     Some(head.lines().next().unwrap_or("").to_owned())
 }
 
-async fn connection(
-    mut conn: TcpStream,
-    log: Arc<Mutex<Vec<String>>>,
-    script: Arc<Mutex<Vec<(&'static str, Reply, usize)>>>,
-) {
+async fn connection(mut conn: TcpStream, log: Arc<Mutex<Vec<String>>>, script: Arc<Mutex<Script>>) {
     while let Some(line) = read_request(&mut conn).await {
         let target = line
             .rsplit_once(' ')

@@ -1,0 +1,264 @@
+//! Commands (PROTOCOL.md §6): bodies, NDJSON output kept apart, exits, background commands,
+//! re-attach, kill, and a stream that is cut while the command runs (§11).
+
+mod common;
+
+use common::raw::{self, Reply};
+use common::*;
+use sandbox_sdk_core::prelude::*;
+use sandbox_sdk_core::{Command, ErrorKind, ProcessEvent};
+use serde_json::json;
+use std::time::Duration;
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn stream_answer(lines: &[serde_json::Value]) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(ndjson(lines), "application/x-ndjson")
+}
+
+#[tokio::test]
+async fn a_command_sends_env_cwd_sudo_and_timeout_and_keeps_stdout_and_stderr_apart() {
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd")))
+        .respond_with(stream_answer(&[
+            json!({"command": command_json("c1", None)}),
+            json!({"stream": "stdout", "data": "out"}),
+            json!({"stream": "stderr", "data": "err"}),
+            json!({"stream": "stdout", "data": "put"}),
+            json!({"command": command_json("c1", Some(3))}),
+        ]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let out = sb
+        .run(
+            &Command::new("python3")
+                .args(["-c", "x"])
+                .cwd("work")
+                .env("K", "it's $V")
+                .user("root")
+                .timeout(Duration::from_millis(20)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_lossy(), "output");
+    assert_eq!(out.stderr_lossy(), "err");
+    assert_eq!(out.status.code, Some(3));
+    assert!(!out.status.emulated);
+    assert_eq!(
+        bodies(&server, "POST", &session_path("/cmd")).await,
+        [
+            json!({"command": "python3", "args": ["-c", "x"], "cwd": "/vercel/sandbox/work",
+                "env": {"K": "it's $V"}, "sudo": true, "wait": true, "logs": true, "timeout": 100})
+        ]
+    );
+}
+
+#[tokio::test]
+async fn users_other_than_root_and_stdin_or_pty_are_refused_before_sending() {
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    let before = server.received_requests().await.unwrap().len();
+    let err = sb.run(&Command::new("id").user("alice")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert_eq!(
+        sb.exec(&Command::new("cat").stdin())
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotSupported
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), before);
+}
+
+/// A stream failure line (`sandbox_stream_closed`, §6.2) ends the command with `NotRunning`.
+#[tokio::test]
+async fn a_stream_error_line_is_an_error() {
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd")))
+        .respond_with(stream_answer(&[
+            json!({"command": command_json("c1", None)}),
+            json!({"stream": "error", "data": {"code": "sandbox_stream_closed", "message": "Sandbox stream was closed and is not accepting commands."}}),
+        ]))
+        .mount(&server)
+        .await;
+    let err = sb.run(&Command::shell("sleep 9")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotRunning, "{err}");
+    assert!(err.message().contains("sandbox_stream_closed"), "{err}");
+}
+
+/// A background command answers at once; its output comes from `/logs` and its exit from the
+/// command's wait; `processes` lists it; `kill_process` sends SIGKILL, `signal` others.
+#[tokio::test]
+async fn background_commands_are_listed_attached_and_signalled() {
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd")))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"command": command_json("bg1", None)})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(session_path("/cmd")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({"commands": [command_json("bg1", None), command_json("old", Some(0))]}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(session_path("/cmd/bg1/logs")))
+        .respond_with(stream_answer(&[
+            json!({"stream": "stdout", "data": "done"}),
+        ]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(session_path("/cmd/bg1")))
+        .and(query_param("wait", "true"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"command": command_json("bg1", Some(0))})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd/bg1/kill")))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"command": command_json("bg1", None)})),
+        )
+        .expect(2)
+        .mount(&server)
+        .await;
+    let process = sb
+        .exec(&Command::shell("sleep 2; printf done").background())
+        .await
+        .unwrap();
+    assert_eq!(process.pid(), "bg1");
+    drop(process);
+    assert_eq!(
+        bodies(&server, "POST", &session_path("/cmd")).await[0],
+        json!({"command": "sh", "args": ["-c", "sleep 2; printf done"]})
+    );
+    let listed = sb.processes().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed[0].running && !listed[1].running);
+    assert_eq!(listed[0].argv, ["sh", "-c", "x"]);
+    sb.kill_process("bg1").await.unwrap();
+    sb.signal("bg1", 15).await.unwrap();
+    let kills = bodies(&server, "POST", &session_path("/cmd/bg1/kill")).await;
+    assert_eq!(kills, [json!({"signal": 9}), json!({"signal": 15})]);
+    let out = sb.attach("bg1").await.unwrap().output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "done");
+    assert_eq!(out.status.code, Some(0));
+}
+
+/// The start stream is cut after some output while the command runs (the edge's cut, §11):
+/// the command is read, `/logs` replays from the first byte and what was handed out is
+/// skipped, so the caller sees every byte once, and the exit.
+#[tokio::test]
+async fn a_cut_stream_reconnects_through_logs_without_repeating_output() {
+    let first = ndjson(&[
+        json!({"command": command_json("c1", None)}),
+        json!({"stream": "stdout", "data": "one-"}),
+        json!({"stream": "stderr", "data": "e1"}),
+    ]);
+    let server = raw::serve(vec![
+        (
+            "GET /v2/sandboxes/box-1?",
+            Reply::json(envelope(NAME, "running", json!({}))),
+            1,
+        ),
+        (
+            "POST /v2/sandboxes/sessions/sbx_1/cmd?",
+            Reply::ndjson_part(&first, true),
+            1,
+        ),
+        (
+            "GET /v2/sandboxes/sessions/sbx_1/cmd/c1?",
+            Reply::json(json!({"command": command_json("c1", None)})),
+            1,
+        ),
+        (
+            "GET /v2/sandboxes/sessions/sbx_1/cmd/c1/logs?",
+            Reply::ndjson(ndjson(&[
+                json!({"stream": "stdout", "data": "on"}),
+                json!({"stream": "stdout", "data": "e-two"}),
+                json!({"stream": "stderr", "data": "e1e2"}),
+            ])),
+            1,
+        ),
+        (
+            "GET /v2/sandboxes/sessions/sbx_1/cmd/c1?teamId=team_t&wait=true",
+            Reply::json(json!({"command": command_json("c1", Some(0))})),
+            1,
+        ),
+    ])
+    .await;
+    let sb = builder(&server.url)
+        .build()
+        .unwrap()
+        .connect_sandbox(NAME)
+        .await
+        .unwrap();
+    let mut process = sb.exec(&Command::shell("long")).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = process.next_event().await {
+        events.push(event.unwrap());
+    }
+    let out: String = events
+        .iter()
+        .filter_map(|e| match e {
+            ProcessEvent::Stdout(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect();
+    let err: String = events
+        .iter()
+        .filter_map(|e| match e {
+            ProcessEvent::Stderr(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(out, "one-two");
+    assert_eq!(err, "e1e2");
+    assert!(matches!(events.last(), Some(ProcessEvent::Exit(s)) if s.code == Some(0)));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5, "{requests:?}");
+    assert!(requests[3].contains("/cmd/c1/logs"), "{requests:?}");
+}
+
+/// Cut before the first line, the command may or may not run: the error says so
+/// (ambiguous), and nothing is sent again.
+#[tokio::test]
+async fn a_stream_cut_before_the_command_started_is_ambiguous() {
+    let server = raw::serve(vec![
+        (
+            "GET /v2/sandboxes/box-1?",
+            Reply::json(envelope(NAME, "running", json!({}))),
+            1,
+        ),
+        (
+            "POST /v2/sandboxes/sessions/sbx_1/cmd?",
+            Reply::ndjson_part("", true),
+            1,
+        ),
+    ])
+    .await;
+    let sb = builder(&server.url)
+        .build()
+        .unwrap()
+        .connect_sandbox(NAME)
+        .await
+        .unwrap();
+    let err = sb.exec(&Command::shell("x")).await.unwrap_err();
+    assert!(err.is_ambiguous(), "{err}");
+    assert_eq!(server.requests().len(), 2);
+}
