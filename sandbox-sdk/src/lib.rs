@@ -12,6 +12,9 @@ pub use sandbox_e2b as e2b;
 #[cfg(feature = "fly")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fly")))]
 pub use sandbox_fly as fly;
+#[cfg(feature = "vercel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "vercel")))]
+pub use sandbox_vercel as vercel;
 
 mod registry;
 

@@ -5,7 +5,7 @@ use sandbox_sdk_core::{Error, ErrorKind, Provider, Result};
 use std::sync::Arc;
 
 /// Every provider name the registry knows, compiled in or not.
-pub const ALL_PROVIDERS: &[&str] = &["local", "e2b", "daytona", "fly"];
+pub const ALL_PROVIDERS: &[&str] = &["local", "e2b", "daytona", "fly", "vercel"];
 
 /// The provider names compiled into this build (each behind its feature).
 pub fn providers() -> Vec<&'static str> {
@@ -17,19 +17,21 @@ pub fn providers() -> Vec<&'static str> {
 }
 
 fn compiled_in(name: &str) -> bool {
-    const FEATURES: [(&str, bool); 4] = [
+    const FEATURES: [(&str, bool); 5] = [
         ("local", cfg!(feature = "local")),
         ("e2b", cfg!(feature = "e2b")),
         ("daytona", cfg!(feature = "daytona")),
         ("fly", cfg!(feature = "fly")),
+        ("vercel", cfg!(feature = "vercel")),
     ];
     FEATURES.iter().any(|(n, on)| *n == name && *on)
 }
 
 /// Builds the provider named `name` from the process environment: `local` needs nothing; `e2b`
 /// reads `E2B_API_KEY` (and `E2B_DOMAIN`, …), `daytona` `DAYTONA_API_KEY` (and
-/// `DAYTONA_API_URL`, …), `fly` `FLY_API_TOKEN` and `FLY_APP_NAME` (and `FLY_REGION`, …), as
-/// each adapter's `from_env` documents.
+/// `DAYTONA_API_URL`, …), `fly` `FLY_API_TOKEN` and `FLY_APP_NAME` (and `FLY_REGION`, …),
+/// `vercel` `VERCEL_TOKEN` with `VERCEL_TEAM_ID` and `VERCEL_PROJECT_ID`, or
+/// `VERCEL_OIDC_TOKEN` (and `VERCEL_API_URL`, …), as each adapter's `from_env` documents.
 ///
 /// An unknown name, or a provider whose feature is off, fails with
 /// [`ErrorKind::ProviderNotFound`] naming the choices; missing credentials fail with the
@@ -67,6 +69,10 @@ pub fn provider_from_lookup(
         "fly" => Ok(Arc::new(
             sandbox_fly::FlyBuilder::from_lookup(lookup).build()?,
         )),
+        #[cfg(feature = "vercel")]
+        "vercel" => Ok(Arc::new(
+            sandbox_vercel::VercelBuilder::from_lookup(lookup).build()?,
+        )),
         other => Err(not_found(other)),
     }
 }
@@ -84,6 +90,8 @@ pub fn capabilities_of(name: &str) -> Result<sandbox_sdk_core::Capabilities> {
         "daytona" => Ok(sandbox_daytona::CAPABILITIES),
         #[cfg(feature = "fly")]
         "fly" => Ok(sandbox_fly::CAPABILITIES),
+        #[cfg(feature = "vercel")]
+        "vercel" => Ok(sandbox_vercel::CAPABILITIES),
         other => Err(not_found(other)),
     }
 }
@@ -114,7 +122,7 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::ProviderNotFound);
         assert!(
             err.to_string()
-                .contains("known providers are local, e2b, daytona, fly"),
+                .contains("known providers are local, e2b, daytona, fly, vercel"),
             "{err}"
         );
         for name in ALL_PROVIDERS.iter().filter(|n| !compiled_in(n)) {
@@ -154,5 +162,23 @@ mod tests {
         };
         let fly = provider_from_lookup("fly", vars).unwrap();
         assert_eq!(fly.name(), "fly");
+    }
+
+    #[cfg(feature = "vercel")]
+    #[test]
+    fn vercel_is_built_from_its_variables() {
+        let err = provider_from_lookup("vercel", |_| None).unwrap_err();
+        assert!(err.to_string().contains("VERCEL_TOKEN"), "{err}");
+        let vars = |v: &str| match v {
+            "VERCEL_TOKEN" => Some("tok".to_owned()),
+            "VERCEL_TEAM_ID" => Some("team_1".to_owned()),
+            "VERCEL_PROJECT_ID" => Some("prj_1".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            provider_from_lookup("vercel", vars).unwrap().name(),
+            "vercel"
+        );
+        assert!(capabilities_of("vercel").unwrap().snapshot.is_available());
     }
 }

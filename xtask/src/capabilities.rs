@@ -11,6 +11,7 @@ pub fn providers() -> Vec<(&'static str, Capabilities)> {
         ("e2b", sandbox_e2b::CAPABILITIES),
         ("daytona", sandbox_daytona::CAPABILITIES),
         ("fly", sandbox_fly::CAPABILITIES),
+        ("vercel", sandbox_vercel::CAPABILITIES),
     ]
 }
 

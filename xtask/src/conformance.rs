@@ -67,6 +67,14 @@ pub(crate) const TARGETS: &[Target] = &[
         // Live against the in-process Fly simulator.
         more: &[("fly-sim", "conformance_sim")],
     },
+    Target {
+        provider: "vercel",
+        package: "sandbox-vercel",
+        filter: None,
+        // Replayed from the spec cassettes only; a Vercel simulator suite (`vercel-sim`,
+        // `conformance_sim`) goes here once it exists.
+        more: &[],
+    },
 ];
 
 /// The environment variable the generated tests write their reports to.

@@ -130,7 +130,7 @@ mod tests {
         assert!(!fresh.contains("stale"));
         assert!(fresh.contains("| capability |"));
         assert!(fresh.contains("| provider | shape (vCPU x GiB, disk) |"));
-        for prices in ["e2b", "daytona", "fly"] {
+        for prices in ["e2b", "daytona", "fly", "vercel"] {
             assert!(
                 fresh.contains(&format!("- **{prices}**: USD as of ")),
                 "{fresh}"

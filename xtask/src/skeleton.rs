@@ -25,7 +25,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The adapter crates the skeleton applies to.
-const ADAPTERS: &[&str] = &["sandbox-e2b", "sandbox-daytona", "sandbox-fly"];
+const ADAPTERS: &[&str] = &[
+    "sandbox-e2b",
+    "sandbox-daytona",
+    "sandbox-fly",
+    "sandbox-vercel",
+];
 
 /// Every top-level module an adapter may have, with its rank.
 const RANKS: &[(&str, u8)] = &[
