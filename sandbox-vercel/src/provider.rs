@@ -88,7 +88,7 @@ impl Provider for VercelProvider {
     }
 
     /// Creates a sandbox from a core spec ([`VercelCreate::from_spec`]); with an idempotency
-    /// key, at most once (see [`crate::lifecycle`]'s create docs in the crate README). The
+    /// key, at most once (see "Idempotent create" in the crate README). The
     /// answer comes with the session already made; it may still be `pending`.
     async fn create(&self, spec: &CreateSpec) -> Result<Box<dyn Sandbox>> {
         let options = VercelCreate::from_spec(spec);
