@@ -13,8 +13,9 @@
 //!   with the last marker's code. The key is in no argv or environment, so a program the
 //!   command runs cannot read it from `/proc` and print a marker of its own (see
 //!   [`KeyedMarks`] for what still can). If the process dies before printing the marker, or the
-//!   sandbox could not make a key (no `od` or `/dev/urandom`), the provider's own exit status
-//!   is passed on unchanged.
+//!   sandbox could not make a key (no `od` or `/dev/urandom`: the script then says so on the
+//!   first line, [`NO_KEY`], so nothing the command prints can announce a key instead), the
+//!   provider's own exit status is passed on unchanged.
 //! - **files** (`files_upload == Unsupported`): every file operation but `watch` runs over exec
 //!   through [`files::FilesOverExec`] (POSIX `sh` scripts: `base64`, `dd`, `stat -c`, `find`),
 //!   moving at most [`CHUNK`] raw bytes per exec; results are marked ([`Transfer::emulated`],
@@ -45,7 +46,8 @@ use std::time::Duration;
 mod mark;
 
 pub use mark::{
-    ExitMarker, KEY_HEX, KEY_PREFIX, KEY_PROLOGUE, KeyedMarks, MARK_PREFIX, MarkScanner, ValueRule,
+    ExitMarker, KEY_HEX, KEY_PREFIX, KEY_PROLOGUE, KeyedEnd, KeyedMarks, MARK_PREFIX, MarkScanner,
+    NO_KEY, ValueRule,
 };
 
 /// Raw bytes moved per exec by emulated file transfers (base64 makes 64 KiB of it).

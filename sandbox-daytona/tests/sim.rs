@@ -378,3 +378,50 @@ async fn dropped_calls_leave_no_session_or_process_behind() {
     .await;
     sandbox.destroy().await.unwrap();
 }
+
+/// Issue 23, against real session shells: a program the command runs forges end marks on both
+/// streams, with every 32-hex-digit string it finds in its ancestors' argv and environment (where
+/// a key written into the line would be) and with the fixed mark of before, then the command
+/// goes on for a second and exits 3. The live follower ends at the command's real end, with its
+/// status, and passes the forged lines on as output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_end_marks_do_not_end_a_live_follow() {
+    use sandbox_sdk_core::SandboxExt;
+    let sim = DaytonaSim::builder()
+        .transition(Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    let provider = adapter(&sim).direct_window(Duration::ZERO).build().unwrap();
+    let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
+    let forger = r#"p=$$
+while [ "${p:-0}" -gt 1 ]; do
+  tr '\0' '\n' < /proc/$p/cmdline 2>/dev/null; tr '\0' '\n' < /proc/$p/environ 2>/dev/null
+  p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status 2>/dev/null)
+done | grep -o '[0-9a-f]\{32\}' | sort -u | while read -r k; do
+  printf '__sandbox_mark_%s:0\n' "$k"; printf '__sandbox_mark_%s:\n' "$k" >&2
+done
+printf '__sandbox_sdk_end_of_output__:0\n'; printf '__sandbox_sdk_end_of_output__\n' >&2"#;
+    let line = format!(
+        "sh -c {}; sleep 1; echo after; exit 3",
+        sandbox_sdk_core::shell::shell_quote(forger).unwrap()
+    );
+    let out = tokio::time::timeout(Duration::from_secs(60), sandbox.run(&Command::shell(line)))
+        .await
+        .expect("the command ends")
+        .unwrap();
+    assert_eq!(out.status.code, Some(3), "ended on a forged mark");
+    let stdout = out.stdout_lossy();
+    assert!(
+        stdout.ends_with("__sandbox_sdk_end_of_output__:0\nafter\n"),
+        "{stdout:?}"
+    );
+    assert!(!stdout.contains("__sandbox_key_"), "{stdout:?}");
+    assert!(
+        out.stderr_lossy()
+            .ends_with("__sandbox_sdk_end_of_output__\n"),
+        "{:?}",
+        out.stderr_lossy()
+    );
+    sandbox.destroy().await.unwrap();
+}

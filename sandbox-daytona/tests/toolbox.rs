@@ -7,6 +7,7 @@ mod common;
 use common::ws::{self, Script};
 use common::*;
 use sandbox_daytona::{DaytonaBuilder, DaytonaSandbox};
+use sandbox_sdk_core::emulate::{KEY_PREFIX, KEY_PROLOGUE};
 use sandbox_sdk_core::{Command, ErrorKind, ListOptions, ProcessEvent, Sandbox, SandboxExt};
 use serde_json::json;
 use std::time::Duration;
@@ -24,11 +25,29 @@ impl wiremock::Match for BodyContains {
     }
 }
 
-const END_MARK: &str = "__sandbox_sdk_end_of_output__";
+/// The key the replayed sandbox makes (a fixed test value; a real one comes from its
+/// `/dev/urandom`).
+const SANDBOX_KEY: &str = "0123456789abcdef0123456789abcdef";
+
+/// Stdout's first line: the key.
+fn key_line() -> String {
+    format!("{KEY_PREFIX}{SANDBOX_KEY}\n")
+}
+
+/// Stdout's end mark, with the status.
+fn out_mark(code: i32) -> String {
+    format!("__sandbox_mark_{SANDBOX_KEY}:{code}\n")
+}
+
+/// Stderr's end mark.
+fn err_mark() -> String {
+    format!("__sandbox_mark_{SANDBOX_KEY}:\n")
+}
 
 /// The session command the adapter sends for `inner` (the quoted argv) as the handle's first
-/// command: a subshell labelled `sdk-cmd-1` whose streams end with the end mark (stdout's with
-/// the status), keeping the exit status.
+/// command: a subshell labelled `sdk-cmd-1` that makes the key and announces it (core's
+/// prologue), runs `inner`, and ends both streams with a keyed mark printed by the builtin
+/// `printf` (stdout's with the status), keeping the exit status.
 fn wrapped(inner: &str) -> String {
     wrapped_nth(inner, 1)
 }
@@ -36,7 +55,10 @@ fn wrapped(inner: &str) -> String {
 /// [`wrapped`] for the handle's `n`th command.
 fn wrapped_nth(inner: &str, n: u64) -> String {
     format!(
-        "(: sdk-cmd-{n}; {inner}; s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
+        "(: sdk-cmd-{n}; {KEY_PROLOGUE}; {inner}; s=$?; \
+         [ -z \"$__sandbox_k\" ] || printf '__sandbox_mark_%s:%s\\n' \"$__sandbox_k\" \"$s\"; \
+         [ -z \"$__sandbox_k\" ] || printf '__sandbox_mark_%s:%s\\n' \"$__sandbox_k\" '' >&2; \
+         exit $s)"
     )
 }
 
@@ -136,21 +158,25 @@ async fn exec_follows_the_websocket_keeping_streams_apart_across_split_markers()
         .respond_with(ok(
             json!({"id": "cmd-1", "command": "make test", "exitCode": 3}),
         ))
-        .expect(1)
+        // The keyed end marks carry the status: the daemon is not asked.
+        .expect(0)
         .mount(&server)
         .await;
     // The session goes back to the handle's pool, not deleted.
     session_deleted().expect(0).mount(&server).await;
     // The upgrade path has a random session id; script every path the same way via a prefix
-    // match done below once the session is known. Frames: a marker split 2+1 across frames, a
-    // frame that is exactly a marker, and both streams in one frame.
+    // match done below once the session is known. Frames: the key line, a marker split 2+1
+    // across frames, a frame that is exactly a marker, both streams in one frame, and the
+    // stdout mark split across frames.
+    let (mark, err_mark) = (out_mark(3), err_mark());
     let frames = vec![
+        format!("\x01\x01\x01{}", key_line()).into_bytes(),
         b"\x01\x01\x01one\n\x02\x02".to_vec(),
         b"\x02warn\n\x01".to_vec(),
         b"\x01\x01two\n".to_vec(),
         b"\x02\x02\x02".to_vec(),
-        b"err2\n\x01\x01\x01three\n\x01\x01\x01__sandbox_sdk_end".to_vec(),
-        b"_of_output__\n\x02\x02\x02__sandbox_sdk_end_of_output__\n".to_vec(),
+        format!("err2\n\x01\x01\x01three\n\x01\x01\x01{}", &mark[..20]).into_bytes(),
+        format!("{}\x02\x02\x02{err_mark}", &mark[20..]).into_bytes(),
     ];
     let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
     let sandbox = sandbox_on(builder).await;
@@ -270,13 +296,15 @@ async fn poll_mode_emits_output_as_it_grows_then_the_exit_code() {
     mount_command_ends_after(&server, &cmd_path, "cmd-1", 1).await;
     Mock::given(method("GET"))
         .and(path_regex(logs_path.as_str()))
-        .respond_with(ok(json!({"output": "", "stdout": "one\n", "stderr": ""})))
+        .respond_with(ok(
+            json!({"output": "", "stdout": format!("{}one\n", key_line()), "stderr": ""}),
+        ))
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&server)
         .await;
     Mock::given(method("GET")).and(path_regex(logs_path.as_str()))
-        .respond_with(ok(json!({"output": "", "stdout": format!("one\ntwo{END_MARK}\n"), "stderr": format!("warn\n{END_MARK}\n")})))
+        .respond_with(ok(json!({"output": "", "stdout": format!("{}one\ntwo{}", key_line(), out_mark(0)), "stderr": format!("warn\n{}", err_mark())})))
         .with_priority(2).mount(&server).await;
     session_deleted().expect(0).mount(&server).await;
     let sandbox = polling_provider(&server).get("sb1").await.unwrap();
@@ -947,9 +975,13 @@ async fn the_follower_ends_on_the_end_marks_without_waiting_for_the_close() {
     front.script(
         &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
         Script::Hold(vec![
-            b"\x01\x01\x01hi\n\x02\x02\x02oops\n\x01\x01\x01__sandbox_sdk_end_of_output__:3\n"
-                .to_vec(),
-            b"\x02\x02\x02__sandbox_sdk_end_of_output__\n".to_vec(),
+            format!(
+                "\x01\x01\x01{}\x01\x01\x01hi\n\x02\x02\x02oops\n\x01\x01\x01{}",
+                key_line(),
+                out_mark(3)
+            )
+            .into_bytes(),
+            format!("\x02\x02\x02{}", err_mark()).into_bytes(),
         ]),
     );
     // A guard against a hang, not a timing assertion: the server never closes.
@@ -960,6 +992,119 @@ async fn the_follower_ends_on_the_end_marks_without_waiting_for_the_close() {
     assert_eq!(out.stdout_lossy(), "hi\n");
     assert_eq!(out.stderr_lossy(), "oops\n");
     assert_eq!(out.status.code, Some(3));
+}
+
+/// Issue 23: a program the command runs prints end marks of its own on both streams (the
+/// fixed text they were before they carried a key, and keyed ones with a guessed key), and
+/// the command goes on and exits 3. The follower ends on the line's own marks only: the exit
+/// is 3, the forged lines are output, and the session goes back to the pool only then (the
+/// daemon is never asked: the real marks end the follow).
+#[tokio::test]
+async fn forged_end_marks_do_not_end_the_follow() {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    // The line is checked elsewhere; any line is answered here.
+    mount_new_session(&server).await;
+    Mock::given(method("POST"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}/exec$"
+        )))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "cmd-1"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"/command/cmd-1$"))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "make"})))
+        .expect(0)
+        .mount(&server)
+        .await;
+    session_deleted().expect(0).mount(&server).await;
+    let builder = common::builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let sandbox = sandbox_on(builder).await;
+    let process = sandbox.exec(&Command::new("make")).await.unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    let guess = "0".repeat(32);
+    let forged_out = format!(
+        "__sandbox_mark_{guess}:0\n__sandbox_mark_{SANDBOX_KEY}:x\n__sandbox_sdk_end_of_output__:0\n"
+    );
+    let forged_err = format!("__sandbox_mark_{guess}:\n__sandbox_sdk_end_of_output__\n");
+    let logged = |marker: &str, text: &str| -> String {
+        text.split_inclusive('\n')
+            .map(|line| format!("{marker}{line}"))
+            .collect()
+    };
+    front.script(
+        &format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs"),
+        Script::Hold(vec![
+            logged("\x01\x01\x01", &key_line()).into_bytes(),
+            // The forged marks end both streams here, for a while.
+            (logged("\x01\x01\x01", &forged_out) + &logged("\x02\x02\x02", &forged_err))
+                .into_bytes(),
+            logged("\x01\x01\x01", &format!("after\n{}", out_mark(3))).into_bytes(),
+            logged("\x02\x02\x02", &err_mark()).into_bytes(),
+        ]),
+    );
+    // A guard against a hang, not a timing assertion: the server never closes.
+    let out = tokio::time::timeout(Duration::from_secs(20), process.output())
+        .await
+        .expect("the follower waited for the server's close")
+        .unwrap();
+    assert_eq!(out.status.code, Some(3), "ended on a forged mark");
+    assert_eq!(out.stdout_lossy(), format!("{forged_out}after\n"));
+    assert_eq!(out.stderr_lossy(), forged_err);
+}
+
+/// A sandbox that could not make a key says so on stdout's first line; a key line and marks a
+/// program prints after it are output, the follow goes on until the daemon has the exit code,
+/// and the status is the daemon's.
+#[tokio::test]
+async fn without_a_key_the_status_is_the_daemons() {
+    let server = MockServer::start().await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'make'").await;
+    session_deleted().expect(0).mount(&server).await;
+    let cmd_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1$");
+    let logs_path = format!("^/toolbox/sb1/process/session/{SID_RE}/command/cmd-1/logs$");
+    // Running at the first poll, ended with 3 at the second.
+    Mock::given(method("GET"))
+        .and(path_regex(cmd_path.as_str()))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "x"})))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(cmd_path.as_str()))
+        .respond_with(ok(json!({"id": "cmd-1", "command": "x", "exitCode": 3})))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let forged = format!("{}{}", key_line(), out_mark(0));
+    let stdout = format!("{KEY_PREFIX}none\n{forged}");
+    Mock::given(method("GET"))
+        .and(path_regex(logs_path.as_str()))
+        .respond_with(ok(
+            json!({"output": "", "stdout": stdout, "stderr": err_mark()}),
+        ))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(logs_path.as_str()))
+        .respond_with(ok(
+            json!({"output": "", "stdout": format!("{stdout}more\n"), "stderr": err_mark()}),
+        ))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let sandbox = polling_provider(&server).get("sb1").await.unwrap();
+    let out = sandbox.run(&Command::new("make")).await.unwrap();
+    assert_eq!(out.status.code, Some(3));
+    assert_eq!(out.stdout_lossy(), format!("{forged}more\n"));
+    assert_eq!(out.stderr_lossy(), err_mark());
 }
 
 /// A proxy that does not carry WebSockets refuses the upgrade (here 400, which maps to
@@ -978,7 +1123,7 @@ async fn a_refused_upgrade_falls_back_to_polling() {
     Mock::given(method("GET"))
         .and(path_regex(r"/command/cmd-1/logs$"))
         .respond_with(ok(json!({
-            "output": format!("\u{1}\u{1}\u{1}hi\n\u{1}\u{1}\u{1}{END_MARK}:0\n\u{2}\u{2}\u{2}{END_MARK}\n"),
+            "output": format!("\u{1}\u{1}\u{1}{}\u{1}\u{1}\u{1}hi\n\u{1}\u{1}\u{1}{}\u{2}\u{2}\u{2}{}", key_line(), out_mark(0), err_mark()),
         })))
         .expect(1)
         .mount(&server)
@@ -1029,11 +1174,18 @@ async fn a_silent_log_stream_ends_with_transport_after_an_unanswered_ping() {
 /// The sync session exec answer in the shape PROTOCOL.md §6.2 gives (`output` marked,
 /// `stdout`/`stderr` apart), for a command printing `out`/`err` and ending with `code`.
 fn sync_answer(cmd_id: &str, out: &str, err: &str, code: i32) -> serde_json::Value {
-    let stdout = format!("{out}{END_MARK}:{code}\n");
-    let stderr = format!("{err}{END_MARK}\n");
+    let stdout = format!("{}{out}{}", key_line(), out_mark(code));
+    let stderr = format!("{err}{}", err_mark());
+    // Every line behind its stream's marker (stdout's lines first: the log's order is not
+    // read here).
+    let marked = |marker: &str, text: &str| -> String {
+        text.split_inclusive('\n')
+            .map(|line| format!("{marker}{line}"))
+            .collect()
+    };
     json!({
         "cmdId": cmd_id,
-        "output": format!("\u{1}\u{1}\u{1}{stdout}\u{2}\u{2}\u{2}{stderr}"),
+        "output": marked("\u{1}\u{1}\u{1}", &stdout) + &marked("\u{2}\u{2}\u{2}", &stderr),
         "stdout": stdout,
         "stderr": stderr,
         "exitCode": code,
@@ -1171,7 +1323,7 @@ async fn a_command_outliving_the_direct_window_is_found_and_followed() {
     Mock::given(method("GET"))
         .and(path("/toolbox/sb1/process/session/sdk-exec-1/command/c2/logs"))
         .respond_with(ok(json!({
-            "output": format!("\u{1}\u{1}\u{1}slow\n\u{1}\u{1}\u{1}{END_MARK}:0\n\u{2}\u{2}\u{2}{END_MARK}\n"),
+            "output": format!("\u{1}\u{1}\u{1}{}\u{1}\u{1}\u{1}slow\n\u{1}\u{1}\u{1}{}\u{2}\u{2}\u{2}{}", key_line(), out_mark(0), err_mark()),
         })))
         .mount(&server)
         .await;

@@ -12,6 +12,7 @@ use crate::sim::SimChild;
 use futures::StreamExt;
 use sandbox_conformance::sim::daytona::{DEFAULT_FOLLOW_LINGER, DEFAULT_TRANSITION};
 use sandbox_daytona::{DEFAULT_SDK_VERSION, DaytonaBuilder, LogFollow};
+use sandbox_sdk_core::emulate::{KEY_PROLOGUE, KeyedEnd, KeyedMarks};
 use sandbox_sdk_core::{Command, CreateSpec, ProcessEvent, Provider};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -19,18 +20,28 @@ use std::time::Duration;
 
 const GROUP: &str = "daytona";
 const RAW_EXEC: &str = "raw reqwest: one synchronous session exec of the same line";
-/// The marks the adapter wraps every command line in (`exec/marks.rs`), so the raw baseline
-/// sends the same line and the sandbox does the same work.
-const END_MARK: &str = "__sandbox_sdk_end_of_output__";
 /// The file the transfer rows move (relative: the sandbox's working directory).
 const FILE: &str = "bench.bin";
 /// Output of the poll-mode memory probe's command.
 const FOLLOWED: u64 = 32 << 20;
 
-/// `line` as the adapter sends it: a no-op label, the command, then the end marks.
+/// Stdout's reader for the adapter's end marks (`exec/marks.rs`): core's keyed marks, the key
+/// line first and the mark with the status at the end.
+fn stdout_marks() -> KeyedMarks {
+    KeyedMarks::new(|v, whole| {
+        v.len() <= 10 && v.iter().all(u8::is_ascii_digit) && !(whole && v.is_empty())
+    })
+    .at_end()
+}
+
+/// `line` as the adapter sends it (`exec/marks.rs`), so the raw baseline sends the same line
+/// and the sandbox does the same work: a no-op label, core's key prologue, the command, then
+/// the keyed end marks on both streams, built from core's pieces rather than their text.
 fn wrapped(line: &str) -> String {
     format!(
-        "(: sdk-cmd-1; ({line}\n); s=$?; printf '%s:%s\\n' {END_MARK} \"$s\"; printf '%s\\n' {END_MARK} >&2; exit $s)"
+        "(: sdk-cmd-1; {KEY_PROLOGUE}; ({line}\n); s=$?; {}; {} >&2; exit $s)",
+        stdout_marks().mark_line("\"$s\""),
+        KeyedEnd::mark_line(),
     )
 }
 
@@ -329,7 +340,8 @@ impl DaytonaRaw {
         Ok(())
     }
 
-    /// One synchronous session exec of [`wrapped`]`(line)`; the stdout before the end mark.
+    /// One synchronous session exec of [`wrapped`]`(line)`; the length of stdout without the
+    /// key line and the end mark (read by core's keyed marks).
     async fn exec(&self, id: &str, session: &str, line: &str) -> Result<u64> {
         let path = format!("process/session/{session}/exec");
         let request = self.toolbox(reqwest::Method::POST, id, &path);
@@ -337,10 +349,12 @@ impl DaytonaRaw {
             .json(request.json(&json!({"command": wrapped(line), "runAsync": false})))
             .await?;
         let stdout = answer["stdout"].as_str().unwrap_or("");
-        let end = stdout
-            .find(END_MARK)
-            .ok_or_else(|| format!("no end mark in the exec answer {answer}"))?;
-        Ok(end as u64)
+        let mut marks = stdout_marks();
+        let len = marks.push(stdout.as_bytes()).len() + marks.finish().len();
+        if marks.value().is_none() {
+            return Err(format!("no end mark in the exec answer {answer}").into());
+        }
+        Ok(len as u64)
     }
 
     /// Async exec of `line`, polls until it exits, then its JSON logs read whole; the stdout

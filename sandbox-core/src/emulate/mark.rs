@@ -16,7 +16,9 @@
 //! first line of stdout before anything else runs ([`KEY_PROLOGUE`]); mark lines carry it, and
 //! the last one counts. The key is in no process's argv or environment, only in the shell's
 //! memory and in the bytes on their way to the reader. [`ExitMarker`] is the exit-code mark
-//! built on it; `sandbox-tools`' `bash` trailer is another.
+//! built on it; `sandbox-tools`' `bash` trailer is another; Daytona's end marks, which count
+//! only as the last bytes of each stream, are [`KeyedMarks::at_end`] on stdout and
+//! [`KeyedEnd`] on stderr, which has no key line of its own.
 //!
 //! What still can forge a mark: code running *in* that shell (its own script, and a line the
 //! caller has it `eval` or source), which could just as well do what the mark reports; and a
@@ -253,12 +255,18 @@ pub const KEY_HEX: usize = 32;
 /// [`KeyedMarks::on_own_line`]); a `:` follows the key, then the value.
 pub const MARK_PREFIX: &str = "__sandbox_mark_";
 
+/// The first line of stdout a keyed script prints when it could not make a key: [`KEY_PREFIX`]
+/// then `none`. The reader takes it out and reads no mark from the stream.
+pub const NO_KEY: &str = "none";
+
 /// POSIX `sh` that makes a key from 16 bytes of `/dev/urandom` into the shell variable
 /// `__sandbox_k` (unset first, so it is not exported even when the environment had one: no
-/// child process gets it) and prints it on stdout as `__sandbox_key_HEX`. It must run before anything else prints on stdout. Without `od` or
-/// `/dev/urandom` it prints nothing and leaves the variable empty, and the mark lines print
-/// nothing either: the reader then sees no key and passes everything on.
-pub const KEY_PROLOGUE: &str = "unset __sandbox_k; __sandbox_k=$(printf %s $(od -An -N16 -tx1 /dev/urandom 2>/dev/null)); [ ${#__sandbox_k} = 32 ] && printf '__sandbox_key_%s\\n' \"$__sandbox_k\" || __sandbox_k=";
+/// child process gets it) and prints it on stdout as `__sandbox_key_HEX`. It must run before
+/// anything else prints on stdout. Without `od` or `/dev/urandom` it leaves the variable empty,
+/// so the mark lines print nothing, and prints the [`NO_KEY`] line instead: the first line is
+/// the script's either way, so a program the command runs cannot announce a key of its own
+/// there, and the reader, seeing no key, passes everything else on.
+pub const KEY_PROLOGUE: &str = "unset __sandbox_k; __sandbox_k=$(printf %s $(od -An -N16 -tx1 /dev/urandom 2>/dev/null)); [ ${#__sandbox_k} = 32 ] && printf '__sandbox_key_%s\\n' \"$__sandbox_k\" || { __sandbox_k=; printf '__sandbox_key_none\\n'; }";
 
 /// Mark lines whose token is a key the sandbox makes and announces on the first line of stdout
 /// (see the module docs and [`KEY_PROLOGUE`]): a [`MarkScanner`] for `MARK_PREFIX KEY :`, made
@@ -266,7 +274,8 @@ pub const KEY_PROLOGUE: &str = "unset __sandbox_k; __sandbox_k=$(printf %s $(od 
 /// and the last one's value counts.
 ///
 /// A stream that does not start with a key line (the script could not make one, or something
-/// printed first) is passed on whole, and no value is read from it.
+/// printed first) is passed on whole (but for the [`NO_KEY`] line, taken out), and no value is
+/// read from it. With [`KeyedMarks::at_end`] only a mark line that ends the stream counts.
 ///
 /// ```
 /// use sandbox_sdk_core::emulate::KeyedMarks;
@@ -282,6 +291,7 @@ pub const KEY_PROLOGUE: &str = "unset __sandbox_k; __sandbox_k=$(printf %s $(od 
 pub struct KeyedMarks {
     rule: ValueRule,
     own_line: bool,
+    at_end: bool,
     phase: Phase,
 }
 
@@ -295,30 +305,68 @@ enum Phase {
     Plain,
 }
 
-/// How much of a key line `line` is: `Ok(Some(hex_end, line_len))` when whole, `Ok(None)` while
-/// it may still become one, `Err(())` when it cannot.
-fn read_key_line(line: &[u8]) -> Result<Option<(usize, usize)>, ()> {
+/// What the first line of a keyed stream is, as far as it was read.
+enum KeyLine {
+    /// It may still become a key line or the [`NO_KEY`] line.
+    More,
+    /// A key line: the key ends at the first index, the line (with its newline) at the second.
+    Key(usize, usize),
+    /// The [`NO_KEY`] line, this long with its newline.
+    NoKey(usize),
+    /// Neither.
+    Not,
+}
+
+/// How many of `bytes`' first `max` are lowercase hex digits, counted from the start.
+fn hex_digits(bytes: &[u8], max: usize) -> usize {
+    bytes
+        .iter()
+        .take(max)
+        .take_while(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        .count()
+}
+
+fn read_key_line(line: &[u8]) -> KeyLine {
     let prefix = KEY_PREFIX.as_bytes();
     let head = line.len().min(prefix.len());
     if line[..head] != prefix[..head] {
-        return Err(());
+        return KeyLine::Not;
     }
-    let hex = &line[head..];
-    let digits = hex
-        .iter()
-        .take(KEY_HEX)
-        .take_while(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        .count();
-    if digits < hex.len().min(KEY_HEX) {
-        return Err(());
+    let body = &line[head..];
+    let none = NO_KEY.as_bytes();
+    // `n` is no hex digit: the first byte tells the two lines apart.
+    let (len, keyed) = if body.first() == Some(&none[0]) {
+        let n = body.len().min(none.len());
+        if body[..n] != none[..n] {
+            return KeyLine::Not;
+        }
+        (none.len(), false)
+    } else {
+        if hex_digits(body, KEY_HEX) < body.len().min(KEY_HEX) {
+            return KeyLine::Not;
+        }
+        (KEY_HEX, true)
+    };
+    let end = prefix.len() + len;
+    let line_len = match &line[end.min(line.len())..] {
+        [] | [b'\r'] => return KeyLine::More,
+        [b'\n', ..] => end + 1,
+        [b'\r', b'\n', ..] => end + 2,
+        _ => return KeyLine::Not,
+    };
+    if keyed {
+        KeyLine::Key(end, line_len)
+    } else {
+        KeyLine::NoKey(line_len)
     }
-    let end = prefix.len() + KEY_HEX;
-    match &line[end.min(line.len())..] {
-        [] | [b'\r'] => Ok(None),
-        [b'\n', ..] => Ok(Some((end, end + 1))),
-        [b'\r', b'\n', ..] => Ok(Some((end, end + 2))),
-        _ => Err(()),
-    }
+}
+
+/// The shell line printing `{lead}__sandbox_mark_KEY:{value}\n` with the builtin `printf`, or
+/// nothing when the script made no key.
+fn printf_mark(lead: &str, value: &str) -> String {
+    format!(
+        "[ -z \"$__sandbox_k\" ] || printf '{lead}{MARK_PREFIX}%s:%s\\n' \"$__sandbox_k\" {value}"
+    )
 }
 
 impl KeyedMarks {
@@ -327,8 +375,17 @@ impl KeyedMarks {
         KeyedMarks {
             rule,
             own_line: false,
+            at_end: false,
             phase: Phase::Key(Vec::new()),
         }
+    }
+
+    /// Counts only a mark line that ends the stream (as [`MarkScanner::at_end`]): a mark line
+    /// followed by more bytes was output, and [`value`](Self::value) is readable while the
+    /// stream is open only as long as the mark is the last thing read.
+    pub fn at_end(mut self) -> Self {
+        self.at_end = true;
+        self
     }
 
     /// Marks printed after a newline of their own, which is taken out with them: output that
@@ -342,10 +399,7 @@ impl KeyedMarks {
     /// The shell line printing a mark line with `value`, a shell word (such as `"$PWD"`), by the
     /// builtin `printf`, so the key is in no argv. It prints nothing when the script made no key.
     pub fn mark_line(&self, value: &str) -> String {
-        let lead = if self.own_line { "\\n" } else { "" };
-        format!(
-            "[ -z \"$__sandbox_k\" ] || printf '{lead}{MARK_PREFIX}%s:%s\\n' \"$__sandbox_k\" {value}"
-        )
+        printf_mark(if self.own_line { "\\n" } else { "" }, value)
     }
 
     /// Feeds one stdout chunk; returns the bytes that are certainly output.
@@ -356,13 +410,18 @@ impl KeyedMarks {
             Phase::Key(line) => {
                 line.extend_from_slice(chunk);
                 match read_key_line(line) {
-                    Ok(None) => Bytes::new(),
-                    Err(()) => {
+                    KeyLine::More => Bytes::new(),
+                    KeyLine::Not => {
                         let line = std::mem::take(line);
                         self.phase = Phase::Plain;
                         Bytes::from(line)
                     }
-                    Ok(Some((hex_end, len))) => {
+                    KeyLine::NoKey(len) => {
+                        let rest = line.split_off(len);
+                        self.phase = Phase::Plain;
+                        Bytes::from(rest)
+                    }
+                    KeyLine::Key(hex_end, len) => {
                         let key = &line[KEY_PREFIX.len()..hex_end];
                         let mut token = Vec::new();
                         if self.own_line {
@@ -373,6 +432,9 @@ impl KeyedMarks {
                         token.push(b':');
                         let rest = line.split_off(len);
                         let mut scan = MarkScanner::new(token, self.rule);
+                        if self.at_end {
+                            scan = scan.at_end();
+                        }
                         let out = scan.push(&rest);
                         self.phase = Phase::Marks(scan);
                         out
@@ -400,6 +462,17 @@ impl KeyedMarks {
         matches!(self.phase, Phase::Marks(_))
     }
 
+    /// The key the stream began with, once its line was read.
+    pub fn key(&self) -> Option<&[u8]> {
+        match &self.phase {
+            Phase::Marks(scan) => {
+                let from = usize::from(self.own_line) + MARK_PREFIX.len();
+                scan.token().get(from..from + KEY_HEX)
+            }
+            _ => None,
+        }
+    }
+
     /// The last mark's value, once its whole line has been read.
     pub fn value(&self) -> Option<&[u8]> {
         match &self.phase {
@@ -415,6 +488,92 @@ impl KeyedMarks {
             Phase::Marks(scan) => scan.held_len(),
             Phase::Plain => 0,
         }
+    }
+}
+
+/// The keyed mark that ends a stream with no key line of its own, such as the stderr of a
+/// script whose stdout announces the key: [`MARK_PREFIX`], the key, `:` and a newline, printed
+/// by [`KeyedEnd::mark_line`] as the stream's last bytes. It counts only at the very end of the
+/// stream (one followed by more bytes was output) and only with the key the other stream
+/// announced ([`KeyedMarks::key`]). That key may be read after this stream's end, so a mark
+/// line with any key is held back while it ends what was read (one line at most): the caller
+/// compares [`KeyedEnd::key`] with the announced key, and [`KeyedEnd::finish`] gives the line
+/// back as output unless its key is that one.
+///
+/// ```
+/// use sandbox_sdk_core::emulate::KeyedEnd;
+///
+/// let key = "0123456789abcdef0123456789abcdef";
+/// let mut end = KeyedEnd::new();
+/// let mut out = end.push(format!("oops\n__sandbox_mark_{key}:\n").as_bytes()).to_vec();
+/// assert_eq!(end.key(), Some(key.as_bytes()));
+/// out.extend_from_slice(&end.finish(Some(key.as_bytes())));
+/// assert_eq!(out, b"oops\n");
+/// ```
+#[derive(Debug, Clone)]
+pub struct KeyedEnd {
+    scan: MarkScanner,
+}
+
+impl Default for KeyedEnd {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A key of [`KEY_HEX`] lowercase hex digits and a `:`, nothing after it.
+fn key_colon(value: &[u8], whole: bool) -> bool {
+    let digits = hex_digits(value, KEY_HEX);
+    match value.len() {
+        n if n <= KEY_HEX => digits == n && !whole,
+        n if n == KEY_HEX + 1 => digits == KEY_HEX && value[KEY_HEX] == b':',
+        _ => false,
+    }
+}
+
+impl KeyedEnd {
+    /// A reader for the mark ending a stream.
+    pub fn new() -> Self {
+        KeyedEnd {
+            scan: MarkScanner::new(MARK_PREFIX, key_colon).at_end(),
+        }
+    }
+
+    /// The shell line printing the mark on stdout (redirect it, as `… >&2`) with the builtin
+    /// `printf`, so the key is in no argv; it prints nothing when the script made no key.
+    pub fn mark_line() -> String {
+        printf_mark("", "''")
+    }
+
+    /// Feeds one chunk; returns the bytes that are certainly output.
+    pub fn push(&mut self, chunk: &[u8]) -> Bytes {
+        self.scan.push(chunk)
+    }
+
+    /// The key of the mark line that ends what was read so far.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.scan.value().and_then(|v| v.strip_suffix(b":"))
+    }
+
+    /// Ends the stream: returns the held-back output, with the mark line ending the stream
+    /// unless its key is `key` (the one the other stream announced, if any).
+    pub fn finish(&mut self, key: Option<&[u8]>) -> Bytes {
+        let line = match (self.key(), key) {
+            (Some(seen), Some(key)) if seen == key => None,
+            (Some(seen), _) => Some([MARK_PREFIX.as_bytes(), seen, b":\n"].concat()),
+            (None, _) => None,
+        };
+        let rest = self.scan.finish();
+        match line {
+            // A mark line ending the stream is all that was held.
+            Some(line) => Bytes::from(line),
+            None => rest,
+        }
+    }
+
+    /// How many bytes are held back: at most one mark line.
+    pub fn held_len(&self) -> usize {
+        self.scan.held_len()
     }
 }
 
@@ -608,6 +767,100 @@ mod tests {
         assert!(!marks.keyed());
     }
 
+    /// The script that could not make a key says so on the first line, which is taken out: a key
+    /// line a program prints after it announces nothing, and no mark counts.
+    #[test]
+    fn after_the_no_key_line_nothing_is_a_mark() {
+        let none = format!("{KEY_PREFIX}{NO_KEY}\n");
+        let forged = [key_line().as_slice(), b"out\n", exit_line("0").as_bytes()].concat();
+        for first in [none.clone(), format!("{KEY_PREFIX}{NO_KEY}\r\n")] {
+            let stream = [first.as_bytes(), &forged].concat();
+            for cut in 0..=stream.len() {
+                let (a, b) = stream.split_at(cut);
+                assert_eq!(exit(&[a, b]), (forged.clone(), None), "cut at {cut}");
+            }
+        }
+        // Not quite the no-key line: output.
+        for bad in ["nonE\n", "non\n", "none \n", "nonee\n"] {
+            let stream = format!("{KEY_PREFIX}{bad}x");
+            assert_eq!(
+                exit(&[stream.as_bytes()]),
+                (stream.clone().into_bytes(), None)
+            );
+        }
+        let mut marks = KeyedMarks::new(digits);
+        assert!(marks.push(none.as_bytes()).is_empty());
+        assert_eq!((marks.keyed(), marks.key()), (false, None));
+    }
+
+    /// At the end, keyed: the key is known once its line is read, and only a mark ending the
+    /// stream counts.
+    #[test]
+    fn keyed_marks_at_the_end() {
+        let mut marks = KeyedMarks::new(digits).at_end();
+        assert_eq!(marks.key(), None);
+        let mut out = marks.push(&key_line()).to_vec();
+        assert_eq!(marks.key(), Some(KEY.as_bytes()));
+        out.extend_from_slice(&marks.push(format!("a{}", exit_line("1")).as_bytes()));
+        assert_eq!(marks.value(), Some(&b"1"[..]));
+        out.extend_from_slice(&marks.push(b"b"));
+        assert_eq!(marks.value(), None);
+        out.extend_from_slice(&marks.push(exit_line("2").as_bytes()));
+        assert_eq!(marks.value(), Some(&b"2"[..]));
+        out.extend_from_slice(&marks.finish());
+        assert_eq!(out, format!("a{}b", exit_line("1")).into_bytes());
+        assert_eq!(marks.value(), Some(&b"2"[..]));
+        // On a line of its own, the key is the same.
+        let mut own = KeyedMarks::new(digits).on_own_line().at_end();
+        own.push(&key_line());
+        assert_eq!(own.key(), Some(KEY.as_bytes()));
+    }
+
+    /// The end mark of a stream without a key line: held back at the end whatever its key,
+    /// judged with the key the other stream announced, output when anything follows it.
+    #[test]
+    fn keyed_ends_count_only_at_the_end_with_the_key() {
+        let mark = format!("{MARK_PREFIX}{KEY}:\n");
+        let other = format!("{MARK_PREFIX}{}:\n", "f".repeat(KEY_HEX));
+        let feed = |input: &str, key: Option<&str>| {
+            let mut end = KeyedEnd::new();
+            let mut out = Vec::new();
+            let mut seen = None;
+            for byte in input.as_bytes().chunks(1) {
+                out.extend_from_slice(&end.push(byte));
+                seen = end.key().map(<[u8]>::to_vec);
+                assert!(end.held_len() <= MARK_PREFIX.len() + KEY_HEX + 2);
+            }
+            out.extend_from_slice(&end.finish(key.map(str::as_bytes)));
+            (String::from_utf8(out).unwrap(), seen)
+        };
+        let key = Some(KEY.as_bytes().to_vec());
+        assert_eq!(
+            feed(&format!("err{mark}"), Some(KEY)),
+            ("err".into(), key.clone())
+        );
+        // Another key, no key known, or more after the mark: output.
+        let guessed = Some("f".repeat(KEY_HEX).into_bytes());
+        assert_eq!(
+            feed(&format!("e{other}"), Some(KEY)),
+            (format!("e{other}"), guessed)
+        );
+        assert_eq!(feed(&mark, None), (mark.clone(), key));
+        assert_eq!(
+            feed(&format!("{mark}x"), Some(KEY)),
+            (format!("{mark}x"), None)
+        );
+        // Not a mark: a value, uppercase, a short key, a missing colon.
+        for bad in [
+            format!("{MARK_PREFIX}{KEY}:0\n"),
+            format!("{MARK_PREFIX}{}:\n", KEY.to_uppercase()),
+            format!("{MARK_PREFIX}{}:\n", &KEY[1..]),
+            format!("{MARK_PREFIX}{KEY}\n"),
+        ] {
+            assert_eq!(feed(&bad, Some(KEY)), (bad.clone(), None), "{bad:?}");
+        }
+    }
+
     /// A mark with another key (one a process guessed, or read from an argv) is output, and a
     /// mark with the key printed before the last one does not count.
     #[test]
@@ -708,6 +961,33 @@ mod tests {
                 "{shell}"
             );
         }
+    }
+
+    /// Without `od` (here: a `PATH` with nothing in it) the script makes no key and says so first: the key line
+    /// and marks a program prints then are output, and no exit code is read from them.
+    #[test]
+    fn without_od_the_script_says_no_key_and_no_mark_counts() {
+        let marker = ExitMarker::new();
+        let forged = format!("{KEY_PREFIX}{KEY}\n{}", exit_line("0"));
+        let script = marker.wrap(&format!(
+            "/bin/sh -c {}; (exit 7)",
+            crate::shell::shell_quote(&format!("printf '%s' '{forged}'")).unwrap()
+        ));
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(7));
+        assert_eq!(
+            out.stdout,
+            format!("{KEY_PREFIX}{NO_KEY}\n{forged}").into_bytes()
+        );
+        let mut m = marker.clone();
+        let mut got = m.push(&out.stdout).to_vec();
+        let (rest, code) = m.finish();
+        got.extend_from_slice(&rest);
+        assert_eq!((String::from_utf8(got).unwrap(), code), (forged, None));
     }
 
     /// Output made of endless token beginnings, or a token followed by an endless value, is

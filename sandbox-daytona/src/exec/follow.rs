@@ -2,16 +2,18 @@
 //! (PROTOCOL.md §8.2), or by polling the command and its logs (§6.2, [`LogFollow::Poll`]).
 //!
 //! Either way the follow ends on the command's end marks (see [`command_line`](super::marks::command_line)):
-//! once both streams show theirs, the output is complete and the stdout mark carries the exit
-//! status, so nothing waits for the server's close (about a second after the last byte, §8.2)
-//! or for the exit-code file. Output without marks (a killed command, one started elsewhere)
-//! ends with the stream, and the exit code is read from the daemon.
+//! once both streams end in theirs, with the key stdout's first line announced, the output is
+//! complete and the stdout mark carries the exit status, so nothing waits for the server's
+//! close (about a second after the last byte, §8.2) or for the exit-code file. A mark without
+//! that key (one a program the command runs printed) is output and ends nothing. Output
+//! without marks (a killed command, one started elsewhere, a sandbox that could not make a
+//! key) ends with the stream, and the exit code is read from the daemon.
 //!
 //! [`LogFollow::Poll`]: crate::LogFollow::Poll
 
 use super::demux::{LogDemux, LogStream};
 use super::logs::{BodyScan, LogCursor};
-use super::marks::{SIGKILL, Timing, Trailer, exit_event};
+use super::marks::{SIGKILL, Timing, Trailers, exit_event};
 use super::session::{CommandState, SessionGuard};
 use crate::api::toolbox::Toolbox;
 use crate::api::ws::{LogEvent, LogSocket, connect_logs};
@@ -50,8 +52,8 @@ pub(crate) struct Follower {
     /// The WebSocket's demultiplexer (polling keeps its own in the cursor).
     demux: LogDemux,
     cursor: LogCursor,
-    out_tail: Trailer,
-    err_tail: Trailer,
+    /// Both streams' end marks.
+    tails: Trailers,
     ws: Option<LogSocket>,
     /// The pauses between looks at the exit code once the log stream ended without marks.
     exit_wait: Option<Backoff>,
@@ -86,8 +88,7 @@ impl Follower {
             step: if poll { Step::Poll } else { Step::Connect },
             demux: LogDemux::new(),
             cursor: LogCursor::default(),
-            out_tail: Trailer::default(),
-            err_tail: Trailer::default(),
+            tails: Trailers::default(),
             ws: None,
             exit_wait: None,
             poll_wait: None,
@@ -138,8 +139,8 @@ impl Follower {
     fn push_pieces(&mut self, pieces: Vec<(LogStream, Bytes)>) {
         for (stream, bytes) in pieces {
             let ready = match stream {
-                LogStream::Stdout => self.out_tail.push(&bytes).map(ProcessEvent::Stdout),
-                LogStream::Stderr => self.err_tail.push(&bytes).map(ProcessEvent::Stderr),
+                LogStream::Stdout => self.tails.stdout(&bytes).map(ProcessEvent::Stdout),
+                LogStream::Stderr => self.tails.stderr(&bytes).map(ProcessEvent::Stderr),
             };
             if let Some(event) = ready {
                 self.pending.push_back(Ok(event));
@@ -147,20 +148,18 @@ impl Follower {
         }
     }
 
-    /// The exit status the end marks give once both streams show theirs.
+    /// The exit status the end marks give once both streams end in theirs, with the key.
     fn marked_status(&self) -> Option<i32> {
-        match (self.out_tail.complete(), self.err_tail.complete()) {
-            (Some(Some(status)), Some(_)) => Some(status),
-            _ => None,
-        }
+        self.tails.status()
     }
 
     /// Passes on the held-back ends of both streams, before the exit event.
     fn flush_tails(&mut self) {
-        if let Some(rest) = self.out_tail.finish() {
+        let (out, err) = self.tails.finish();
+        if let Some(rest) = out {
             self.pending.push_back(Ok(ProcessEvent::Stdout(rest)));
         }
-        if let Some(rest) = self.err_tail.finish() {
+        if let Some(rest) = err {
             self.pending.push_back(Ok(ProcessEvent::Stderr(rest)));
         }
     }

@@ -28,7 +28,7 @@ pub(crate) mod session;
 pub(crate) mod ssh;
 
 use self::follow::Follower;
-use self::marks::{Timing, Trailer, command_line, exit_event};
+use self::marks::{Timing, Trailers, command_line, exit_event};
 use self::session::{
     CommandState, EXEC_PREFIX, SessionControl, SessionGuard, Sessions, split_pid, tag_session,
 };
@@ -273,11 +273,13 @@ fn finished(
             err.unwrap_or_default().into_bytes(),
         ),
     };
-    let (mut out_tail, mut err_tail) = (Trailer::default(), Trailer::default());
-    let out_ready = out_tail.push(&stdout);
-    let marked = out_tail.complete().flatten();
-    let out: [Option<Bytes>; 2] = [out_ready, out_tail.finish()];
-    let err = [err_tail.push(&stderr), err_tail.finish()];
+    let mut tails = Trailers::default();
+    let out_ready = tails.stdout(&stdout);
+    let err_ready = tails.stderr(&stderr);
+    let marked = tails.status();
+    let (out_rest, err_rest) = tails.finish();
+    let out: [Option<Bytes>; 2] = [out_ready, out_rest];
+    let err = [err_ready, err_rest];
     let mut events: Vec<Result<ProcessEvent>> = Vec::new();
     events.extend(
         out.into_iter()
