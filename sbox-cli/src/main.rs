@@ -27,7 +27,8 @@ struct Cli {
 }
 
 /// Whose sandboxes: the owner label `{prefix}_owner = {owner}` (by default
-/// `sandbox_tools_owner = sandbox-tools`, the label `sbox create` and `sbox mcp` put on theirs).
+/// `sandbox_tools_owner = u{uid}.{host}`, the user running sbox: the label `sbox create` and
+/// `sbox mcp` put on theirs).
 #[derive(Debug, clap::Args)]
 struct OwnerArg {
     /// The owner id.
