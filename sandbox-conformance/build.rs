@@ -1,16 +1,16 @@
 //! Generates the scenario lists of `conformance_tests!` and `sim_conformance_tests!` from the
 //! scenario tables themselves (`SCENARIOS` in `src/scenarios.rs`, `SIM_SCENARIOS` in
-//! `src/sim/live.rs`), so a scenario is registered by adding it to its table, nowhere else.
+//! `src/simulated.rs`), so a scenario is registered by adding it to its table, nowhere else.
 
 use std::path::Path;
 
 fn main() {
     let scenarios = names("src/scenarios.rs", "scenario!(\"");
-    let sim = names("src/sim/live.rs", "name: \"sim_");
+    let sim = names("src/simulated.rs", "name: \"sim_");
     let load = "sim_thousand_sandboxes";
     assert!(
         sim.iter().any(|s| s == load),
-        "src/sim/live.rs no longer names the load scenario {load}"
+        "src/simulated.rs no longer names the load scenario {load}"
     );
     let sim_listed: Vec<String> = sim.into_iter().filter(|s| s != load).collect();
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
@@ -28,7 +28,7 @@ fn main() {
     );
     std::fs::write(Path::new(&out).join("scenario_lists.rs"), text).expect("write OUT_DIR");
     println!("cargo::rerun-if-changed=src/scenarios.rs");
-    println!("cargo::rerun-if-changed=src/sim/live.rs");
+    println!("cargo::rerun-if-changed=src/simulated.rs");
 }
 
 /// The quoted names following `marker` (which ends inside the opening quote) in `file`.

@@ -67,7 +67,7 @@ pub mod replay;
 pub mod scenarios;
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
-pub mod sim;
+pub mod simulated;
 mod suite;
 
 pub use adapter::{AdapterSuite, RecordFn, Vars};
@@ -135,7 +135,7 @@ macro_rules! conformance_tests {
 }
 
 /// [`conformance_tests!`] for a [`Suite::simulated`] suite: every scenario, plus the
-/// simulator-only ones of [`sim::live`] (feature `sim`).
+/// simulator-only ones of [`simulated`] (feature `sim`).
 ///
 /// The load scenario `sim_thousand_sandboxes` is generated `#[ignore]`d: it loads the machine
 /// for tens of seconds, which would starve the tests running beside it of their short
@@ -204,8 +204,8 @@ mod tests {
         let names: Vec<&str> = crate::SCENARIOS
             .iter()
             .map(|s| s.name)
-            .chain(crate::sim::live::SIM_SCENARIOS.iter().map(|s| s.name))
-            .filter(|name| *name != crate::sim::live::LOAD_SCENARIO)
+            .chain(crate::simulated::SIM_SCENARIOS.iter().map(|s| s.name))
+            .filter(|name| *name != crate::simulated::LOAD_SCENARIO)
             .collect();
         assert_eq!(generated("__every_sim_scenario"), names);
         assert!(include_str!("lib.rs").contains("fn sim_thousand_sandboxes()"));

@@ -53,7 +53,7 @@ impl std::fmt::Debug for LoggedRequest {
             .headers
             .iter()
             .map(|(k, v)| {
-                let v = if crate::replay::is_credential_name(k) || k.contains("nonce") {
+                let v = if sandbox_sdk_core::redact::is_credential_name(k) {
                     "<redacted>"
                 } else {
                     v.as_str()
@@ -64,7 +64,7 @@ impl std::fmt::Debug for LoggedRequest {
         let query = self.query.as_deref().map(|q| {
             q.split('&')
                 .map(|pair| match pair.split_once('=') {
-                    Some((k, _)) if crate::replay::is_credential_name(k) => {
+                    Some((k, _)) if sandbox_sdk_core::redact::is_credential_name(k) => {
                         format!("{k}=<redacted>")
                     }
                     _ => pair.to_owned(),

@@ -699,7 +699,7 @@ impl Scrubber {
 
 /// Whether a header of this name carries a credential or a lease nonce.
 fn is_secret_header(name: &str) -> bool {
-    crate::replay::is_credential_name(name) || name.to_ascii_lowercase().contains("nonce")
+    sandbox_sdk_core::redact::is_credential_name(name)
 }
 
 /// The values (8 bytes or more) of headers that carry a credential or a lease nonce, each also
@@ -837,8 +837,9 @@ fn build_cassette(
                         }
                         _ => scrub.text(v),
                     };
-                    (crate::replay::is_credential_name(k) && scrubbed.contains("{{token}}"))
-                        .then(|| (k.clone(), scrubbed))
+                    (sandbox_sdk_core::redact::is_credential_name(k)
+                        && scrubbed.contains("{{token}}"))
+                    .then(|| (k.clone(), scrubbed))
                 })
                 .collect();
             let request = RequestSpec {

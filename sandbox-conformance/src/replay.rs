@@ -24,6 +24,7 @@ use crate::cassette::{
     decode_connect, json_matches,
 };
 use crate::proxy::{Exchange, FAULT_HEADER, Handler, LoggedRequest, Proxy};
+use sandbox_sdk_core::redact::is_credential_name;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -323,26 +324,6 @@ pub(crate) fn describe(spec: &RequestSpec) -> String {
         out.push_str(&pairs.join("&"));
     }
     out
-}
-
-/// Whether a header or query parameter of this name carries a credential: its value is never
-/// shown in a miss explanation.
-pub(crate) fn is_credential_name(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    !name.contains("idempotency")
-        && [
-            "auth",
-            "cookie",
-            "token",
-            "secret",
-            "key",
-            "signature",
-            "password",
-            "credential",
-            "nonce",
-        ]
-        .iter()
-        .any(|w| name.contains(w))
 }
 
 /// A value as a message may show it: credentials become `<redacted>`.

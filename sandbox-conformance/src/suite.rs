@@ -422,7 +422,7 @@ impl Suite {
         }
     }
 
-    /// A suite running live against the simulator of `provider` (see [`crate::sim`]): each
+    /// A suite running live against the simulator of `provider` (see [`sandbox_sim`]): each
     /// scenario starts a fresh simulator and builds the adapter with `factory(url, api_key)`
     /// (every base URL the adapter uses pointed at `url`, the kit's short timeouts, see
     /// [`crate::sim::live`]). Besides the regular scenarios (as [`Suite::live`] runs them) it
@@ -437,7 +437,7 @@ impl Suite {
             target: Target::Simulated {
                 provider: provider.to_owned(),
                 factory: Arc::new(factory),
-                load: crate::sim::live::LOAD_SANDBOXES,
+                load: crate::simulated::LOAD_SANDBOXES,
                 unsimulated: BTreeMap::new(),
             },
             covered_elsewhere: BTreeMap::new(),
@@ -446,7 +446,7 @@ impl Suite {
     }
 
     /// How many sandboxes the simulator-only load scenario holds at once (default
-    /// [`LOAD_SANDBOXES`](crate::sim::live::LOAD_SANDBOXES)), for a simulator whose sandboxes
+    /// [`LOAD_SANDBOXES`](crate::simulated::LOAD_SANDBOXES)), for a simulator whose sandboxes
     /// are too heavy for that many on the test machine. No effect on other suites.
     #[cfg(feature = "sim")]
     pub fn load_sandboxes(mut self, n: usize) -> Suite {
@@ -561,8 +561,8 @@ impl Suite {
                 };
             }
             let run = run_simulated(scenario, provider, factory, *load);
-            let limit = if scenario == crate::sim::live::LOAD_SCENARIO {
-                crate::sim::live::LOAD_TIMEOUT
+            let limit = if scenario == crate::simulated::LOAD_SCENARIO {
+                crate::simulated::LOAD_TIMEOUT
             } else {
                 SCENARIO_TIMEOUT
             };
@@ -810,7 +810,7 @@ async fn run_simulated(
         outcome: Outcome::Passed,
         requests: None,
     };
-    let sim = match crate::sim::start(provider, 0, crate::sim::FaultPlan::new()).await {
+    let sim = match sandbox_sim::start(provider, 0, sandbox_sim::FaultPlan::new()).await {
         Ok(sim) => sim,
         Err(e) => {
             report.outcome = Outcome::Failed(format!("cannot start the simulator: {e}"));
@@ -827,7 +827,7 @@ async fn run_simulated(
     if let Some(info) = scenarios::scenario(scenario) {
         return run_live(info, raw).await;
     }
-    let Some(info) = crate::sim::live::sim_scenario(scenario) else {
+    let Some(info) = crate::simulated::sim_scenario(scenario) else {
         report.outcome = Outcome::Failed(format!("no scenario named {scenario:?}"));
         return report;
     };
@@ -838,7 +838,7 @@ async fn run_simulated(
     }
     let (url, key) = (sim.url().to_owned(), sim.api_key().to_owned());
     let rebuild = move || factory(&url, &key);
-    report.outcome = match crate::sim::live::run(scenario, load, &*sim, raw, &rebuild).await {
+    report.outcome = match crate::simulated::run(scenario, load, &*sim, raw, &rebuild).await {
         Ok(()) => Outcome::Passed,
         Err(e) => Outcome::Failed(e),
     };

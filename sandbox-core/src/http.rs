@@ -18,7 +18,7 @@
 //! - **Secrets.** Credentials set with [`HttpClientBuilder::bearer`],
 //!   [`HttpClientBuilder::auth_header`] and [`Request::sensitive_header`] are marked sensitive
 //!   and are never shown by any `Debug`; headers whose names look like credentials (see
-//!   [`is_sensitive_header`]) are redacted too. Query values are never shown.
+//!   [`crate::redact::is_credential_name`]) are redacted too. Query values are never shown.
 //! - **Timeouts.** The client's default timeout covers the whole exchange, body included; use
 //!   [`Request::no_timeout`] for long streams and [`Request::timeout`] to override.
 //! - **Redirects are never followed**: a 3xx answer goes to the mapper as an error. No provider
@@ -55,7 +55,7 @@ mod multipart;
 
 pub use error_response::{
     BODY_TEXT_LIMIT, ERROR_BODY_LIMIT, ErrorResponse, Headers, default_error_kind,
-    default_error_mapper, is_sensitive_header, truncate,
+    default_error_mapper, truncate,
 };
 pub use multipart::Multipart;
 
@@ -213,7 +213,7 @@ impl HeaderLine {
                 "invalid value for HTTP header {header_name}: control characters or non-ASCII bytes"
             ))
         })?;
-        let sensitive = sensitive || is_sensitive_header(name);
+        let sensitive = sensitive || crate::redact::is_credential_name(name);
         header_value.set_sensitive(sensitive);
         Ok(HeaderLine {
             name: header_name,

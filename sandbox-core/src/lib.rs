@@ -34,6 +34,7 @@ pub mod idempotency;
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;
 pub mod paging;
+pub mod redact;
 pub mod shell;
 pub mod text;
 pub mod time;

@@ -13,10 +13,10 @@
 //! cargo run --release -p sandbox-daytona --example run_latency -- [RUNS]
 //! ```
 
-use sandbox_conformance::sim::Simulator;
-use sandbox_conformance::sim::daytona::DaytonaSim;
 use sandbox_daytona::DaytonaProvider;
 use sandbox_daytona::sandbox_sdk_core::{Command, CreateSpec, Provider, SandboxExt};
+use sandbox_sim::Simulator;
+use sandbox_sim::daytona::DaytonaSim;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

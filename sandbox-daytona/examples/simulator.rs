@@ -1,4 +1,4 @@
-//! Test agent code offline: start the Daytona simulator (`sandbox_conformance::sim::daytona`,
+//! Test agent code offline: start the Daytona simulator (`sandbox_sim::daytona`,
 //! feature `sim`), point the adapter at it, and use it as you would use Daytona: its sandboxes
 //! pass through their states in time and its commands are real local processes.
 //!
@@ -6,9 +6,9 @@
 //! cargo run -p sandbox-daytona --example simulator
 //! ```
 
-use sandbox_conformance::sim::daytona::DaytonaSim;
 use sandbox_daytona::DaytonaProvider;
 use sandbox_sdk_core::{CreateSpec, Provider, SandboxExt};
+use sandbox_sim::daytona::DaytonaSim;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,4 +1,4 @@
-//! The conformance suite live against the Daytona simulator (`sandbox_conformance::sim::daytona`),
+//! The conformance suite live against the Daytona simulator (`sandbox_sim::daytona`),
 //! reported as `daytona-sim`: the adapter with its defaults (the log WebSocket, the toolbox
 //! transport) pointed at a stateful server whose sandboxes pass through their states in time
 //! and whose commands are real processes. Scenarios whose failure only a cassette can inject
@@ -8,7 +8,7 @@
 //! (concurrent creates with one key, a late create answer, a silent stream, kill while
 //! streaming, reattach, 1,000 sandboxes) run too.
 
-use sandbox_conformance::sim::live::SIM_STREAM_IDLE;
+use sandbox_conformance::simulated::SIM_STREAM_IDLE;
 use sandbox_conformance::{
     REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
 };

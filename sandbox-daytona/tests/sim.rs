@@ -1,9 +1,9 @@
-//! The adapter against the Daytona simulator (`sandbox_conformance::sim::daytona`), for
+//! The adapter against the Daytona simulator (`sandbox_sim::daytona`), for
 //! behaviour only a live, stateful server shows.
 
-use sandbox_conformance::sim::daytona::DaytonaSim;
 use sandbox_daytona::{DaytonaBuilder, DaytonaProvider};
 use sandbox_sdk_core::{Command, CreateSpec, Provider};
+use sandbox_sim::daytona::DaytonaSim;
 use std::time::Duration;
 
 fn adapter(sim: &DaytonaSim) -> DaytonaBuilder {
@@ -102,8 +102,8 @@ async fn a_followed_command_keeps_partial_lines_and_ends_before_the_linger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_check_steps_through_the_adapter() {
     use futures::StreamExt;
-    use sandbox_conformance::sim::Simulator;
     use sandbox_sdk_core::{ErrorKind, ListFilter, ProcessEvent, ProviderExt, SandboxExt};
+    use sandbox_sim::Simulator;
 
     let sim = DaytonaSim::start().await.unwrap();
     let provider = adapter(&sim).build().unwrap();

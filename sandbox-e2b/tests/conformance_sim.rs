@@ -1,4 +1,4 @@
-//! The shared conformance suite live against the E2B simulator (`sandbox_conformance::sim::e2b`),
+//! The shared conformance suite live against the E2B simulator (`sandbox_sim::e2b`),
 //! reported as `e2b-sim`: real processes and files behind a server that speaks E2B's control
 //! plane and envd, so time, state and streams are exercised, not replayed. The adapter is pointed
 //! at the simulator exactly as a user would point it at E2B: API key, API URL and sandbox URL.
@@ -13,8 +13,7 @@
 //! (concurrent creates with one key, a late create answer, a silent stream, kill while
 //! streaming, reattach, 1,000 sandboxes) run too.
 
-use sandbox_conformance::sim::e2b::E2bSim;
-use sandbox_conformance::sim::live::SIM_STREAM_IDLE;
+use sandbox_conformance::simulated::SIM_STREAM_IDLE;
 use sandbox_conformance::{
     REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
 };
@@ -24,6 +23,7 @@ use sandbox_sdk_core::{
     Capabilities, Capability, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxInfo,
     SandboxStream,
 };
+use sandbox_sim::e2b::E2bSim;
 use std::sync::Arc;
 
 /// The adapter, creating private sandboxes (see the module docs).
@@ -117,10 +117,10 @@ sim_conformance_tests!(suite());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_check_steps_through_the_adapter() {
     use futures::{StreamExt, TryStreamExt};
-    use sandbox_conformance::sim::Simulator;
     use sandbox_sdk_core::{
         Command, ErrorKind, FileKind, ListOptions, ProcessEvent, PtySize, SandboxExt, SandboxState,
     };
+    use sandbox_sim::Simulator;
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
 

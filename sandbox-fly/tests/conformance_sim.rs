@@ -1,16 +1,16 @@
-//! The conformance suite live against the Fly simulator (`sandbox_conformance::sim::fly`),
+//! The conformance suite live against the Fly simulator (`sandbox_sim::fly`),
 //! reported as `fly-sim`: every scenario the capability map allows runs on real machines of a
 //! fresh simulator, with Fly's documented rate limits on and the adapter at its defaults except
 //! the kit's short request timeout and create look-up, plus the simulator-only scenarios
 //! (concurrent creates with one key, a late create answer, a silent stream, kill while
 //! streaming, reattach, 1,000 sandboxes).
 
-use sandbox_conformance::sim::fly::APP;
 use sandbox_conformance::{
     REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite, sim_conformance_tests,
 };
 use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::{Capability, Provider, Result};
+use sandbox_sim::fly::APP;
 use std::sync::Arc;
 
 /// The adapter pointed at a simulator as a user would point it at Fly: token, app, API host.

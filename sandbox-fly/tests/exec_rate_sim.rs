@@ -8,11 +8,11 @@
 //! machine's processes in real time), so the pacing and the retries' waits cost nothing.
 
 use bytes::Bytes;
-use sandbox_conformance::sim::Simulator;
-use sandbox_conformance::sim::fly::{FlySim, FlySimBuilder};
 use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{Command, CreateSpec, Sandbox};
+use sandbox_sim::Simulator;
+use sandbox_sim::fly::{FlySim, FlySimBuilder};
 use std::time::Duration;
 
 fn adapter(sim: &FlySim) -> FlyProvider {

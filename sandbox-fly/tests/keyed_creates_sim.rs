@@ -5,13 +5,13 @@
 //! machine already made under their key, and a lone keyed create sends the request it always
 //! did. A machine someone else made under the key is never adopted.
 
-use sandbox_conformance::sim::Simulator;
-use sandbox_conformance::sim::fly::FlySim;
 use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::fleet::Owner;
 use sandbox_sdk_core::idempotency::{FINGERPRINT_LABEL, create_fingerprint};
 use sandbox_sdk_core::prelude::*;
 use sandbox_sdk_core::{CreateSpec, ErrorKind, ListFilter};
+use sandbox_sim::Simulator;
+use sandbox_sim::fly::FlySim;
 use std::time::Duration;
 
 const LABEL: &str = "sandbox_sdk_idempotency_key";

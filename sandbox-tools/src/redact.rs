@@ -1,23 +1,11 @@
 //! Keeps credentials out of tool output: every text and JSON string a tool returns passes
 //! through a [`Redactor`] that replaces known secret values.
 
+use sandbox_sdk_core::redact::is_credential_name;
 use serde_json::Value;
 
 /// What stands in for a secret in tool output.
 pub const REDACTED: &str = "[REDACTED]";
-
-/// Host environment variables holding provider credentials; their values never appear in tool
-/// output. Any variable whose name ends in `_API_KEY`, `_TOKEN`, `_SECRET`, `_PASSWORD` or
-/// `_ACCESS_KEY` (or starts with `AWS_SECRET`) is treated the same way.
-pub const CREDENTIAL_ENV: &[&str] = &[
-    "E2B_API_KEY",
-    "E2B_ACCESS_TOKEN",
-    "DAYTONA_API_KEY",
-    "FLY_API_TOKEN",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GITHUB_TOKEN",
-];
 
 /// Secret values shorter than this are not redacted: replacing every `1` or `abc` in output
 /// would destroy it and protect nothing.
@@ -43,16 +31,6 @@ impl std::fmt::Debug for Redactor {
     }
 }
 
-/// Whether an environment variable name looks like it holds a credential.
-pub fn is_credential_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    CREDENTIAL_ENV.contains(&upper.as_str())
-        || ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY"]
-            .iter()
-            .any(|suffix| upper.ends_with(suffix))
-        || upper.starts_with("AWS_SECRET")
-}
-
 impl Redactor {
     /// A redactor that knows no secrets.
     pub fn new() -> Self {
@@ -60,7 +38,7 @@ impl Redactor {
     }
 
     /// Adds the values of this process's environment variables whose names look like
-    /// credentials ([`is_credential_name`]).
+    /// credentials (core's [`is_credential_name`]: `E2B_API_KEY`, `GITHUB_TOKEN`, …).
     pub fn with_host_credentials(mut self) -> Self {
         for (name, value) in std::env::vars() {
             if is_credential_name(&name) {
@@ -227,14 +205,5 @@ mod tests {
         assert_eq!(r.before_cut("a ключ-с"), "a [REDACTED]");
         assert_eq!(r.after_cut("крет b"), "[REDACTED] b");
         assert_eq!(Redactor::new().before_cut("canary"), "canary");
-    }
-
-    #[test]
-    fn credential_names() {
-        assert!(is_credential_name("E2B_API_KEY"));
-        assert!(is_credential_name("my_service_token"));
-        assert!(is_credential_name("AWS_SECRET_ACCESS_KEY"));
-        assert!(!is_credential_name("PATH"));
-        assert!(!is_credential_name("TOKENIZER"));
     }
 }

@@ -65,7 +65,7 @@ fn the_default_redactor_knows_the_hosts_credential_variables() {
     // `ToolConfig::default()` reads the credential-looking variables of this process.
     let redactor = ToolConfig::default().redactor;
     for (name, value) in std::env::vars() {
-        if sandbox_tools::redact::is_credential_name(&name) && value.len() >= 8 {
+        if sandbox_sdk_core::redact::is_credential_name(&name) && value.len() >= 8 {
             assert!(!redactor.text(&value).contains(&value), "{name}");
         }
     }

@@ -1,4 +1,4 @@
-//! `sbox exec` and `sbox cp` against the provider simulators (`sandbox_conformance::sim`): a
+//! `sbox exec` and `sbox cp` against the provider simulators (`sandbox_sim`): a
 //! Daytona, Fly and E2B server on loopback with real processes behind it, and sbox configured
 //! only through each provider's usual environment variables (`Simulator::env`), as a user
 //! would configure it for the real service.
@@ -8,7 +8,7 @@
 //! byte for byte, a large binary one too, and a missing file fails without leaving a partial
 //! download.
 
-use sandbox_conformance::sim::{self, FaultPlan, Simulator};
+use sandbox_sim::{FaultPlan, Simulator};
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -26,7 +26,9 @@ struct Sim {
 
 impl Sim {
     async fn start(provider: &'static str) -> Sim {
-        let sim = sim::start(provider, 0, FaultPlan::new()).await.unwrap();
+        let sim = sandbox_sim::start(provider, 0, FaultPlan::new())
+            .await
+            .unwrap();
         // The documented rate limits (Fly's one exec per second after a burst) are the
         // adapters' simulator tests' subject; here they would only make the test slow.
         sim.set_rate_limits(false);

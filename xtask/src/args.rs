@@ -74,6 +74,11 @@ impl Args {
         Ok(self.rest)
     }
 
+    /// Every remaining argument, flags included, for a task that hands them to another program.
+    pub fn passthrough(self) -> Vec<String> {
+        self.rest
+    }
+
     /// Fails when any argument was not taken by the task.
     pub fn finish(self) -> Result {
         match self.rest.as_slice() {

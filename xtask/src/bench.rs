@@ -353,7 +353,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
          \x20 from one static buffer (it holds no body in memory), with keep-alive.\n\
          - Local rows use a `LocalProvider` sandbox in a private temporary directory.\n\
          - Adapter rows (`e2b`, `daytona`, `fly`) and `load` run against the project's provider\n\
-         \x20 simulators (`sandbox_conformance::sim`: real processes and files, real delays between\n\
+         \x20 simulators (`sandbox_sim`: real processes and files, real delays between\n\
          \x20 state transitions, Daytona's lingering log WebSocket, Fly's exec rate limit), each\n\
          \x20 served from a child process so a measured client's memory is its own; each raw\n\
          \x20 baseline speaks the same protocol to the same simulator in the same run.\n\n\

@@ -11,7 +11,7 @@
 
 use crate::args::Args;
 use crate::{Result, shell};
-use sandbox_conformance::sim::live::{LOAD_SCENARIO, SIM_SCENARIOS};
+use sandbox_conformance::simulated::{LOAD_SCENARIO, SIM_SCENARIOS};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,7 +47,7 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "e2b",
         package: "sandbox-e2b",
         filter: None,
-        // Live against the E2B simulator (sandbox_conformance::sim::e2b).
+        // Live against the E2B simulator (sandbox_sim::e2b).
         more: &[("e2b-sim", "conformance_sim")],
     },
     Target {

@@ -10,11 +10,11 @@
 
 use crate::fixtures::{self, Coverage};
 use crate::{Result, shell};
-use sandbox_conformance::sim::Simulator;
-use sandbox_conformance::sim::fly::FlySim;
 use sandbox_conformance::{SCENARIOS, Suite};
 use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::CreateSpec;
+use sandbox_sim::Simulator;
+use sandbox_sim::fly::FlySim;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -106,11 +106,7 @@ pub(crate) fn run(specs: &Path) -> Result<Report> {
 
 /// The log of every scenario, then the adapter's Fly-only calls, on one simulator capturing
 /// bodies; the scenarios that failed; a failure of the Fly-only calls.
-async fn adapter_run() -> Result<(
-    Vec<sandbox_conformance::sim::LogEntry>,
-    Vec<String>,
-    Vec<String>,
-)> {
+async fn adapter_run() -> Result<(Vec<sandbox_sim::LogEntry>, Vec<String>, Vec<String>)> {
     let sim = FlySim::start()
         .await
         .map_err(|e| format!("starting the fly simulator: {e}"))?;
@@ -190,10 +186,7 @@ async fn fly_calls(fly: &sandbox_fly::FlyProvider) -> sandbox_sdk_core::Result<(
 
 /// The run as a cassette the fixture validator reads, and apart from it the error answers on
 /// statuses the spec does not describe (`"METHOD path STATUS"`, body).
-fn cassette_of(
-    entries: &[sandbox_conformance::sim::LogEntry],
-    docs: &[Value],
-) -> (Value, Vec<(String, Value)>) {
+fn cassette_of(entries: &[sandbox_sim::LogEntry], docs: &[Value]) -> (Value, Vec<(String, Value)>) {
     let json_of = |text: &Option<String>| {
         text.as_deref()
             .and_then(|t| serde_json::from_str::<Value>(t).ok())
@@ -275,7 +268,7 @@ mod tests {
             return;
         }
         let docs = fixtures::load_specs(&specs);
-        let entry = |path: &str, status: u16, body: &str| sandbox_conformance::sim::LogEntry {
+        let entry = |path: &str, status: u16, body: &str| sandbox_sim::LogEntry {
             at_ms: 0,
             operation: "exec",
             method: "POST".into(),

@@ -85,7 +85,7 @@ const TASKS: &[Task] = &[
     Task {
         name: "sim",
         usage: "sim --provider NAME [--port N] [--faults SPEC] [--page-cap N]",
-        about: "serve a provider simulator on loopback (faults: sandbox_conformance::sim::faults)",
+        about: "serve a provider simulator on loopback (faults: sandbox_sim::faults)",
         run: sim::run,
     },
     Task {

@@ -1,5 +1,5 @@
-//! `cargo xtask sim` serves a provider simulator on a port so any program (an official SDK, a
-//! user's agent) can be pointed at it; `cargo xtask sim-check` proves the simulators with
+//! `cargo xtask sim` runs the `sandbox-sim` binary (a provider simulator on a port, so any
+//! program, an official SDK or a user's agent, can be pointed at it); `cargo xtask sim-check` proves the simulators with
 //! clients nobody here wrote: each provider's official SDK, installed from its lockfile under
 //! `tools/sim-check/<provider>`, runs `check.mjs` against the simulator and must pass every
 //! check. The request log of each run is written to `target/sim-check/<provider>.jsonl`.
@@ -9,57 +9,27 @@
 
 use crate::args::Args;
 use crate::{Result, shell};
-use sandbox_conformance::sim::{self, FaultPlan};
+use sandbox_sim::FaultPlan;
 use std::process::Command;
 
 /// The providers whose official SDK `sim-check` drives (each has `tools/sim-check/<name>`).
 const SDK_CHECKS: &[&str] = &["daytona", "e2b"];
 
-/// `cargo xtask sim --provider NAME [--port N] [--faults SPEC] [--page-cap N]`: serves until
-/// interrupted, printing the URL and the environment that points the provider's SDK at it
-/// (with the key this start made: a new one every time). It serves loopback names only
-/// (`127.0.0.1`, `localhost`): a client must not reach it through another host name.
-/// `--page-cap N` answers list pages of at most N items (a paged list's client then has later
-/// pages to fetch; see `SimServer::set_page_cap`).
-pub fn run(mut args: Args) -> Result {
-    let provider = args
-        .value("--provider")?
-        .ok_or("--provider NAME is required")?;
-    let port = match args.value("--port")? {
-        Some(p) => p
-            .parse()
-            .map_err(|_| format!("--port {p:?} is not a port"))?,
-        None => 0,
-    };
-    let faults = match args.value("--faults")? {
-        Some(spec) => FaultPlan::parse(&spec)?,
-        None => FaultPlan::new(),
-    };
-    let page_cap = match args.value("--page-cap")? {
-        Some(n) => Some(
-            n.parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("--page-cap {n:?} is not a count of at least 1"))?,
-        ),
-        None => None,
-    };
-    args.finish()?;
-    runtime()?.block_on(async {
-        let sim = sim::start(&provider, port, faults).await?;
-        sim.server().set_page_cap(page_cap);
-        println!("{} simulator on {}", sim.provider(), sim.url());
-        println!("# the key is new for each start; loopback names only (127.0.0.1, localhost)");
-        for (name, value) in sim.env() {
-            println!("export {name}={value}");
-        }
-        println!("(Ctrl-C stops it)");
-        tokio::signal::ctrl_c()
-            .await
-            .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
-        print!("{}", sim.server().log().to_json_lines());
+/// `cargo xtask sim ARGS`: the `sandbox-sim` binary with the same arguments (`--provider NAME
+/// [--port N] [--faults SPEC] [--page-cap N]`), serving until interrupted.
+pub fn run(args: Args) -> Result {
+    let args = args.passthrough();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["run", "--quiet", "-p", "sandbox-sim", "--"])
+        .args(&args)
+        .current_dir(shell::workspace_root())
+        .status()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if status.success() {
         Ok(())
-    })
+    } else {
+        Err(format!("sandbox-sim {} failed ({status})", args.join(" ")))
+    }
 }
 
 /// `cargo xtask sim-check`: every official-SDK check.
@@ -78,7 +48,7 @@ pub fn check() -> Result {
         println!("== sim-check {provider}: the official SDK against the simulator");
         node(&dir, "npm", &["ci", "--no-audit", "--no-fund"], &[])?;
         let runtime = runtime()?;
-        let sim = runtime.block_on(sim::start(provider, 0, FaultPlan::new()))?;
+        let sim = runtime.block_on(sandbox_sim::start(provider, 0, FaultPlan::new()))?;
         // The simulator serves on the runtime's worker threads while node runs.
         let result = node(&dir, "node", &["check.mjs"], &sim.env());
         let log = logs.join(format!("{provider}.jsonl"));

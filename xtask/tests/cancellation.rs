@@ -14,12 +14,12 @@
 //! `CANCEL_PROVIDERS` (comma-separated) limits the adapters.
 
 use futures::StreamExt;
-use sandbox_conformance::sim::live::SIM_STREAM_IDLE;
-use sandbox_conformance::sim::{self, FaultPlan, Simulator};
+use sandbox_conformance::simulated::SIM_STREAM_IDLE;
 use sandbox_conformance::{REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT};
 use sandbox_sdk_core::{
     Command, CreateSpec, ListFilter, Provider, Sandbox, SandboxExt, upload_body,
 };
+use sandbox_sim::{FaultPlan, Simulator};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,7 @@ fn adapter(sim: &dyn Simulator) -> Arc<dyn Provider> {
         "fly" => Arc::new(
             sandbox_fly::FlyProvider::builder()
                 .token(key)
-                .app(sim::fly::APP)
+                .app(sandbox_sim::fly::APP)
                 .base_url(url)
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
@@ -238,7 +238,7 @@ fn leaks(provider: &str, ops: usize, seed: u64) -> Result<(), String> {
         .build()
         .unwrap();
     let sim = sim_runtime
-        .block_on(sim::start(provider, 0, FaultPlan::new()))
+        .block_on(sandbox_sim::start(provider, 0, FaultPlan::new()))
         .unwrap();
     sim.set_rate_limits(false);
     let port: u16 = sim.url().rsplit(':').next().unwrap().parse().unwrap();

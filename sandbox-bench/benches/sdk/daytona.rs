@@ -10,10 +10,10 @@ use crate::harness::{
 };
 use crate::sim::SimChild;
 use futures::StreamExt;
-use sandbox_conformance::sim::daytona::{DEFAULT_FOLLOW_LINGER, DEFAULT_TRANSITION};
 use sandbox_daytona::{DEFAULT_SDK_VERSION, DaytonaBuilder, LogFollow};
 use sandbox_sdk_core::emulate::{KEY_PROLOGUE, KeyedEnd, KeyedMarks};
 use sandbox_sdk_core::{Command, CreateSpec, ProcessEvent, Provider};
+use sandbox_sim::daytona::{DEFAULT_FOLLOW_LINGER, DEFAULT_TRANSITION};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;

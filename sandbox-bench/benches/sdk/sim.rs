@@ -1,4 +1,4 @@
-//! A provider simulator (`sandbox_conformance::sim`) served from a child process of this bench
+//! A provider simulator (`sandbox_sim`) served from a child process of this bench
 //! binary (`--serve-sim PROVIDER LIMITS FAULTS`), so a measured client's memory is its own and
 //! the simulator's work does not run on the client's runtime.
 //!
@@ -24,7 +24,7 @@ pub struct SimChild {
 
 impl SimChild {
     /// Starts the simulator of `provider`, with its documented rate limits on or off and the
-    /// fault plan `faults` (`sandbox_conformance::sim::faults` syntax; empty for none).
+    /// fault plan `faults` (`sandbox_sim::faults` syntax; empty for none).
     pub fn start(provider: &str, limits: bool, faults: &str) -> Result<SimChild> {
         let limits = if limits { "on" } else { "off" };
         let mut child = Command::new(std::env::current_exe()?)
@@ -87,8 +87,8 @@ impl Drop for SimChild {
 
 /// `--serve-sim PROVIDER LIMITS FAULTS`: serves the simulator until stdin closes.
 pub async fn serve(provider: &str, limits: &str, faults: &str) -> Result {
-    let faults = sandbox_conformance::sim::FaultPlan::parse(faults)?;
-    let sim = sandbox_conformance::sim::start(provider, 0, faults).await?;
+    let faults = sandbox_sim::FaultPlan::parse(faults)?;
+    let sim = sandbox_sim::start(provider, 0, faults).await?;
     sim.set_rate_limits(limits == "on");
     let vars: serde_json::Map<String, serde_json::Value> = sim
         .env()

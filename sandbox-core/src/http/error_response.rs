@@ -13,7 +13,7 @@ pub const BODY_TEXT_LIMIT: usize = 1024;
 /// received. Repeated headers appear once per value.
 ///
 /// `Debug` shows the names and redacts the values of headers that may carry credentials
-/// (see [`is_sensitive_header`]).
+/// (see [`crate::redact::is_credential_name`]).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Headers(Vec<(String, String)>);
 
@@ -87,7 +87,7 @@ impl fmt::Debug for Headers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
             .entries(self.0.iter().map(|(n, v)| {
-                let shown = if is_sensitive_header(n) {
+                let shown = if crate::redact::is_credential_name(n) {
                     "<redacted>"
                 } else {
                     v.as_str()
@@ -96,27 +96,6 @@ impl fmt::Debug for Headers {
             }))
             .finish()
     }
-}
-
-/// Whether a header of this name may carry a credential, so its value is never shown:
-/// `authorization`, `proxy-authorization`, `cookie`, `set-cookie`, and any name containing
-/// `token`, `key`, `secret`, `auth`, `session`, `signature` or `password`.
-pub fn is_sensitive_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    matches!(
-        name.as_str(),
-        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
-    ) || [
-        "token",
-        "key",
-        "secret",
-        "auth",
-        "session",
-        "signature",
-        "password",
-    ]
-    .iter()
-    .any(|word| name.contains(word))
 }
 
 /// A non-2xx answer, as handed to the adapter's error mapper.

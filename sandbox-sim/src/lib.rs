@@ -44,7 +44,6 @@ pub mod daytona;
 pub mod e2b;
 pub mod faults;
 pub mod fly;
-pub mod live;
 mod server;
 
 pub use faults::{Fault, FaultPlan, FaultRule};

@@ -1,7 +1,7 @@
 //! The Fly simulator driven with plain HTTP, as PROTOCOL.md describes the wire.
 
 use super::{FlySim, FlySimBuilder};
-use crate::sim::{FaultPlan, Simulator};
+use crate::{FaultPlan, Simulator};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -657,14 +657,14 @@ async fn faults_apply_by_operation_name() {
 
 #[tokio::test]
 async fn the_registry_starts_it_by_name() {
-    let sim = crate::sim::start("fly", 0, FaultPlan::new()).await.unwrap();
+    let sim = crate::start("fly", 0, FaultPlan::new()).await.unwrap();
     assert_eq!(sim.provider(), "fly");
     let env = sim.env();
     assert!(
         env.iter()
             .any(|(k, v)| *k == "FLY_API_HOSTNAME" && v == sim.url())
     );
-    assert!(crate::sim::PROVIDERS.contains(&"fly"));
+    assert!(crate::PROVIDERS.contains(&"fly"));
 }
 
 #[tokio::test]

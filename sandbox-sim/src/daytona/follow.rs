@@ -8,7 +8,7 @@
 use super::logs::{Shape, Splitter};
 use super::session::{Session, SessionCommand};
 use super::toolbox::Call;
-use crate::sim::SimResponse;
+use crate::SimResponse;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
 use std::io::{Read, Seek, SeekFrom};

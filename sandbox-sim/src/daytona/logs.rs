@@ -2,7 +2,7 @@
 //! answers the daemon derives from it, which depend on the client's SDK version (PROTOCOL.md
 //! §4.1 and §4.3).
 
-use crate::sim::SimRequest;
+use crate::SimRequest;
 
 /// The marker before each stdout line.
 pub(crate) const STDOUT_MARKER: [u8; 3] = [1, 1, 1];

@@ -3,7 +3,7 @@
 
 use super::record::{Landing, Record, copy_tree, destroy_backing, kill_processes, settle};
 use super::{Config, ORGANIZATION_ID, random_hex, random_token, random_uuid};
-use crate::sim::{Backing, SimRequest, SimResponse};
+use crate::{Backing, SimRequest, SimResponse};
 use http::Method;
 use sandbox_sdk_core::time::format_rfc3339_millis;
 use sandbox_sdk_core::{CreateSpec, Sandbox};
@@ -97,7 +97,7 @@ pub(crate) struct Api {
     throttles: Mutex<HashMap<&'static str, (Instant, u32)>>,
     /// Whether the rate limits apply now ([`Simulator::set_rate_limits`]).
     ///
-    /// [`Simulator::set_rate_limits`]: crate::sim::Simulator::set_rate_limits
+    /// [`Simulator::set_rate_limits`]: crate::Simulator::set_rate_limits
     pub limited: std::sync::atomic::AtomicBool,
     /// The runtime the simulator serves on, for work that outlives a request.
     pub rt: tokio::runtime::Handle,

@@ -3,7 +3,7 @@
 
 use super::connect::{self, RpcError, gunzip, offers_gzip};
 use super::{ENVD_PORT, Phase, Sandbox, State, api, filesystem, lock, process};
-use crate::sim::{SimRequest, SimResponse};
+use crate::{SimRequest, SimResponse};
 use bytes::Bytes;
 use http::Method;
 use serde_json::{Value, json};

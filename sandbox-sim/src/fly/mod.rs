@@ -3,8 +3,8 @@
 //!
 //! ```
 //! # async fn demo() {
-//! use sandbox_conformance::sim::Simulator;
-//! use sandbox_conformance::sim::fly::FlySim;
+//! use sandbox_sim::Simulator;
+//! use sandbox_sim::fly::FlySim;
 //!
 //! let sim = FlySim::start().await.unwrap();
 //! // FLY_API_HOSTNAME, FLY_API_TOKEN and FLY_APP_NAME point a client at it.
@@ -46,7 +46,7 @@
 //!   shown (`state: destroyed`) for [`FlySimBuilder::destroyed_linger`], then 404; lists show
 //!   it with `include_deleted=true`. Stopping a stopped machine succeeds. The machine list
 //!   has no pages: every match comes in one answer, so the server's page cap
-//!   ([`crate::sim::SimServer::set_page_cap`]) does not apply.
+//!   ([`crate::SimServer::set_page_cap`]) does not apply.
 //! - **Machines are real**: a machine boots into a fresh directory (its root filesystem, reset
 //!   on every stop, as a stopped Fly Machine boots from its image again) with `config.env`;
 //!   its main process (`init.exec`, or `init.entrypoint` + `init.cmd`) runs for real, and when
@@ -91,7 +91,7 @@ mod machine;
 #[cfg(test)]
 mod tests;
 
-use crate::sim::{FaultPlan, SimServer, Simulator};
+use crate::{FaultPlan, SimServer, Simulator};
 use api::Fly;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,7 +129,7 @@ impl Default for FlySimBuilder {
             faults: FaultPlan::new(),
             settings: Settings {
                 app: APP.to_owned(),
-                token: crate::sim::new_key("fo1_", 64),
+                token: crate::new_key("fo1_", 64),
                 region: "ord".to_owned(),
                 owner: "sim@fly.local".to_owned(),
                 start_time: Duration::from_millis(50),

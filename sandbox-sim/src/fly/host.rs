@@ -11,7 +11,7 @@
 //! and the machines' directories live under `/var/tmp`. Elsewhere the host's `/tmp` is shared
 //! by every machine.
 
-use crate::sim::Backing;
+use crate::Backing;
 use sandbox_sdk_core::local::LocalSandbox;
 use sandbox_sdk_core::{Command, CreateSpec, ExitStatus, Output, ProcessControl, Sandbox};
 use std::collections::{BTreeMap, HashMap};

@@ -4,7 +4,7 @@
 use super::{
     BASE_TEMPLATE_ID, ENVD_VERSION, Life, Phase, Sandbox, State, lock, process, random_from,
 };
-use crate::sim::{SimRequest, SimResponse};
+use crate::{SimRequest, SimResponse};
 use http::Method;
 use sandbox_sdk_core::CreateSpec;
 use sandbox_sdk_core::time::format_rfc3339;
@@ -543,8 +543,8 @@ fn list(state: &State, request: &SimRequest) -> SimResponse {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             filter.push((
-                crate::sim::decode(&crate::sim::decode(k)),
-                crate::sim::decode(&crate::sim::decode(v)),
+                crate::decode(&crate::decode(k)),
+                crate::decode(&crate::decode(v)),
             ));
         }
     }

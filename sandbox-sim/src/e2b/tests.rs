@@ -1,7 +1,7 @@
 //! The E2B simulator driven with plain HTTP, as PROTOCOL.md describes the wire.
 
 use super::*;
-use crate::sim::{Fault, FaultRule};
+use crate::{Fault, FaultRule};
 use serde_json::{Value, json};
 
 struct Client {
@@ -978,10 +978,10 @@ async fn fork_snapshot_and_metrics() {
 
 #[tokio::test]
 async fn the_registry_starts_it_and_env_points_clients_at_it() {
-    let sim = crate::sim::start("e2b", 0, FaultPlan::new()).await.unwrap();
+    let sim = crate::start("e2b", 0, FaultPlan::new()).await.unwrap();
     let env: BTreeMap<_, _> = sim.env().into_iter().collect();
     assert_eq!(env["E2B_API_URL"], sim.url());
     assert_eq!(env["E2B_SANDBOX_URL"], sim.url());
     assert!(env["E2B_API_KEY"].starts_with("e2b_"));
-    assert!(crate::sim::PROVIDERS.contains(&"e2b"));
+    assert!(crate::PROVIDERS.contains(&"e2b"));
 }

@@ -16,11 +16,11 @@ pub(crate) const SETTLED: &[&str] = &[
     "destroyed",
 ];
 
-pub(crate) use crate::sim::random_u64;
+pub(crate) use crate::random_u64;
 
 /// `n` lowercase hex digits.
 pub(crate) fn hex(n: usize) -> String {
-    crate::sim::random_hex(n)
+    crate::random_hex(n)
 }
 
 /// A 26-character ULID (Crockford base32: 48 bits of Unix milliseconds, 80 random bits), the

@@ -1,5 +1,5 @@
 //! Scenarios only a live, stateful server can show, run by [`Suite::simulated`] against a
-//! provider simulator: they inject faults through the simulator's [`FaultPlan`](crate::sim::FaultPlan) and count the
+//! provider simulator: they inject faults through the simulator's [`FaultPlan`](sandbox_sim::FaultPlan) and count the
 //! sandboxes it holds, which neither a cassette nor a real service allows.
 //!
 //! The adapter under test is built by the suite's factory for the simulator's URL, with the
@@ -9,9 +9,9 @@
 //!
 //! [`Suite::simulated`]: crate::Suite::simulated
 
-use super::{Fault, FaultRule, Simulator};
 use sandbox_sdk_core::client::Client;
 use sandbox_sdk_core::{Capability, Command, CreateSpec, ProcessEvent, Provider, SandboxExt};
+use sandbox_sim::{Fault, FaultRule, Simulator};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 use super::api::{Api, json_answer};
 use super::logs::{self, Shape};
 use super::session::{Session, SessionCommand};
-use crate::sim::{SimRequest, SimResponse};
+use crate::{SimRequest, SimResponse};
 use http::Method;
 use sandbox_sdk_core::local::LocalSandbox;
 use sandbox_sdk_core::time::format_rfc3339;

@@ -2,7 +2,7 @@
 //! describes the wire.
 
 use super::*;
-use crate::sim::{Fault, FaultRule};
+use crate::{Fault, FaultRule};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::Instant;

@@ -4,7 +4,7 @@
 
 use super::connect::{self, RpcError, StreamTx};
 use super::{Sandbox, lock, random_hex};
-use crate::sim::{SimRequest, SimResponse};
+use crate::{SimRequest, SimResponse};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -334,7 +334,7 @@ impl Drop for SimServer {
 
 impl SimServer {
     /// Serves `handler` on `127.0.0.1:port` (0 for a free port) on the current runtime, to
-    /// requests for a loopback name only (see [the simulators' module](crate::sim)).
+    /// requests for a loopback name only (see [the simulators' module](crate)).
     pub async fn start(
         handler: Arc<dyn Handler>,
         port: u16,
@@ -674,7 +674,9 @@ fn redact_query(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if crate::replay::is_credential_name(k) => format!("{k}=<redacted>"),
+            Some((k, _)) if sandbox_sdk_core::redact::is_credential_name(k) => {
+                format!("{k}=<redacted>")
+            }
             _ => pair.to_owned(),
         })
         .collect::<Vec<_>>()
@@ -684,7 +686,7 @@ fn redact_query(query: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::FaultRule;
+    use crate::FaultRule;
     use std::time::Duration;
 
     /// Answers `{"n": <count>}` on every request, counting the ones it acted on.

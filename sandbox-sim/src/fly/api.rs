@@ -9,7 +9,7 @@ use super::Settings;
 use super::host::{ExecEnd, Host};
 use super::limits::Limits;
 use super::machine::{Event, Lease, Machine, SETTLED, machine_name, ulid};
-use crate::sim::{Handler, SimRequest, SimResponse};
+use crate::{Handler, SimRequest, SimResponse};
 use futures::future::BoxFuture;
 use http::Method;
 use serde_json::{Map, Value, json};

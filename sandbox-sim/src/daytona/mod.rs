@@ -6,8 +6,8 @@
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() {
-//! use sandbox_conformance::sim::Simulator;
-//! use sandbox_conformance::sim::daytona::DaytonaSim;
+//! use sandbox_sim::Simulator;
+//! use sandbox_sim::daytona::DaytonaSim;
 //!
 //! let sim = DaytonaSim::start().await.unwrap();
 //! // DAYTONA_API_URL={url}/api and DAYTONA_API_KEY=<the key it accepts>:

@@ -3,7 +3,7 @@
 
 use super::api::{Api, error, json_answer, missing};
 use super::{random_token, random_uuid};
-use crate::sim::{SimRequest, SimResponse};
+use crate::{SimRequest, SimResponse};
 use sandbox_sdk_core::time::format_rfc3339_millis;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

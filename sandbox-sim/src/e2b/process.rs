@@ -5,7 +5,7 @@
 use super::connect::{self, RpcError, StreamTx, b64, unb64};
 use super::envd::user_of;
 use super::{Sandbox, lock};
-use crate::sim::{SimRequest, SimResponse};
+use crate::{SimRequest, SimResponse};
 use sandbox_sdk_core::{Command, ErrorKind, ExitStatus, ProcessControl, ProcessEvent, Stdin};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 
 use super::api::json_answer;
 use super::toolbox::Call;
-use crate::sim::SimResponse;
+use crate::SimResponse;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::time::format_rfc3339;
@@ -235,8 +235,8 @@ fn bulk_download(call: &Call) -> SimResponse {
         let (name, content_type, data) = match read {
             Ok(data) => ("file", "application/octet-stream", data),
             Err(answer) => match answer.body {
-                crate::sim::SimBody::Full(b) => ("error", "application/json", b.to_vec()),
-                crate::sim::SimBody::Stream(_) => continue,
+                crate::SimBody::Full(b) => ("error", "application/json", b.to_vec()),
+                crate::SimBody::Stream(_) => continue,
             },
         };
         body.extend_from_slice(
