@@ -3,7 +3,8 @@
 //! variables recording needs named in one place.
 
 use crate::record::RecordTarget;
-use crate::suite::{Outcome, Suite};
+use crate::report::Outcome;
+use crate::suite::Suite;
 use sandbox_sdk_core::{Capability, Provider};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -491,7 +491,7 @@ impl Cassette {
 
     /// Reads and parses a cassette file without substituting placeholders.
     ///
-    /// A cassette in which [`crate::record::SecretCheck`] finds anything that looks like a
+    /// A cassette in which [`crate::scrub::SecretCheck`] finds anything that looks like a
     /// secret (a JWT, an `sk_live_` key, a provider key, plain, base64 or percent-encoded) is
     /// refused, naming the line and the kind, never the value: replay is where an author who
     /// wrote or edited a cassette by hand finds out.
@@ -501,7 +501,7 @@ impl Cassette {
             file: file.clone(),
             message: format!("cannot read: {e}"),
         })?;
-        let findings = crate::record::SecretCheck::new().cassette(&text);
+        let findings = crate::scrub::SecretCheck::new().cassette(&text);
         if !findings.is_empty() {
             let lines: Vec<String> = findings.iter().map(|f| format!("line {f}")).collect();
             return Err(CassetteError {

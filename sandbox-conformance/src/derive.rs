@@ -21,8 +21,8 @@ use crate::cassette::{
     Body, Cassette, Fault, Interaction, MISSING_ID, Order, Provenance, ProvenanceKind, ResponseSpec,
 };
 use crate::record::{RecordTarget, Session};
+use crate::report::{Outcome, ScenarioReport};
 use crate::scenarios::{CREATE_KEY, ScenarioInfo, conformance_spec};
-use crate::suite::{Outcome, ScenarioReport};
 use sandbox_sdk_core::{ErrorKind, Provider, SandboxExt};
 use serde_json::Value;
 use std::io::Write as _;

@@ -17,7 +17,7 @@
 //!   requests each scenario sends;
 //! - [`checks`]: checks an adapter's own tests call (env and cwd folded once);
 //! - [`record`]: the recorder (a scrubbing proxy in front of the live service, which also
-//!   derives the injected-failure cassettes from live calls), [`record::SecretCheck`] (the
+//!   derives the injected-failure cassettes from live calls), [`scrub::SecretCheck`] (the
 //!   secret check it and [`cassette::Cassette::load`] run), and [`SharedService`] (one live
 //!   service per test binary).
 //!
@@ -64,7 +64,9 @@ pub mod record;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 pub mod replay;
+mod report;
 pub mod scenarios;
+pub mod scrub;
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod simulated;
@@ -73,13 +75,12 @@ mod suite;
 pub use adapter::{AdapterSuite, RecordFn, Vars};
 pub use proxy::LoggedRequest;
 pub use record::{RECORD_ENV, RecordTarget, Router, SharedService};
+pub use report::{Counts, Coverage, CoverageRow, Outcome, ScenarioReport, SuiteReport};
+pub use scenarios::Factory;
 pub use scenarios::{SCENARIOS, ScenarioInfo};
 #[cfg(feature = "sim")]
 pub use suite::SimFactory;
-pub use suite::{
-    __private, Counts, Coverage, CoverageRow, Factory, Outcome, REPORT_DIR_ENV, SCENARIO_TIMEOUT,
-    ScenarioReport, Suite, SuiteReport,
-};
+pub use suite::{__private, REPORT_DIR_ENV, SCENARIO_TIMEOUT, Suite};
 
 /// The request timeout to build a replayed adapter with: the `create_*` scenarios delay an
 /// answer past it (`delay_ms` 3000) to make a create ambiguous.

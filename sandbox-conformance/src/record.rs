@@ -43,11 +43,10 @@ use crate::cassette::{
     ResponseSpec,
 };
 use crate::proxy::{Exchange, Handler, LoggedRequest, Proxy};
-use crate::scenarios::{self, Ctx, ScenarioInfo};
-pub use secrets::{Form, SECRET_PATTERNS, SecretCheck, SecretFinding};
+use crate::scenarios::{self, Ctx, Factory, ScenarioInfo};
+use crate::scrub::SecretCheck;
 
-mod secrets;
-use crate::suite::{Factory, Outcome, ScenarioReport};
+use crate::report::{Outcome, ScenarioReport};
 use sandbox_sdk_core::Provider;
 use sandbox_sdk_core::client::{Client, RetryPolicy};
 use serde_json::Value;
@@ -335,9 +334,6 @@ pub(crate) async fn run_record(
     info: &'static ScenarioInfo,
     target: &RecordTarget,
 ) -> ScenarioReport {
-    if !info.live {
-        return crate::derive::run(info, target).await;
-    }
     let mut report = ScenarioReport {
         provider: target.direct.name().to_owned(),
         scenario: info.name.to_owned(),

@@ -17,6 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
+/// Builds the adapter under test against a base URL (the replay server or the recording proxy).
+/// Point every endpoint the adapter uses — control plane, envd, toolbox, exec host — at it.
+pub type Factory =
+    Arc<dyn Fn(&str) -> sandbox_sdk_core::Result<Arc<dyn Provider>> + Send + Sync + 'static>;
+
 /// What one scenario needs, proves, and where it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScenarioInfo {

@@ -6,7 +6,7 @@
 //!   parameters, private keys, GitHub and Stripe-style tokens, written plainly, percent-encoded,
 //!   inside base64 or split across the frames of a streamed answer (the message names the file,
 //!   line, kind and form of secret, never the secret). The check is the conformance kit's own
-//!   ([`sandbox_conformance::record::SecretCheck`]), the one the recorder scrubs and refuses
+//!   ([`sandbox_conformance::scrub::SecretCheck`]), the one the recorder scrubs and refuses
 //!   with;
 //! - a cassette that is not valid JSON or has no provenance (`kind` spec or recorded, a `date`,
 //!   and for `spec` a `source`);
@@ -22,7 +22,7 @@
 
 use crate::args::Args;
 use crate::{Result, shell};
-use sandbox_conformance::record::SecretCheck;
+use sandbox_conformance::scrub::SecretCheck;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

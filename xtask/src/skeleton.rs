@@ -1,5 +1,6 @@
 //! `cargo xtask skeleton`: checks that every adapter crate has the one file skeleton and that
-//! its imports point one way, top to bottom.
+//! its imports point one way, top to bottom, and that no crate of the workspace has an import
+//! circle.
 //!
 //! Each top-level module of an adapter's `src/` has a rank; a module may be a directory, whose
 //! files belong to it:
@@ -17,6 +18,11 @@
 //! (rank A < rank B) or sideways without closing a circle; one that points up fails, naming the
 //! file and line. Sibling files of one module directory must not import each other in a circle.
 //! `#[cfg(test)]` modules and `tests.rs` files are not checked.
+//!
+//! Every other crate of the workspace (its `src/`) is held to the circle rule alone: no two
+//! top-level modules may import each other, directly or through others, and no sibling files of
+//! one module directory either. A path through a re-export of the crate root (`crate::Error`)
+//! counts as an import of the root, which is not a module here.
 
 use crate::Result;
 use crate::args::Args;
@@ -30,6 +36,18 @@ const ADAPTERS: &[&str] = &[
     "sandbox-daytona",
     "sandbox-fly",
     "sandbox-vercel",
+];
+
+/// The other crates of the workspace, held to the circle rule only.
+const CRATES: &[&str] = &[
+    "sandbox-core",
+    "sandbox-sim",
+    "sandbox-conformance",
+    "sandbox-tools",
+    "sandbox-sdk",
+    "sandbox-bench",
+    "sbox-cli",
+    "xtask",
 ];
 
 /// Every top-level module an adapter may have, with its rank.
@@ -68,10 +86,17 @@ pub fn check() -> Result {
                 .map(|p| format!("{adapter}: {p}")),
         );
     }
+    for name in CRATES {
+        let files = read_sources(&root.join(name).join("src"))?;
+        let report = check_circles(&files);
+        imports += report.imports;
+        problems.extend(report.problems.into_iter().map(|p| format!("{name}: {p}")));
+    }
     if problems.is_empty() {
         println!(
-            "skeleton: {} adapters, {imports} imports checked, 0 problems",
-            ADAPTERS.len()
+            "skeleton: {} adapters and {} other crates, {imports} imports checked, 0 circles, 0 problems",
+            ADAPTERS.len(),
+            CRATES.len()
         );
         Ok(())
     } else {
@@ -216,6 +241,106 @@ fn check_sources(files: &[SourceFile]) -> Report {
         }
     }
     report
+}
+
+/// The circle rule alone, file by file: an arrow goes from a file to the file a `crate::` or
+/// `super::` path names. A path into a module directory names the submodule file it goes
+/// through, or the one its `mod.rs` re-exports the item from (`crate::fleet::Usage` is
+/// `fleet::usage` when `fleet/mod.rs` says `pub use usage::{Usage, …}`); a directory's
+/// `mod.rs` re-exporting its own files draws no arrow.
+fn check_circles(files: &[SourceFile]) -> Report {
+    let mut report = Report::default();
+    let nodes: BTreeSet<String> = files.iter().map(node_of).collect();
+    let reexports = reexports(files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        if file.submodule.as_deref() == Some("tests") {
+            continue;
+        }
+        let from = node_of(file);
+        for (_, code) in non_test_lines(&file.text) {
+            for path in paths_in(code) {
+                report.imports += 1;
+                let Some(to) = file_target(file, &path, &nodes, &reexports) else {
+                    continue;
+                };
+                let own_facade = file.submodule.is_none() && to.starts_with(&format!("{from}::"));
+                if to != from && !own_facade && !matches!(to.as_str(), "lib" | "main") {
+                    graph.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+    }
+    for circle in circles(&graph) {
+        report
+            .problems
+            .push(format!("import circle: {}", circle.join(" -> ")));
+    }
+    report
+}
+
+/// The graph node of a file: `module` for `module.rs` and `module/mod.rs`, `module::sub` for
+/// `module/sub.rs`.
+fn node_of(file: &SourceFile) -> String {
+    match &file.submodule {
+        Some(sub) => format!("{}::{sub}", file.module),
+        None => file.module.clone(),
+    }
+}
+
+/// For each module directory, the items its `mod.rs` re-exports from its own files:
+/// `(module, item) -> submodule`.
+fn reexports(files: &[SourceFile]) -> BTreeMap<(String, String), String> {
+    let mut found = BTreeMap::new();
+    for file in files.iter().filter(|f| f.relative.ends_with("/mod.rs")) {
+        let text = file.text.replace('\n', " ");
+        for statement in text.split(';') {
+            let Some(at) = statement.find("pub use ") else {
+                continue;
+            };
+            let used = statement[at + "pub use ".len()..].trim();
+            for path in expand(used) {
+                if let [sub, .., item] = path.as_slice()
+                    && path.len() >= 2
+                {
+                    found.insert((file.module.clone(), item.clone()), sub.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The file a path names, seen from `file`, if it is one of `nodes`.
+fn file_target(
+    file: &SourceFile,
+    path: &[String],
+    nodes: &BTreeSet<String>,
+    reexports: &BTreeMap<(String, String), String>,
+) -> Option<String> {
+    let in_directory = file.relative.contains('/');
+    let is_mod_file = file.relative.ends_with("/mod.rs");
+    // The path from the crate root, or from the importing file's module directory.
+    let (module, rest): (&str, &[String]) = match path {
+        [root, rest @ ..] if root == "crate" => (rest.first()?, &rest[1..]),
+        [a, b, rest @ ..] if a == "super" && b == "super" => (rest.first()?, &rest[1..]),
+        [root, rest @ ..] if root == "super" && in_directory && !is_mod_file => {
+            (file.module.as_str(), rest)
+        }
+        [root, rest @ ..] if root == "self" && is_mod_file => (file.module.as_str(), rest),
+        [root, rest @ ..] if root == "super" => (rest.first()?, &rest[1..]),
+        _ => return None,
+    };
+    if let Some(next) = rest.first() {
+        let sub = format!("{module}::{next}");
+        if nodes.contains(&sub) {
+            return Some(sub);
+        }
+        if let Some(sub) = reexports.get(&(module.to_owned(), next.clone())) {
+            return Some(format!("{module}::{sub}"));
+        }
+    }
+    nodes.contains(module).then(|| module.to_owned())
 }
 
 /// Where an import points.
@@ -523,6 +648,47 @@ mod tests {
         assert_eq!(
             report.problems,
             ["src/exec.rs:1: `exec` (rank 3) imports `lib` (rank 0): the arrow points up"]
+        );
+    }
+
+    fn circles_of(files: &[(&str, &str)]) -> Vec<String> {
+        let files: Vec<SourceFile> = files
+            .iter()
+            .map(|(path, text)| source_file(path.to_string(), text.to_string()))
+            .collect();
+        check_circles(&files).problems
+    }
+
+    #[test]
+    fn any_crate_is_checked_for_circles_file_by_file() {
+        // Two top-level modules importing each other, in any direction: a circle.
+        assert_eq!(
+            circles_of(&[
+                ("cassette.rs", "use crate::record::SecretCheck;"),
+                ("record.rs", "use crate::cassette::Cassette;"),
+            ]),
+            ["import circle: cassette -> record -> cassette"]
+        );
+        // Through a directory's re-export, the arrow goes to the file that defines the item, so
+        // a type the trait uses and an algorithm over the trait do not make a circle.
+        let through_reexport = [
+            ("provider.rs", "use crate::fleet::{Usage, Prepared};"),
+            (
+                "fleet/mod.rs",
+                "mod reap;\nmod usage;\npub use usage::{\n    Usage,\n    Prepared,\n};\npub use reap::reap;",
+            ),
+            ("fleet/reap.rs", "use crate::provider::Provider;"),
+            ("fleet/usage.rs", "pub struct Usage;"),
+        ];
+        assert!(circles_of(&through_reexport).is_empty());
+        // Sibling files of one directory.
+        assert_eq!(
+            circles_of(&[
+                ("e2b/envd.rs", "use super::process::run;"),
+                ("e2b/process.rs", "use super::envd::user_of;"),
+                ("e2b/mod.rs", "mod envd;\nmod process;"),
+            ]),
+            ["import circle: e2b::envd -> e2b::process -> e2b::envd"]
         );
     }
 }

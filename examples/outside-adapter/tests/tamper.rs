@@ -6,7 +6,7 @@ mod service;
 
 use acme_sandbox::AcmeProvider;
 use sandbox_conformance::cassette::{Cassette, TOKEN};
-use sandbox_conformance::record::SecretCheck;
+use sandbox_conformance::scrub::SecretCheck;
 use sandbox_conformance::{Outcome, REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT, Suite};
 use sandbox_sdk_core::Provider;
 use serde_json::{Value, json};

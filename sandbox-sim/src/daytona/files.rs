@@ -2,7 +2,7 @@
 //! resolved against its working directory.
 
 use super::api::json_answer;
-use super::toolbox::Call;
+use super::call::Call;
 use crate::SimResponse;
 use bytes::Bytes;
 use futures::StreamExt;

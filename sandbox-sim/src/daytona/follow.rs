@@ -5,9 +5,9 @@
 //! default); Close 1011 when the log cannot be read. The server answers pings and sends none.
 //! A client that negotiated combined output (no SDK version) gets the bytes without markers.
 
+use super::call::Call;
 use super::logs::{Shape, Splitter};
 use super::session::{Session, SessionCommand};
-use super::toolbox::Call;
 use crate::SimResponse;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;

@@ -91,6 +91,7 @@
 
 mod access;
 mod api;
+mod call;
 mod files;
 mod follow;
 mod logs;
@@ -326,7 +327,7 @@ impl Handler for DaytonaHandler {
 
     fn error_for(&self, request: &SimRequest, status: u16, message: &str) -> SimResponse {
         if request.path.starts_with("/toolbox/") {
-            toolbox::error(status, &request.method, &request.path, message)
+            call::error(status, &request.method, &request.path, message)
         } else {
             api::error(status, &api::full_path(request), message)
         }

@@ -255,3 +255,29 @@ pub(crate) fn unb64(text: &str) -> Result<Vec<u8>, RpcError> {
         .find_map(|e| e.decode(text).ok())
         .ok_or_else(|| RpcError::invalid("invalid base64 in bytes field"))
 }
+
+/// The user a request runs as (`Authorization: Basic base64("<user>:")`): `user` when none.
+pub(crate) fn user_of(request: &SimRequest) -> Result<String, RpcError> {
+    let Some(value) = request.header("authorization") else {
+        return Ok("user".into());
+    };
+    let user = value
+        .strip_prefix("Basic ")
+        .and_then(|b| unb64(b.trim()).ok())
+        .map(|raw| String::from_utf8_lossy(&raw).into_owned())
+        .map(|pair| pair.split(':').next().unwrap_or("").to_owned())
+        .unwrap_or_default();
+    check_user(&user).map(|()| user)
+}
+
+/// Whether envd knows `user` (`user` and `root`).
+pub(crate) fn check_user(user: &str) -> Result<(), RpcError> {
+    if user == "user" || user == "root" {
+        Ok(())
+    } else {
+        Err(RpcError::new(
+            "unauthenticated",
+            format!("invalid username: '{user}'"),
+        ))
+    }
+}

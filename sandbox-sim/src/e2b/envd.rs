@@ -1,7 +1,7 @@
 //! The edge proxy in front of envd (routing headers, its error bodies, auto-resume) and envd's
 //! plain HTTP side: the access-token gate, `/files`, `/health`, `/envs`, `/metrics`.
 
-use super::connect::{self, RpcError, gunzip, offers_gzip};
+use super::connect::{self, gunzip, offers_gzip};
 use super::{ENVD_PORT, Phase, Sandbox, State, api, filesystem, lock, process};
 use crate::{SimRequest, SimResponse};
 use bytes::Bytes;
@@ -188,31 +188,6 @@ fn missing_header(name: &str) -> SimResponse {
     )
 }
 
-/// The user a request runs as (`Authorization: Basic base64("<user>:")`): `user` when none.
-pub(crate) fn user_of(request: &SimRequest) -> Result<String, RpcError> {
-    let Some(value) = request.header("authorization") else {
-        return Ok("user".into());
-    };
-    let user = value
-        .strip_prefix("Basic ")
-        .and_then(|b| connect::unb64(b.trim()).ok())
-        .map(|raw| String::from_utf8_lossy(&raw).into_owned())
-        .map(|pair| pair.split(':').next().unwrap_or("").to_owned())
-        .unwrap_or_default();
-    check_user(&user).map(|()| user)
-}
-
-fn check_user(user: &str) -> Result<(), RpcError> {
-    if user == "user" || user == "root" {
-        Ok(())
-    } else {
-        Err(RpcError::new(
-            "unauthenticated",
-            format!("invalid username: '{user}'"),
-        ))
-    }
-}
-
 /// `v1_` + base64 (no padding) of sha256 of `path:operation:user:token[:expiration]`.
 pub(crate) fn signature(
     path: &str,
@@ -270,7 +245,7 @@ async fn files(sb: &Arc<Sandbox>, request: &SimRequest, token_ok: bool) -> SimRe
         return refused;
     }
     if let Some(user) = request.query_param("username").filter(|u| !u.is_empty())
-        && check_user(&user).is_err()
+        && connect::check_user(&user).is_err()
     {
         return envd_error(
             401,

@@ -17,7 +17,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// Serves one `filesystem.Filesystem` call.
 pub(crate) async fn handle(sb: &Arc<Sandbox>, request: SimRequest) -> SimResponse {
     let method = request.path.rsplit('/').next().unwrap_or("").to_owned();
-    if let Err(e) = super::envd::user_of(&request) {
+    if let Err(e) = super::connect::user_of(&request) {
         return if method == "WatchDir" {
             connect::stream_error(&request, &e)
         } else {

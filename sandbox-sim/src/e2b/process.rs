@@ -2,8 +2,8 @@
 //! background process of the sandbox's `local` sandbox; a pump reads its output once and fans
 //! it out to the `Start` stream and any `Connect` streams, so a dropped stream never stops it.
 
+use super::connect::user_of;
 use super::connect::{self, RpcError, StreamTx, b64, unb64};
-use super::envd::user_of;
 use super::{Sandbox, lock};
 use crate::{SimRequest, SimResponse};
 use sandbox_sdk_core::{Command, ErrorKind, ExitStatus, ProcessControl, ProcessEvent, Stdin};
