@@ -1,7 +1,41 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use sandbox_sdk_core::*;
+// What a program using sandboxes names, by name: the traits and their conveniences, the create,
+// command, process and file types, capabilities, errors and the drop guard.
+pub use sandbox_sdk_core::{
+    ByteStream, Capabilities, Capability, Command, CreateSpec, DestroyOnDrop, Download, Error,
+    ErrorKind, EventStream, ExitStatus, FileEvent, FileEventKind, FileEventStream, FileInfo,
+    FileKind, Flags, Level, ListFilter, ListOptions, Metrics, Output, PreviewLink, PreviewModel,
+    Process, ProcessControl, ProcessEvent, ProcessInfo, Provider, ProviderExt, PtySize, Resources,
+    Result, Sandbox, SandboxExt, SandboxInfo, SandboxState, SandboxStream, SnapshotInfo,
+    SshAccess, StateChange, Stdin, StdinOutcome, Transfer, UploadBody,
+};
+/// The retrying, rate-limited client layer over any provider (`Client`, `RetryPolicy`).
+pub use sandbox_sdk_core::client;
+/// Fleets of sandboxes: owners, find-or-build preparation, prices, usage and reaping.
+pub use sandbox_sdk_core::fleet;
+/// The embedded `local` provider: sandboxes as private directories on this machine.
+#[cfg(feature = "local")]
+#[cfg_attr(docsrs, doc(cfg(feature = "local")))]
+pub use sandbox_sdk_core::local;
+/// Bounded waits with backoff, for a caller waiting on a sandbox of its own.
+pub use sandbox_sdk_core::wait;
+
+/// What an adapter author needs and a program using sandboxes does not: the HTTP kit, command
+/// emulation over a shell, shell quoting, idempotent creates, paging, time formats, redaction
+/// and the validators and capability tables adapters share. An adapter crate usually depends on
+/// `sandbox-sdk-core` directly; this module is the same API from the facade.
+pub mod author {
+    #[cfg(feature = "http")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+    pub use sandbox_sdk_core::http;
+    pub use sandbox_sdk_core::prelude::async_trait;
+    pub use sandbox_sdk_core::{
+        Attempt, emulate, idempotency, matrix_json, matrix_markdown, operation, paging, redact,
+        shell, text, time, upload_body, validate_env_name, validate_path,
+    };
+}
 
 #[cfg(feature = "daytona")]
 #[cfg_attr(docsrs, doc(cfg(feature = "daytona")))]
