@@ -8,17 +8,14 @@ use crate::exec;
 use crate::files;
 use crate::lifecycle::{map_state, to_info};
 use crate::wire::{
-    ExecResponse, Lease, LeaseRequest, Machine, MachineConfig, StopRequest, UpdateMachineRequest,
-    WaitResponse,
+    Lease, LeaseRequest, Machine, MachineConfig, StopRequest, UpdateMachineRequest, WaitResponse,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
-use sandbox_sdk_core::emulate::fold_env_cwd;
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Output, PreviewLink,
     Process, ProcessInfo, Result, Sandbox, SandboxInfo, SandboxState, Transfer, UploadBody,
 };
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -284,42 +281,7 @@ impl FlySandbox {
     /// Runs `command` through one buffered `/exec` (no live output), with the command's timeout
     /// capped at the exec deadline (the deadline when unset). Past it, `Timeout`.
     pub async fn exec_buffered(&self, command: &Command) -> Result<Output> {
-        let command = self.checked(command)?;
-        let secs = self.direct_secs(&command);
-        let resp: ExecResponse =
-            exec::exec_direct(&self.api, &self.id, command.argv.clone(), secs, None).await?;
-        Ok(crate::api::script_output(resp).output)
-    }
-
-    fn direct_secs(&self, command: &Command) -> u64 {
-        let limit = self.api.settings.direct_exec_limit;
-        let t = if command.timeout.is_zero() {
-            limit
-        } else {
-            command.timeout.min(limit)
-        };
-        t.as_secs_f64().ceil().max(1.0) as u64
-    }
-
-    /// `command` checked, with its env and cwd folded into `sh -c` by core's one folding
-    /// ([`fold_env_cwd`]): `/exec` takes neither (PROTOCOL.md §8). Through the client layer
-    /// the command comes folded already and passes unchanged.
-    fn checked<'c>(&self, command: &'c Command) -> Result<Cow<'c, Command>> {
-        let context = |e: Error| e.or_context(PROVIDER, "exec", Some(&self.id));
-        command.validate().map_err(context)?;
-        if command.pty.is_some() {
-            return Err(Error::not_supported(PROVIDER, "pty").with_sandbox_id(&self.id));
-        }
-        if command.user.is_some() {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                "fly exec runs as the machine's default user; Command::user is not supported",
-            )
-            .with_provider(PROVIDER)
-            .with_operation("exec")
-            .with_sandbox_id(&self.id));
-        }
-        fold_env_cwd(command).map_err(context)
+        exec::buffered(&self.api, &self.id, command).await
     }
 }
 
@@ -345,15 +307,7 @@ impl Sandbox for FlySandbox {
     /// `/exec`; all others use the background-and-poll emulation (live output polled by offset,
     /// killable, the exit code recorded in the machine).
     async fn exec(&self, command: &Command) -> Result<Process> {
-        let command = &*self.checked(command)?;
-        let s = &self.api.settings;
-        let fits = !command.timeout.is_zero() && command.timeout <= s.direct_exec_limit;
-        if !command.background && (fits || s.prefer_direct_exec) {
-            let secs = self.direct_secs(command);
-            return exec::start_direct(&self.api, &self.id, command, secs).await;
-        }
-        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        exec::start_polled(&self.api, &self.id, command, seq).await
+        exec::start(&self.api, &self.id, command, &self.seq).await
     }
 
     async fn processes(&self) -> Result<Vec<ProcessInfo>> {
@@ -365,14 +319,7 @@ impl Sandbox for FlySandbox {
     }
 
     async fn kill_process(&self, pid: &str) -> Result<()> {
-        exec::validate_pid(pid)?;
-        exec::PolledControl {
-            api: self.api.clone(),
-            machine: self.id.clone(),
-            pid: pid.to_owned(),
-        }
-        .kill_now(false)
-        .await
+        exec::kill(&self.api, &self.id, pid).await
     }
 
     async fn upload(&self, path: &str, body: UploadBody) -> Result<Transfer> {
