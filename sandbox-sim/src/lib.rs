@@ -45,6 +45,7 @@ pub mod e2b;
 pub mod faults;
 pub mod fly;
 mod server;
+pub mod vercel;
 
 pub use faults::{Fault, FaultPlan, FaultRule};
 pub use server::{
@@ -152,7 +153,7 @@ impl Backing {
 
 /// A running simulator, as `cargo xtask sim`, `cargo xtask sim-check` and tests see it.
 pub trait Simulator: Send + Sync {
-    /// The provider it speaks (`e2b`, `daytona`, `fly`).
+    /// The provider it speaks (`e2b`, `daytona`, `fly`, `vercel`).
     fn provider(&self) -> &'static str;
 
     /// The base URL of its API.
@@ -176,7 +177,7 @@ pub trait Simulator: Send + Sync {
 }
 
 /// The providers [`start`] can simulate.
-pub const PROVIDERS: &[&str] = &["daytona", "e2b", "fly"];
+pub const PROVIDERS: &[&str] = &["daytona", "e2b", "fly", "vercel"];
 
 /// Starts the simulator of `provider` on `127.0.0.1:port` (0 for a free port) with `faults`.
 pub async fn start(
@@ -206,6 +207,13 @@ pub async fn start(
             .await
             .map(|sim| Box::new(sim) as Box<dyn Simulator>)
             .map_err(|e| format!("cannot start the fly simulator: {e}")),
+        "vercel" => vercel::VercelSim::builder()
+            .port(port)
+            .faults(faults)
+            .start()
+            .await
+            .map(|sim| Box::new(sim) as Box<dyn Simulator>)
+            .map_err(|e| format!("cannot start the vercel simulator: {e}")),
         other => Err(format!(
             "no simulator for {other:?}; simulators exist for: {}",
             PROVIDERS.join(", ")
