@@ -71,9 +71,8 @@ pub(crate) const TARGETS: &[Target] = &[
         provider: "vercel",
         package: "sandbox-vercel",
         filter: None,
-        // Replayed from the spec cassettes only; a Vercel simulator suite (`vercel-sim`,
-        // `conformance_sim`) goes here once it exists.
-        more: &[],
+        // Live against the in-process Vercel Sandbox simulator.
+        more: &[("vercel-sim", "conformance_sim")],
     },
 ];
 
