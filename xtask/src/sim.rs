@@ -13,7 +13,7 @@ use sandbox_sim::FaultPlan;
 use std::process::Command;
 
 /// The providers whose official SDK `sim-check` drives (each has `tools/sim-check/<name>`).
-const SDK_CHECKS: &[&str] = &["daytona", "e2b"];
+const SDK_CHECKS: &[&str] = &["daytona", "e2b", "vercel"];
 
 /// `cargo xtask sim ARGS`: the `sandbox-sim` binary with the same arguments (`--provider NAME
 /// [--port N] [--faults SPEC] [--page-cap N]`), serving until interrupted.
