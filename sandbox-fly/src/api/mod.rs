@@ -7,7 +7,7 @@ mod script;
 
 pub(crate) use lookups::{KeyLookups, Scope};
 pub(crate) use pace::{Action, Pace};
-pub(crate) use script::{ScriptExec, script_output};
+pub(crate) use script::{AnswerSize, ScriptCall, ScriptExec, script_output};
 
 use crate::config::{
     EXEC_DEFAULT_SECS, IDEMPOTENCY_LABEL, LEASE_NONCE_HEADER, MAX_RATE_LIMIT_WAIT, MAX_WAIT,

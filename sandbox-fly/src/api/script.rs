@@ -27,34 +27,76 @@ pub(crate) struct ScriptExec {
     pub machine: String,
 }
 
+/// How large an answer a script may send back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerSize {
+    /// At most [`SCRIPT_ANSWER_LIMIT`]: a file chunk, a stat, a launch, a poll, a kill.
+    Script,
+    /// At most [`LISTING_ANSWER_LIMIT`]: a directory or process listing.
+    Listing,
+}
+
+/// One run of a script, `sh -c SCRIPT sh ARGS…`: by default without stdin, not waiting in the
+/// machine on purpose, and answering at most [`AnswerSize::Script`].
+#[derive(Debug, Clone)]
+pub(crate) struct ScriptCall<'a> {
+    script: &'a str,
+    args: &'a [&'a str],
+    stdin: Option<String>,
+    wait_secs: u64,
+    answer: AnswerSize,
+}
+
+impl<'a> ScriptCall<'a> {
+    pub fn new(script: &'a str, args: &'a [&'a str]) -> ScriptCall<'a> {
+        ScriptCall {
+            script,
+            args,
+            stdin: None,
+            wait_secs: 0,
+            answer: AnswerSize::Script,
+        }
+    }
+
+    /// Sends `stdin` with the script.
+    pub fn stdin(mut self, stdin: Option<String>) -> Self {
+        self.stdin = stdin;
+        self
+    }
+
+    /// The script waits in the machine up to `secs` on purpose (a launch or a poll), so its
+    /// deadline grows by as much (see [`script_secs`]).
+    pub fn waiting(mut self, secs: u64) -> Self {
+        self.wait_secs = secs;
+        self
+    }
+
+    /// Reads an answer of at most `size`.
+    pub fn answer(mut self, size: AnswerSize) -> Self {
+        self.answer = size;
+        self
+    }
+}
+
 impl ScriptExec {
-    /// Runs `sh -c SCRIPT sh ARGS…` with the deadline of [`script_secs`] (`wait_secs` being the
-    /// time it is asked to wait in the machine), reading an answer of at most
-    /// [`SCRIPT_ANSWER_LIMIT`] ([`LISTING_ANSWER_LIMIT`] for `listing` scripts).
-    pub async fn exec(
-        &self,
-        script: &str,
-        args: &[&str],
-        stdin: Option<String>,
-        wait_secs: u64,
-        listing: bool,
-    ) -> Result<ExecResponse> {
+    /// Runs `call` with the deadline of [`script_secs`] (its wait in the machine included),
+    /// reading an answer of at most its [`AnswerSize`].
+    pub async fn exec(&self, call: ScriptCall<'_>) -> Result<ExecResponse> {
         let mut command = vec![
             "sh".to_owned(),
             "-c".to_owned(),
-            script.to_owned(),
+            call.script.to_owned(),
             "sh".to_owned(),
         ];
-        command.extend(args.iter().map(|a| (*a).to_owned()));
-        let limit = if listing {
-            LISTING_ANSWER_LIMIT
-        } else {
-            SCRIPT_ANSWER_LIMIT
+        command.extend(call.args.iter().map(|a| (*a).to_owned()));
+        let limit = match call.answer {
+            AnswerSize::Script => SCRIPT_ANSWER_LIMIT,
+            AnswerSize::Listing => LISTING_ANSWER_LIMIT,
         };
         let body = ExecRequest {
             command,
-            timeout: Some(script_secs(&self.api, wait_secs)),
-            stdin,
+            timeout: Some(script_secs(&self.api, call.wait_secs)),
+            stdin: call.stdin,
         };
         self.api.exec(&self.machine, &body, limit).await
     }
@@ -93,8 +135,13 @@ impl ScriptRunner for ScriptExec {
         args: &[&str],
         stdin: Option<String>,
     ) -> Result<ScriptOutput> {
-        let listing = operation == "list_files";
-        let resp = self.exec(script, args, stdin, 0, listing).await?;
+        let size = if operation == "list_files" {
+            AnswerSize::Listing
+        } else {
+            AnswerSize::Script
+        };
+        let call = ScriptCall::new(script, args).stdin(stdin).answer(size);
+        let resp = self.exec(call).await?;
         Ok(script_output(resp))
     }
 }

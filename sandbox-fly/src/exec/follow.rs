@@ -5,9 +5,11 @@
 //! a background process ([`attach`]) follows it from its current output on.
 
 use super::poll::{PollAnswer, poll_result};
-use super::process::{PolledControl, process_dir, run_script, validate_pid};
+use super::process::{
+    IdSource, PolledControl, ProcessFiles, clean_flag, process_dir, run_script, validate_pid,
+};
 use super::scripts;
-use crate::api::{Action, Api};
+use crate::api::{Action, Api, ScriptCall};
 use crate::config::{POLL_CHUNK, PROVIDER};
 use futures::StreamExt;
 use sandbox_sdk_core::wait::Backoff;
@@ -31,11 +33,11 @@ const EXIT_FROM_MARKER: bool = true;
 
 /// How a [`Poller`] follows its process.
 pub(super) struct Follow {
-    /// A foreground process: its files are removed once everything is read, and it is killed
-    /// when its handle is dropped before it ended.
-    pub clean: bool,
-    /// The process id is the caller's tag (it may be asked for again).
-    pub tagged: bool,
+    /// What becomes of the process's files. [`ProcessFiles::Remove`] is a foreground process:
+    /// also killed when its handle is dropped before it ended.
+    pub files: ProcessFiles,
+    /// Where the process id comes from.
+    pub id: IdSource,
     /// The first pause after a poll that came back early without news.
     pub interval: Duration,
     /// When the process times out, and its timeout.
@@ -47,9 +49,8 @@ pub(super) struct Poller {
     control: Arc<PolledControl>,
     out: u64,
     err: u64,
-    clean: bool,
-    /// The process id is the caller's tag (it may be asked for again).
-    tagged: bool,
+    files: ProcessFiles,
+    id: IdSource,
     /// Pauses after polls that came back early without news; reset by news.
     backoff: Backoff,
     /// The last poll came back early without news (its wait in the machine was cut short).
@@ -69,8 +70,8 @@ impl Poller {
             control,
             out: 0,
             err: 0,
-            clean: follow.clean,
-            tagged: follow.tagged,
+            files: follow.files,
+            id: follow.id,
             backoff: Self::fresh_backoff(follow.interval, follow.deadline),
             quiet: false,
             interval: follow.interval,
@@ -178,21 +179,16 @@ impl Poller {
             &self.err.to_string(),
             &POLL_CHUNK.to_string(),
             &ticks.to_string(),
-            clean_flag(self.clean, self.tagged),
+            clean_flag(self.files, self.id),
         ]
         .map(str::to_owned);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let c = &self.control;
-        let answer = run_script(
-            &c.api,
-            &c.machine,
-            &scripts::poll_script(),
-            &args,
-            POLL_WAIT_SECS,
-            false,
-        )
-        .await
-        .and_then(|resp| poll_result(resp, &c.machine, &c.pid));
+        let script = scripts::poll_script();
+        let call = ScriptCall::new(&script, &args).waiting(POLL_WAIT_SECS);
+        let answer = run_script(&c.api, &c.machine, call)
+            .await
+            .and_then(|resp| poll_result(resp, &c.machine, &c.pid));
         (answer, Duration::from_millis(ticks * 200))
     }
 
@@ -245,7 +241,7 @@ impl Poller {
             {
                 self.done = true;
                 // Nothing polls this process again: a foreground one's files go with it.
-                let killed = self.control.kill_now(self.clean).await;
+                let killed = self.control.kill_now(self.files).await;
                 let mut error = Error::new(
                     ErrorKind::Timeout,
                     format!(
@@ -302,28 +298,17 @@ impl Poller {
 /// Only a process that was launched is killed (`launched`), never one still waiting for stdin.
 impl Drop for Poller {
     fn drop(&mut self) {
-        if self.done || !self.clean || !self.launched {
+        if self.done || self.files == ProcessFiles::Keep || !self.launched {
             return;
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let control = self.control.clone();
             handle.spawn(async move {
-                if let Err(e) = control.kill_now(true).await {
+                if let Err(e) = control.kill_now(ProcessFiles::Remove).await {
                     tracing::debug!(pid = %control.pid, error = %e, "fly: could not kill a dropped process");
                 }
             });
         }
-    }
-}
-
-/// The poll scripts' clean flag: `0` keeps the process's files (a background process), `1`
-/// removes them once everything is read, `2` does so in the background after answering, for an untagged
-/// id (`p{seq}…`) that no later command can ask for, so the removal races with nothing.
-pub(super) fn clean_flag(clean: bool, tagged: bool) -> &'static str {
-    match (clean, tagged) {
-        (false, _) => "0",
-        (true, true) => "1",
-        (true, false) => "2",
     }
 }
 
@@ -342,19 +327,13 @@ pub(crate) async fn attach(api: &Api, machine: &str, pid: &str) -> Result<Proces
         pid: pid.to_owned(),
     });
     let dir = process_dir(pid);
-    let resp = run_script(
-        api,
-        machine,
-        &scripts::poll_script(),
-        &[&dir, "0", "0", "0", "0", "0"],
-        0,
-        false,
-    )
-    .await?;
+    let script = scripts::poll_script();
+    let args = [dir.as_str(), "0", "0", "0", "0", "0"];
+    let resp = run_script(api, machine, ScriptCall::new(&script, &args)).await?;
     let first = poll_result(resp, machine, pid)?;
     let follow = Follow {
-        clean: false,
-        tagged: true,
+        files: ProcessFiles::Keep,
+        id: IdSource::Tag,
         interval: api.settings.poll_interval,
         deadline: None,
     };
@@ -380,8 +359,8 @@ mod tests {
             control,
             Follow {
                 // Not a foreground process: dropping it must not spawn a kill.
-                clean: false,
-                tagged: false,
+                files: ProcessFiles::Keep,
+                id: IdSource::Counter,
                 interval: Duration::ZERO,
                 deadline: None,
             },

@@ -3,12 +3,15 @@
 //! (see `exec/scripts.rs`), waits a little in the machine for it to end and answers with the
 //! first poll. With stdin, the input is uploaded to a file first and the launch reads it.
 
-use super::follow::{Follow, Poller, clean_flag, polled_process};
+use super::follow::{Follow, Poller, polled_process};
 use super::poll::{PollAnswer, poll_result};
-use super::process::{PolledControl, failure, process_dir, run_script, validate_pid};
+use super::process::{
+    IdSource, PolledControl, ProcessFiles, clean_flag, failure, process_dir, run_script,
+    validate_pid,
+};
 use super::scripts;
 use super::stdin::spawn_stdin_collector;
-use crate::api::Api;
+use crate::api::{Api, ScriptCall};
 use crate::config::{POLL_CHUNK, PROVIDER};
 use crate::files;
 use futures::StreamExt;
@@ -59,56 +62,69 @@ fn launch_wait(api: &Api, cmd: &Command) -> Duration {
     }
 }
 
-/// Launches `cmd` detached under the first free id of `ids`, waits up to `wait` in the machine
-/// for it to end, and returns that id and the first poll (the whole result when it ended in
-/// time). An id whose files exist is skipped (exit 47), except that a tag (`reuse`) may
-/// take over the id of a finished process.
-#[allow(clippy::too_many_arguments)]
-async fn launch(
-    api: &Api,
-    machine: &str,
-    ids: &[String],
-    cmd: &Command,
-    clean: bool,
-    stdin: bool,
-    reuse: bool,
-    wait: Duration,
-) -> Result<(String, PollAnswer)> {
-    let mut last = None;
-    for pid in ids {
-        let mut args: Vec<String> = vec![
-            process_dir(pid),
-            sleep_operand(wait),
-            POLL_CHUNK.to_string(),
-            clean_flag(clean, reuse).to_owned(),
-            flag(stdin),
-            meta_json(cmd),
-            flag(reuse),
-        ];
-        args.extend(cmd.argv.iter().cloned());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let resp = run_script(
-            api,
-            machine,
-            &scripts::run_script(),
-            &args,
-            wait.as_secs_f64().ceil() as u64,
-            false,
-        )
-        .await?;
-        if resp.exit_code == Some(i64::from(EXIT_TAKEN)) {
-            last = Some(failure(resp, "exec", machine, &format!("process id {pid}")));
-            continue;
-        }
-        return Ok((pid.clone(), poll_result(resp, machine, pid)?));
-    }
-    Err(last.unwrap_or_else(|| {
-        Error::new(ErrorKind::Conflict, "no free process id").with_provider(PROVIDER)
-    }))
+/// Whether a launched command reads stdin from a file uploaded before the launch
+/// (`DIR.in`, see [`process_dir`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StdinFile {
+    /// No stdin: the command reads `/dev/null`.
+    Absent,
+    /// Uploaded: the command reads it.
+    Uploaded,
 }
 
-fn flag(on: bool) -> String {
-    if on { "1" } else { "0" }.to_owned()
+/// One launch of a command, all but the ids it may take.
+struct Launch<'a> {
+    api: &'a Api,
+    machine: &'a str,
+    cmd: &'a Command,
+    files: ProcessFiles,
+    id: IdSource,
+    stdin: StdinFile,
+    /// How long the launch waits in the machine for the command to end.
+    wait: Duration,
+}
+
+impl Launch<'_> {
+    /// Launches the command detached under the first free id of `ids`, waits up to `wait` in
+    /// the machine for it to end, and returns that id and the first poll (the whole result when
+    /// it ended in time). An id whose files exist is skipped (exit 47), except that a tag
+    /// ([`IdSource::Tag`]) may take over the id of a finished process.
+    async fn under_first_free(&self, ids: &[String]) -> Result<(String, PollAnswer)> {
+        let (api, machine, cmd, wait) = (self.api, self.machine, self.cmd, self.wait);
+        let stdin_flag = match self.stdin {
+            StdinFile::Absent => "0",
+            StdinFile::Uploaded => "1",
+        };
+        let takeover_flag = match self.id {
+            IdSource::Counter => "0",
+            IdSource::Tag => "1",
+        };
+        let mut last = None;
+        for pid in ids {
+            let mut args: Vec<String> = vec![
+                process_dir(pid),
+                sleep_operand(wait),
+                POLL_CHUNK.to_string(),
+                clean_flag(self.files, self.id).to_owned(),
+                stdin_flag.to_owned(),
+                meta_json(cmd),
+                takeover_flag.to_owned(),
+            ];
+            args.extend(cmd.argv.iter().cloned());
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let script = scripts::run_script();
+            let call = ScriptCall::new(&script, &args).waiting(wait.as_secs_f64().ceil() as u64);
+            let resp = run_script(api, machine, call).await?;
+            if resp.exit_code == Some(i64::from(EXIT_TAKEN)) {
+                last = Some(failure(resp, "exec", machine, &format!("process id {pid}")));
+                continue;
+            }
+            return Ok((pid.clone(), poll_result(resp, machine, pid)?));
+        }
+        Err(last.unwrap_or_else(|| {
+            Error::new(ErrorKind::Conflict, "no free process id").with_provider(PROVIDER)
+        }))
+    }
 }
 
 /// The ids to try for a new process: its tag, or `p{seq}` (this handle's counter, so a
@@ -138,8 +154,15 @@ pub(super) async fn start_polled(
     seq: u64,
 ) -> Result<Process> {
     let ids = candidate_ids(cmd, seq)?;
-    let reuse = cmd.tag.is_some();
-    let clean = !cmd.background;
+    let id = match cmd.tag {
+        Some(_) => IdSource::Tag,
+        None => IdSource::Counter,
+    };
+    let files = if cmd.background {
+        ProcessFiles::Keep
+    } else {
+        ProcessFiles::Remove
+    };
     let deadline = (!cmd.timeout.is_zero()).then(|| (Instant::now() + cmd.timeout, cmd.timeout));
     let wait = launch_wait(api, cmd);
     let poller = |pid: &str| {
@@ -149,15 +172,24 @@ pub(super) async fn start_polled(
             pid: pid.to_owned(),
         });
         let follow = Follow {
-            clean,
-            tagged: reuse,
+            files,
+            id,
             interval: api.settings.poll_interval,
             deadline,
         };
         Poller::new(control, follow)
     };
     if !cmd.stdin {
-        let (pid, first) = launch(api, machine, &ids, cmd, clean, false, reuse, wait).await?;
+        let launch = Launch {
+            api,
+            machine,
+            cmd,
+            files,
+            id,
+            stdin: StdinFile::Absent,
+            wait,
+        };
+        let (pid, first) = launch.under_first_free(&ids).await?;
         let mut p = poller(&pid);
         p.launched_with(first, wait);
         return Ok(polled_process(p, pid));
@@ -176,7 +208,16 @@ pub(super) async fn start_polled(
             let input = collected.await?;
             let path = format!("{}.in", process_dir(&ids[0]));
             files::on(&api, &machine).write_file(&path, input).await?;
-            let launched = launch(&api, &machine, &ids, &cmd, clean, true, reuse, wait).await;
+            let launch = Launch {
+                api: &api,
+                machine: &machine,
+                cmd: &cmd,
+                files,
+                id,
+                stdin: StdinFile::Uploaded,
+                wait,
+            };
+            let launched = launch.under_first_free(&ids).await;
             if launched.is_err() {
                 // The launch reads the stdin file where it was uploaded; when it failed
                 // (the tag is taken, ...) the file would stay among the process files forever.

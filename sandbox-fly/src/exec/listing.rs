@@ -3,13 +3,14 @@
 
 use super::process::{decode_b64, failure, run_script, validate_pid};
 use super::scripts;
-use crate::api::Api;
+use crate::api::{AnswerSize, Api, ScriptCall};
 use sandbox_sdk_core::{ProcessInfo, Result};
 
 /// Lists the background processes started in the machine (running or finished, until their
 /// files are cleaned up).
 pub(crate) async fn processes(api: &Api, machine: &str) -> Result<Vec<ProcessInfo>> {
-    let resp = run_script(api, machine, scripts::PROCESSES, &[scripts::ROOT], 0, true).await?;
+    let call = ScriptCall::new(scripts::PROCESSES, &[scripts::ROOT]).answer(AnswerSize::Listing);
+    let resp = run_script(api, machine, call).await?;
     if resp.exit_code.unwrap_or(0) != 0 {
         return Err(failure(resp, "processes", machine, "listing processes"));
     }

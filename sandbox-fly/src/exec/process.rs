@@ -3,7 +3,7 @@
 //! failures as errors, and [`PolledControl`], which kills it through the `KILL` script.
 
 use super::scripts;
-use crate::api::{Api, ScriptExec, script_output};
+use crate::api::{Api, ScriptCall, ScriptExec, script_output};
 use crate::config::PROVIDER;
 use crate::wire::ExecResponse;
 use async_trait::async_trait;
@@ -26,16 +26,46 @@ pub(super) fn decode_b64(text: &str) -> Option<Bytes> {
 pub(super) async fn run_script(
     api: &Api,
     machine: &str,
-    script: &str,
-    args: &[&str],
-    wait_secs: u64,
-    listing: bool,
+    call: ScriptCall<'_>,
 ) -> Result<ExecResponse> {
     let runner = ScriptExec {
         api: api.clone(),
         machine: machine.to_owned(),
     };
-    runner.exec(script, args, None, wait_secs, listing).await
+    runner.exec(call).await
+}
+
+/// What becomes of a background process's files in the machine (`DIR.out`, `DIR.err`,
+/// `DIR.exit`, …; see [`process_dir`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProcessFiles {
+    /// Kept: a background process, which can be listed, reattached and read again.
+    Keep,
+    /// Removed once everything is read, or with the kill: a foreground process, which nobody
+    /// polls again once its handle is done.
+    Remove,
+}
+
+/// Where a process id comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IdSource {
+    /// The caller's tag: it may be asked for again, and may take over the id of a finished
+    /// process.
+    Tag,
+    /// This handle's counter (`p{seq}…`): no later command can ask for it.
+    Counter,
+}
+
+/// The launch and poll scripts' clean flag: `0` keeps the process's files (a background
+/// process), `1` removes them once everything is read, `2` does so in the background after
+/// answering, for an id from the counter that no later command can ask for, so the removal
+/// races with nothing.
+pub(super) fn clean_flag(files: ProcessFiles, id: IdSource) -> &'static str {
+    match (files, id) {
+        (ProcessFiles::Keep, _) => "0",
+        (ProcessFiles::Remove, IdSource::Tag) => "1",
+        (ProcessFiles::Remove, IdSource::Counter) => "2",
+    }
 }
 
 /// A process script's failure as an error naming `what` (the core's exit-status conventions:
@@ -75,15 +105,16 @@ pub(super) struct PolledControl {
 }
 
 impl PolledControl {
-    /// Kills the process; with `clean` also removes its files (output included) from
-    /// the machine, for a process nobody will poll again.
-    pub(super) async fn kill_now(&self, clean: bool) -> Result<()> {
+    /// Kills the process; with [`ProcessFiles::Remove`] also removes its files (output
+    /// included) from the machine, for a process nobody will poll again.
+    pub(super) async fn kill_now(&self, files: ProcessFiles) -> Result<()> {
         let dir = process_dir(&self.pid);
         let mut args = vec![dir.as_str()];
-        if clean {
+        if files == ProcessFiles::Remove {
             args.push("1");
         }
-        let resp = run_script(&self.api, &self.machine, scripts::KILL, &args, 0, false).await?;
+        let call = ScriptCall::new(scripts::KILL, &args);
+        let resp = run_script(&self.api, &self.machine, call).await?;
         match resp.exit_code.unwrap_or(0) {
             0 => Ok(()),
             _ => Err(failure(
@@ -105,7 +136,7 @@ pub(crate) async fn kill(api: &Api, machine: &str, pid: &str) -> Result<()> {
         machine: machine.to_owned(),
         pid: pid.to_owned(),
     }
-    .kill_now(false)
+    .kill_now(ProcessFiles::Keep)
     .await
 }
 
@@ -113,7 +144,7 @@ pub(crate) async fn kill(api: &Api, machine: &str, pid: &str) -> Result<()> {
 impl ProcessControl for PolledControl {
     async fn kill(&self) -> Result<()> {
         // The stream (if any) still polls for the recorded exit, and cleans up after it.
-        self.kill_now(false).await
+        self.kill_now(ProcessFiles::Keep).await
     }
 
     async fn resize(&self, _size: PtySize) -> Result<()> {
