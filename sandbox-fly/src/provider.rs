@@ -1,6 +1,6 @@
 //! [`FlyProvider`]: creates, finds and lists machines of one app.
 
-use crate::api::Api;
+use crate::api::{Api, Destroy};
 use crate::capabilities::CAPABILITIES;
 use crate::config::{PROVIDER, SANDBOX_LABEL, Settings};
 use crate::lifecycle::{self, map_state, to_info};
@@ -116,7 +116,7 @@ impl Provider for FlyProvider {
     /// `DELETE …/machines/{id}?force=true`: a running or suspended machine is destroyed where
     /// it is, without being started or leased first. A machine already gone is `NotFound`.
     async fn destroy(&self, id: &str) -> Result<()> {
-        self.api.destroy(id, true, None).await
+        self.api.destroy(id, Destroy::Force, None).await
     }
 
     async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {

@@ -1,7 +1,7 @@
 //! [`FlySandbox`]: one Fly Machine driven through the core [`Sandbox`] trait, plus Fly's own
 //! operations (wait, leases, update, stop with a signal, forced destroy) as inherent methods.
 
-use crate::api::Api;
+use crate::api::{Api, Destroy};
 use crate::capabilities::CAPABILITIES;
 use crate::config::{FORCE_INSTANCE_HEADER, PROVIDER};
 use crate::exec;
@@ -258,7 +258,12 @@ impl FlySandbox {
     /// Destroys the machine; `force` kills it even when running. A machine already gone is `NotFound`.
     pub async fn destroy_with(&self, force: bool) -> Result<()> {
         let nonce = self.lease_nonce();
-        self.api.destroy(&self.id, force, nonce.as_deref()).await?;
+        let mode = if force {
+            Destroy::Force
+        } else {
+            Destroy::Plain
+        };
+        self.api.destroy(&self.id, mode, nonce.as_deref()).await?;
         self.set_state("destroyed");
         Ok(())
     }

@@ -25,6 +25,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How a machine is destroyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Destroy {
+    /// `?force=true`: killed even when running.
+    Force,
+    /// Without `force`: Fly refuses a machine that is running.
+    Plain,
+}
+
 /// Extra time the HTTP client gives a call beyond the server-side timeout it asked for.
 const SLACK: Duration = Duration::from_secs(15);
 
@@ -199,9 +208,9 @@ impl Api {
         req.send_empty().await
     }
 
-    pub async fn destroy(&self, id: &str, force: bool, nonce: Option<&str>) -> Result<()> {
+    pub async fn destroy(&self, id: &str, mode: Destroy, nonce: Option<&str>) -> Result<()> {
         let mut req = self.req(Method::Delete, self.machine(id), "destroy", Some(id));
-        if force {
+        if mode == Destroy::Force {
             req = req.query("force", "true");
         }
         Self::with_nonce(req, nonce).send_empty().await?;
