@@ -235,8 +235,9 @@ async fn a_cut_stream_reconnects_through_logs_without_repeating_output() {
     assert!(requests[3].contains("/cmd/c1/logs"), "{requests:?}");
 }
 
-/// Cut before the first line, the command may or may not run: the error says so
-/// (ambiguous), and nothing is sent again.
+/// Cut before the first line, the command may or may not run: the session's commands are
+/// listed (PROTOCOL.md §13.2); with no command there to follow, the error says so (ambiguous),
+/// and nothing is sent again.
 #[tokio::test]
 async fn a_stream_cut_before_the_command_started_is_ambiguous() {
     let server = raw::serve(vec![
@@ -250,6 +251,11 @@ async fn a_stream_cut_before_the_command_started_is_ambiguous() {
             Reply::ndjson_part("", true),
             1,
         ),
+        (
+            "GET /v2/sandboxes/sessions/sbx_1/cmd?",
+            Reply::json(json!({ "commands": [] })),
+            1,
+        ),
     ])
     .await;
     let sb = builder(&server.url)
@@ -260,5 +266,10 @@ async fn a_stream_cut_before_the_command_started_is_ambiguous() {
         .unwrap();
     let err = sb.exec(&Command::shell("x")).await.unwrap_err();
     assert!(err.is_ambiguous(), "{err}");
-    assert_eq!(server.requests().len(), 2);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(
+        requests[2].starts_with("GET /v2/sandboxes/sessions/sbx_1/cmd?"),
+        "{requests:?}"
+    );
 }

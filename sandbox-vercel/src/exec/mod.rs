@@ -5,7 +5,8 @@
 //!   background (detached) the answer is the command object at once, and its output is read
 //!   from `/logs` when the caller reads the process.
 //! - Either way the output is followed by [`follow::Follower`], which survives cut and silent
-//!   streams (§11).
+//!   streams (§11). A foreground start whose stream breaks before its first line (so before
+//!   the command's id is known) is settled by listing the session's commands, never re-sent.
 //! - The command id is the process id: `processes` lists the session's commands, `attach`
 //!   follows one again from its first byte, `kill_process` sends SIGKILL.
 //! - env and cwd travel natively; a relative cwd is resolved against the session's working
@@ -139,18 +140,29 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
         return Ok(process(handle, &session.id, &id, follower));
     }
     let body = run_body(command, &session, true)?;
-    let stream = api.run_streamed(&handle.name, &session.id, &body).await?;
+    let sent_at = std::time::SystemTime::now();
+    let lost = |e: Error| settle_lost_start(handle, &session, &body, sent_at, e);
+    let stream = match api.run_streamed(&handle.name, &session.id, &body).await {
+        Ok(stream) => stream,
+        Err(e) if e.is_ambiguous() => return lost(e).await,
+        Err(e) => return Err(e),
+    };
     let mut lines = Lines::new(stream);
     // The first line is the command as it started (§6.2): its id is the pid.
     let first = match lines.next_line().await {
-        Some(line) => line?,
+        Some(Ok(line)) => line,
+        Some(Err(e)) if matches!(e.kind(), ErrorKind::Transport | ErrorKind::Timeout) => {
+            return lost(e.with_ambiguous(true)).await;
+        }
+        Some(Err(e)) => return Err(e),
         None => {
-            return Err(protocol_error(
+            let e = protocol_error(
                 "exec",
                 &handle.name,
                 "the command stream ended before the command started",
             )
-            .with_ambiguous(true));
+            .with_ambiguous(true);
+            return lost(e).await;
         }
     };
     let started: LogLine = serde_json::from_slice(&first).map_err(|_| {
@@ -175,6 +187,59 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
         lines,
     );
     Ok(process(handle, &session.id, &id, follower))
+}
+
+/// How far a lost command's `startedAt` may be from this machine's clock when it was sent
+/// (clock skew, queueing) and still be taken for it.
+const LOST_START_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A foreground start whose answer broke before its first line (or before its head, when the
+/// failure was ambiguous): the command may be running without its id known. Settled by
+/// listing the session's commands (PROTOCOL.md §13.2), never by sending it again: exactly one
+/// command with this program, arguments and cwd, started around `sent_at`, is followed from
+/// `/logs`; none or several leave the original (ambiguous) error.
+async fn settle_lost_start(
+    handle: &Handle,
+    session: &SessionRef,
+    body: &RunBody,
+    sent_at: std::time::SystemTime,
+    error: Error,
+) -> Result<Process> {
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    };
+    let skew = LOST_START_SKEW.as_millis() as u64;
+    let (from, to) = (
+        ms(sent_at).saturating_sub(skew),
+        ms(std::time::SystemTime::now()) + skew,
+    );
+    let Ok(list) = handle.api.list_commands(&handle.name, &session.id).await else {
+        return Err(error);
+    };
+    let mut found = list.commands.into_iter().filter(|c| {
+        c.name.as_deref() == Some(body.command.as_str())
+            && c.args == body.args
+            && body
+                .cwd
+                .as_ref()
+                .is_none_or(|cwd| c.cwd.as_ref() == Some(cwd))
+            && c.started_at.is_some_and(|at| (from..=to).contains(&at))
+    });
+    match (found.next(), found.next()) {
+        (Some(only), None) => {
+            tracing::debug!(command = %only.id, "vercel: a command whose start answer broke was found by listing");
+            let follower = Follower::attached(
+                handle.api.clone(),
+                handle.name.clone(),
+                session.id.clone(),
+                only.id.clone(),
+            );
+            Ok(process(handle, &session.id, &only.id, follower))
+        }
+        _ => Err(error),
+    }
 }
 
 /// The session's commands.
