@@ -7,6 +7,9 @@
 //! processes), runs every command as a real local process in a private temporary directory
 //! (through the embedded `local` provider), and logs every request it sees.
 //!
+//! The simulators: [`e2b`] (E2B), [`daytona`] (Daytona), [`fly`] (Fly Machines) and
+//! [`vercel`] (Vercel Sandbox), each started by name through [`start`].
+//!
 //! The shared parts live here:
 //! - [`SimServer`]: the HTTP/1.1 server, a [`Handler`] per provider;
 //! - [`FaultPlan`]: faults and latency per operation, from code or from a SPEC string
@@ -233,6 +236,8 @@ mod tests {
             ("daytona", "dtn_simulator_0123456789abcdef"),
             ("fly", "fly-sim-token"),
             ("e2b", "e2b_0000000000000000000000000000000000000000"),
+            // Never had a fixed key; any fixed one must be refused.
+            ("vercel", "vcp_simulator"),
         ];
         let client = reqwest::Client::new();
         for (provider, old) in published {
@@ -247,6 +252,15 @@ mod tests {
             let (path, header, scheme) = match provider {
                 "e2b" => ("/v2/sandboxes".to_owned(), "x-api-key", ""),
                 "daytona" => ("/api/sandbox".to_owned(), "authorization", "Bearer "),
+                "vercel" => (
+                    format!(
+                        "/v2/sandboxes?project={}&teamId={}",
+                        vercel::PROJECT,
+                        vercel::TEAM
+                    ),
+                    "authorization",
+                    "Bearer ",
+                ),
                 _ => (
                     format!("/v1/apps/{}/machines", fly::APP),
                     "authorization",
