@@ -73,6 +73,7 @@ fn is_duplicate_name(code: Option<&str>, message: &str) -> bool {
 /// | status | kind |
 /// | --- | --- |
 /// | 400 duplicate name (§4.2) | `Conflict` |
+/// | 422 `sandbox_stopping`, `sandbox_snapshotting` (the session is going down; §16) | `NotRunning` |
 /// | other 400, 422 | `Validation` |
 /// | 401, 403 | `Unauthorized` |
 /// | 404 | `NotFound` |
@@ -84,6 +85,13 @@ pub(crate) fn map_error(resp: FailedResponse<'_>) -> Error {
     let (text, code, reset) = parse(resp.body);
     let kind = match resp.status {
         400 if is_duplicate_name(code.as_deref(), &text) => ErrorKind::Conflict,
+        422 if matches!(
+            code.as_deref(),
+            Some("sandbox_stopping" | "sandbox_snapshotting")
+        ) =>
+        {
+            ErrorKind::NotRunning
+        }
         400 | 422 => ErrorKind::Validation,
         401 | 403 => ErrorKind::Unauthorized,
         404 => ErrorKind::NotFound,
@@ -189,6 +197,15 @@ mod tests {
         ));
         assert_eq!(e.kind(), ErrorKind::Validation);
         assert!(e.message().contains("invalid port [bad_request]"), "{e}");
+    }
+
+    #[test]
+    fn sessions_going_down_are_not_running() {
+        for code in ["sandbox_stopping", "sandbox_snapshotting"] {
+            let body = format!(r#"{{"error":{{"code":"{code}","message":"m"}}}}"#);
+            let e = map_error(resp(422, &body));
+            assert_eq!(e.kind(), ErrorKind::NotRunning, "{code}");
+        }
     }
 
     #[test]

@@ -151,3 +151,38 @@ async fn a_start_whose_answer_is_lost_is_found_by_listing_and_never_sent_again()
     assert!(e.is_ambiguous(), "{e}");
     assert_eq!(sb.read_to_string("ran").await.unwrap(), "once\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_starts_stops_and_snapshots_are_waited_out_or_named_not_running() {
+    let sim = VercelSim::builder()
+        .start_time(Duration::from_millis(500))
+        .stop_time(Duration::from_millis(800))
+        .start()
+        .await
+        .unwrap();
+    let provider = VercelProvider::builder()
+        .token(sim.token())
+        .team_id(TEAM)
+        .project_id(PROJECT)
+        .base_url(sim.url())
+        .build()
+        .unwrap();
+    let sb = provider.create(&CreateSpec::new()).await.unwrap();
+    // The session is pending: the command waits for it.
+    let out = sb.run(&Command::shell("echo up > f; cat f")).await.unwrap();
+    assert_eq!(out.stdout_lossy(), "up\n");
+    sb.stop().await.unwrap();
+    assert_eq!(
+        sb.info().await.unwrap().state,
+        sandbox_sdk_core::SandboxState::Stopped
+    );
+    sb.resume().await.unwrap();
+    assert_eq!(sb.read_to_string("f").await.unwrap(), "up\n");
+    // A snapshot stops the session; until resumed, calls are NotRunning, not invalid.
+    sb.snapshot(None).await.unwrap();
+    let e = sb.run(&Command::shell("true")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotRunning, "{e}");
+    sb.resume().await.unwrap();
+    assert_eq!(sb.read_to_string("f").await.unwrap(), "up\n");
+    sb.destroy().await.unwrap();
+}
