@@ -18,18 +18,10 @@ const SDK_CHECKS: &[&str] = &["daytona", "e2b", "vercel"];
 /// `cargo xtask sim ARGS`: the `sandbox-sim` binary with the same arguments (`--provider NAME
 /// [--port N] [--faults SPEC] [--page-cap N]`), serving until interrupted.
 pub fn run(args: Args) -> Result {
+    let mut cargo = vec!["run", "--quiet", "-p", "sandbox-sim", "--"];
     let args = args.passthrough();
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["run", "--quiet", "-p", "sandbox-sim", "--"])
-        .args(&args)
-        .current_dir(shell::workspace_root())
-        .status()
-        .map_err(|e| format!("could not run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("sandbox-sim {} failed ({status})", args.join(" ")))
-    }
+    cargo.extend(args.iter().map(String::as_str));
+    shell::run_cargo(&cargo)
 }
 
 /// `cargo xtask sim-check`: every official-SDK check.

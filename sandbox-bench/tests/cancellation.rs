@@ -14,8 +14,6 @@
 //! `CANCEL_PROVIDERS` (comma-separated) limits the adapters.
 
 use futures::StreamExt;
-use sandbox_conformance::simulated::SIM_STREAM_IDLE;
-use sandbox_conformance::{REPLAY_CREATE_LOOKUP, REPLAY_REQUEST_TIMEOUT};
 use sandbox_sdk_core::{
     Command, CreateSpec, ListFilter, Provider, Sandbox, SandboxExt, upload_body,
 };
@@ -25,42 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The adapter pointed at `sim` as its `tests/conformance_sim.rs` builds it.
 fn adapter(sim: &dyn Simulator) -> Arc<dyn Provider> {
-    let (url, key) = (sim.url(), sim.api_key());
-    match sim.provider() {
-        "e2b" => Arc::new(
-            sandbox_e2b::E2bBuilder::new()
-                .api_key(key)
-                .api_url(url)
-                .sandbox_url(url)
-                .request_timeout(REPLAY_REQUEST_TIMEOUT)
-                .create_lookup(REPLAY_CREATE_LOOKUP)
-                .stream_idle_timeout(SIM_STREAM_IDLE)
-                .build()
-                .unwrap(),
-        ),
-        "daytona" => Arc::new(
-            sandbox_daytona::DaytonaProvider::builder()
-                .api_key(key)
-                .api_url(format!("{url}/api"))
-                .poll_interval(Duration::from_millis(20))
-                .request_timeout(REPLAY_REQUEST_TIMEOUT)
-                .create_lookup(REPLAY_CREATE_LOOKUP)
-                .idle_timeout(SIM_STREAM_IDLE)
-                .build()
-                .unwrap(),
-        ),
-        "fly" => Arc::new(
-            sandbox_fly::FlyProvider::builder()
-                .token(key)
-                .app(sandbox_sim::fly::APP)
-                .base_url(url)
-                .request_timeout(REPLAY_REQUEST_TIMEOUT)
-                .create_lookup(REPLAY_CREATE_LOOKUP)
-                .build()
-                .unwrap(),
-        ),
-        other => panic!("no adapter for {other}"),
-    }
+    sandbox_bench::adapter_for(sim).unwrap()
 }
 
 /// The open file descriptors, without the simulator's command output files (`local`
