@@ -186,3 +186,30 @@ async fn slow_starts_stops_and_snapshots_are_waited_out_or_named_not_running() {
     assert_eq!(sb.read_to_string("f").await.unwrap(), "up\n");
     sb.destroy().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_outlives_the_edges_cut_is_followed_to_its_end() {
+    let sim = VercelSim::builder()
+        .edge_cut(Some(Duration::from_millis(600)))
+        .start()
+        .await
+        .unwrap();
+    let provider = VercelProvider::builder()
+        .token(sim.token())
+        .team_id(TEAM)
+        .project_id(PROJECT)
+        .base_url(sim.url())
+        .build()
+        .unwrap();
+    let sb = provider.create(&CreateSpec::new()).await.unwrap();
+    let script = "echo start; sleep 1; echo middle >&2; sleep 1; echo end; exit 7";
+    let out = sb.run(&Command::shell(script)).await.unwrap();
+    assert_eq!(out.stdout_lossy(), "start\nend\n");
+    assert_eq!(out.stderr_lossy(), "middle\n");
+    assert_eq!(out.status.code, Some(7));
+    let background = sb.exec(&Command::shell(script).background()).await.unwrap();
+    let out = background.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "start\nend\n");
+    assert_eq!(out.status.code, Some(7));
+    assert_eq!(sim.server().log().count("exec"), 2, "nothing ran twice");
+}
