@@ -837,3 +837,63 @@ async fn a_pending_session_holds_commands_until_it_runs() {
     assert_eq!(out, "up\n");
     assert_eq!(sim.session_status(&session), Some("running"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_network_policy_and_the_session_list() {
+    let sim = VercelSim::start().await.unwrap();
+    let c = Client::new(&sim);
+    let (name, session) = c
+        .create(json!({ "name": "patched", "tags": { "a": "1" } }))
+        .await;
+    let patched = c
+        .send(
+            c.http
+                .patch(c.url(&format!("/v2/sandboxes/{name}?projectId={PROJECT}")))
+                .bearer_auth(sim.token())
+                .json(&json!({ "tags": { "b": "2" }, "timeout": 600_000, "persistent": false })),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["sandbox"]["tags"], json!({ "b": "2" }));
+    assert_eq!(patched.body["sandbox"]["timeout"], 600_000);
+    assert_eq!(patched.body["sandbox"]["persistent"], false);
+    assert!(patched.body["routes"].is_array());
+    let policy = c
+        .post(
+            &format!("/v2/sandboxes/sessions/{session}/network-policy"),
+            json!({ "allow": ["*.npmjs.org"], "subnets": { "deny": ["10.0.0.0/8"] } }),
+        )
+        .await;
+    assert_eq!(policy.status, 200, "{}", policy.body);
+    assert_eq!(
+        policy.body["session"]["networkPolicy"],
+        json!({ "mode": "custom", "allowedDomains": ["*.npmjs.org"], "allowedCIDRs": [],
+                "deniedCIDRs": ["10.0.0.0/8"] })
+    );
+    let sessions = c
+        .get(&format!(
+            "/v2/sandboxes/sessions?project={PROJECT}&name={name}"
+        ))
+        .await;
+    assert_eq!(sessions.status, 200);
+    assert_eq!(sessions.body["sessions"][0]["id"], session);
+    assert_eq!(sessions.body["pagination"]["next"], Value::Null);
+    // Not persistent: the next session starts from an empty disk.
+    c.sh(&session, "echo gone > f").await;
+    c.post(&format!("/v2/sandboxes/sessions/{session}/stop"), json!({}))
+        .await;
+    for _ in 0..100 {
+        if sim.session_status(&session) == Some("stopped") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let resumed = c
+        .get(&format!(
+            "/v2/sandboxes/{name}?projectId={PROJECT}&resume=true"
+        ))
+        .await;
+    let next = resumed.body["session"]["id"].as_str().unwrap().to_owned();
+    let (_, _, exit, _) = c.sh(&next, "test -e f").await;
+    assert_eq!(exit, 1, "the disk was not kept");
+}
