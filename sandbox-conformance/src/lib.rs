@@ -16,6 +16,8 @@
 //!   `tests/conformance.rs`, plus `capability_coverage`, with an insta snapshot of the normalised
 //!   requests each scenario sends;
 //! - [`checks`]: checks an adapter's own tests call (env and cwd folded once);
+//! - [`openapi`]: JSON bodies (of cassettes, or of a live run's request log) checked against a
+//!   provider's OpenAPI documents;
 //! - [`record`]: the recorder (a scrubbing proxy in front of the live service, which also
 //!   derives the injected-failure cassettes from live calls), [`scrub::SecretCheck`] (the
 //!   secret check it and [`cassette::Cassette::load`] run), and [`SharedService`] (one live
@@ -56,6 +58,7 @@ mod adapter;
 pub mod cassette;
 pub mod checks;
 mod derive;
+pub mod openapi;
 mod proxy;
 pub mod record;
 

@@ -14,7 +14,6 @@ mod conformance;
 mod deps;
 mod faults;
 mod fixtures;
-mod fly_check;
 mod fuzz;
 mod mcp;
 mod outside;

@@ -1,77 +1,53 @@
-//! The Fly part of `cargo xtask sim-check`. Fly has no official SDK in a reachable registry, so
-//! instead of one, this workspace's adapter runs every conformance scenario (each in an app of
-//! its own) and its own lease, wait, update, stop, suspend and destroy calls against
-//! [`FlySim`] with bodies captured, and every JSON request and response body of the run is
-//! validated against the Machines OpenAPI in `../shared/specs/fly` with the fixture check's
-//! validator ([`crate::fixtures`]). Error answers on statuses the spec does not describe are
-//! checked against its `ErrorResponse`; the lease family's own error envelope and bodies the
-//! spec lists without a schema (`{"ok": true}`) are counted as not described (PROTOCOL.md
-//! documents them). Skipped, saying so, when `../shared/specs` is absent.
+//! Fly has no official SDK in a reachable registry to run against the simulator, so instead
+//! this adapter runs every conformance scenario (each in an app of its own) and its own lease,
+//! wait, update, stop, suspend and destroy calls against [`FlySim`] with bodies captured, and
+//! every JSON request and response body of the run is validated against the Machines OpenAPI in
+//! `../shared/specs/fly` with the kit's validator ([`sandbox_conformance::openapi`]). Error
+//! answers on statuses the spec does not describe are checked against its `ErrorResponse`; the
+//! lease family's own error envelope and bodies the spec lists without a schema
+//! (`{"ok": true}`) are counted as not described (PROTOCOL.md documents them). Skipped, saying
+//! so, when `../shared/specs` is absent.
 
-use crate::fixtures::{self, Coverage};
-use crate::{Result, shell};
+use sandbox_conformance::openapi::{self, Coverage};
 use sandbox_conformance::{SCENARIOS, Suite};
 use sandbox_fly::FlyProvider;
 use sandbox_sdk_core::CreateSpec;
 use sandbox_sim::Simulator;
 use sandbox_sim::fly::FlySim;
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+type Result<T> = std::result::Result<T, String>;
+
 /// What a run found.
-pub(crate) struct Report {
+struct Report {
     /// How many JSON bodies were seen and validated, and what the spec does not describe.
-    pub coverage: Coverage,
+    coverage: Coverage,
     /// Schema problems, and a failure of the adapter's own Fly calls.
-    pub problems: Vec<String>,
+    problems: Vec<String>,
     /// Scenarios that failed (the `fly-sim` conformance suite judges behaviour; here they
     /// only mean part of the wire was not exercised).
-    pub failed_scenarios: Vec<String>,
+    failed_scenarios: Vec<String>,
     /// How many requests the simulator saw.
-    pub requests: usize,
+    requests: usize,
 }
 
-/// The check as `sim-check` runs it.
-pub fn check() -> Result {
-    let specs = shell::workspace_root().join("../shared/specs/fly");
-    if !specs.is_dir() {
-        println!(
-            "sim-check fly: ../shared/specs/fly is absent: the Machines OpenAPI check is skipped"
-        );
-        return Ok(());
-    }
-    println!("== sim-check fly: the adapter against the simulator, bodies against the OpenAPI");
-    let report = run(&specs)?;
-    for line in report.coverage.lines() {
-        let line = line.trim_start_matches("fixtures: ");
-        println!("sim-check fly: {line} ({} requests)", report.requests);
-    }
-    for p in report.coverage.providers.values() {
-        for what in &p.unvalidated {
-            println!("  not described by the spec: {what}");
-        }
-    }
-    for failed in &report.failed_scenarios {
-        println!("  note: a scenario failed in this run (see the fly-sim suite): {failed}");
-    }
-    if report.problems.is_empty() {
-        Ok(())
+/// The Machines OpenAPI beside the repository, if it is there.
+fn specs() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/specs/fly");
+    if dir.is_dir() {
+        Some(dir)
     } else {
-        for p in &report.problems {
-            eprintln!("  {p}");
-        }
-        Err(format!(
-            "sim-check fly: {} problem(s) in the adapter run against the simulator",
-            report.problems.len()
-        ))
+        println!("../shared/specs/fly is absent: the Machines OpenAPI check is skipped");
+        None
     }
 }
 
 /// Runs the adapter against a fresh simulator and validates what went over the wire.
-pub(crate) fn run(specs: &Path) -> Result<Report> {
-    let docs = fixtures::load_specs(specs);
+fn run(specs: &Path) -> Result<Report> {
+    let docs = openapi::load_specs(specs);
     if docs.is_empty() {
         return Err(format!("no OpenAPI document in {}", specs.display()));
     }
@@ -83,14 +59,13 @@ pub(crate) fn run(specs: &Path) -> Result<Report> {
     let (entries, failed_scenarios, mut problems) = runtime.block_on(adapter_run())?;
     let mut coverage = Coverage::default();
     let (cassette, errors) = cassette_of(&entries, &docs);
-    problems.extend(fixtures::validate_cassette(&cassette, &docs, &mut coverage));
+    problems.extend(openapi::validate_cassette(&cassette, &docs, &mut coverage));
     let error_schema = json!({ "$ref": "#/components/schemas/ErrorResponse" });
     for (at, body) in errors {
         let what = format!("response {at}");
         if body.get("error").is_some() {
             coverage.body("fly", what, true);
-            let mut errs = Vec::new();
-            fixtures::validate(&docs[0], &error_schema, &body, "", false, &mut errs, 0);
+            let errs = openapi::problems(&docs[0], &error_schema, &body);
             problems.extend(errs.into_iter().map(|e| format!("{at}: error body {e}")));
         } else {
             coverage.body("fly", what, false);
@@ -214,9 +189,9 @@ fn cassette_of(entries: &[sandbox_sim::LogEntry], docs: &[Value]) -> (Value, Vec
         }
         let mut response = json!({ "status": status });
         if let Some(body) = json_of(&e.response_body) {
-            let described = fixtures::find_operation(docs, "fly", &method, &path)
+            let described = openapi::find_operation(docs, "fly", &method, &path)
                 .and_then(|(doc, op)| {
-                    fixtures::json_schema(doc, &op["responses"][status.to_string()])
+                    openapi::json_schema(doc, &op["responses"][status.to_string()])
                 })
                 .is_some();
             if status >= 400 && !described {
@@ -231,72 +206,71 @@ fn cassette_of(entries: &[sandbox_sim::LogEntry], docs: &[Value]) -> (Value, Vec
     (cassette, errors)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The adapter's whole run against the simulator validates against the Machines OpenAPI.
-    #[test]
-    fn every_body_of_an_adapter_run_fits_the_machines_openapi() {
-        let specs = shell::workspace_root().join("../shared/specs/fly");
-        if !specs.is_dir() {
-            println!("../shared/specs/fly is absent: the Machines OpenAPI check is skipped");
-            return;
-        }
-        let report = run(&specs).unwrap();
-        assert!(report.problems.is_empty(), "{:#?}", report.problems);
-        assert!(
-            report.failed_scenarios.len() <= 1,
-            "{:#?}",
-            report.failed_scenarios
-        );
-        let fly = &report.coverage.providers["fly"];
-        assert!(report.requests > 150, "{} requests", report.requests);
-        assert!(
-            fly.validated > 150,
-            "{} of {} bodies",
-            fly.validated,
-            fly.bodies
+/// The adapter's whole run against the simulator validates against the Machines OpenAPI.
+#[test]
+fn every_body_of_an_adapter_run_fits_the_machines_openapi() {
+    let Some(specs) = specs() else { return };
+    let report = run(&specs).unwrap();
+    for line in report.coverage.lines() {
+        println!(
+            "{} ({} requests)",
+            line.trim_start_matches("fixtures: "),
+            report.requests
         );
     }
-
-    #[test]
-    fn a_body_off_the_schema_is_a_problem() {
-        let specs = shell::workspace_root().join("../shared/specs/fly");
-        if !specs.is_dir() {
-            println!("../shared/specs/fly is absent: the Machines OpenAPI check is skipped");
-            return;
+    for p in report.coverage.providers.values() {
+        for what in &p.unvalidated {
+            println!("  not described by the spec: {what}");
         }
-        let docs = fixtures::load_specs(&specs);
-        let entry = |path: &str, status: u16, body: &str| sandbox_sim::LogEntry {
-            at_ms: 0,
-            operation: "exec",
-            method: "POST".into(),
-            path: path.into(),
-            query: None,
-            status: Some(status),
-            fault: None,
-            request_body: Some(r#"{"command": "echo hi"}"#.into()),
-            response_body: Some(body.into()),
-        };
-        let path = "/v1/apps/a/machines/m/exec";
-        let (cassette, errors) = cassette_of(
-            &[
-                entry(path, 200, r#"{"exit_code": "0"}"#),
-                entry(path, 412, r#"{"error": 1}"#),
-            ],
-            &docs,
-        );
-        let problems =
-            fixtures::validate_cassette(&cassette, &docs, &mut Coverage::default()).join("\n");
-        assert!(
-            problems.contains("request body /command: expected array"),
-            "{problems}"
-        );
-        assert!(
-            problems.contains("response 200 body /exit_code: expected integer"),
-            "{problems}"
-        );
-        assert_eq!(errors.len(), 1, "412 is not described by the spec");
     }
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    assert!(
+        report.failed_scenarios.len() <= 1,
+        "{:#?}",
+        report.failed_scenarios
+    );
+    let fly = &report.coverage.providers["fly"];
+    assert!(report.requests > 150, "{} requests", report.requests);
+    assert!(
+        fly.validated > 150,
+        "{} of {} bodies",
+        fly.validated,
+        fly.bodies
+    );
+}
+
+#[test]
+fn a_body_off_the_schema_is_a_problem() {
+    let Some(specs) = specs() else { return };
+    let docs = openapi::load_specs(&specs);
+    let entry = |path: &str, status: u16, body: &str| sandbox_sim::LogEntry {
+        at_ms: 0,
+        operation: "exec",
+        method: "POST".into(),
+        path: path.into(),
+        query: None,
+        status: Some(status),
+        fault: None,
+        request_body: Some(r#"{"command": "echo hi"}"#.into()),
+        response_body: Some(body.into()),
+    };
+    let path = "/v1/apps/a/machines/m/exec";
+    let (cassette, errors) = cassette_of(
+        &[
+            entry(path, 200, r#"{"exit_code": "0"}"#),
+            entry(path, 412, r#"{"error": 1}"#),
+        ],
+        &docs,
+    );
+    let problems =
+        openapi::validate_cassette(&cassette, &docs, &mut Coverage::default()).join("\n");
+    assert!(
+        problems.contains("request body /command: expected array"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("response 200 body /exit_code: expected integer"),
+        "{problems}"
+    );
+    assert_eq!(errors.len(), 1, "412 is not described by the spec");
 }
