@@ -43,14 +43,14 @@ pub fn adapter_for(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
                 .poll_interval(Duration::from_millis(20))
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
-                .idle_timeout(SIM_STREAM_IDLE)
+                .stream_idle_timeout(SIM_STREAM_IDLE)
                 .build()?,
         ),
         "fly" => Arc::new(
             sandbox_fly::FlyProvider::builder()
                 .token(key)
                 .app(sandbox_sim::fly::APP)
-                .base_url(url)
+                .api_url(url)
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
                 .build()?,

@@ -3,9 +3,9 @@
 use crate::api::client::Api;
 use crate::api::ssh::parse_fingerprint;
 use crate::config::{
-    Config, DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, ExecTransport, LogFollow,
-    MIN_SDK_VERSION, PROVIDER, parse_version,
+    Config, DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DIRECT_WINDOW,
+    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, DEFAULT_STREAM_IDLE_TIMEOUT,
+    ExecTransport, LogFollow, MIN_SDK_VERSION, PROVIDER, parse_version,
 };
 use crate::provider::DaytonaProvider;
 use sandbox_sdk_core::idempotency::CreateLookup;
@@ -90,9 +90,9 @@ impl DaytonaBuilder {
             ssh_host_key: None,
             ssh_trust_first_use: false,
             ssh_gateway: None,
-            create_lookup: DEFAULT_CREATE_LOOKUP,
+            create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
             direct_window: DEFAULT_DIRECT_WINDOW,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
             log_ping: (DEFAULT_PING_EVERY, DEFAULT_PING_ANSWER),
         }
     }
@@ -235,7 +235,7 @@ impl DaytonaBuilder {
     }
 
     /// How long and how often a create that may have happened is looked up by its name before
-    /// the error goes back to the caller (default [`DEFAULT_CREATE_LOOKUP`]: 60 s). Applies to
+    /// the error goes back to the caller (default [`DEFAULT_CREATE_LOOKUP_WINDOW`]: 60 s). Applies to
     /// creates with an idempotency key (see [`DaytonaProvider`]'s
     /// `create`).
     pub fn create_lookup(mut self, lookup: CreateLookup) -> Self {
@@ -254,10 +254,10 @@ impl DaytonaBuilder {
     }
 
     /// The longest silence allowed between the chunks of a streamed upload's or download's
-    /// body, and of a polled log (default [`DEFAULT_IDLE_TIMEOUT`], 60 s). The answer's head
+    /// body, and of a polled log (default [`DEFAULT_STREAM_IDLE_TIMEOUT`], 60 s). The answer's head
     /// must come within the request timeout after the last byte was sent; there is no total
     /// limit, so large transfers work at any speed that is not silence.
-    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+    pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
         self.idle_timeout = idle;
         self
     }

@@ -25,15 +25,15 @@ pub const MIN_SDK_VERSION: (u64, u64, u64) = (0, 167, 0);
 /// apart doubling to 1 s. The API keeps a snapshot create's request open for up to 30 s while
 /// the sandbox starts (PROTOCOL.md §2.1), and the sandbox row, with its name, exists from the
 /// start of that wait; 60 s covers it with room for a slow API.
-pub const DEFAULT_CREATE_LOOKUP: CreateLookup = CreateLookup::new(Duration::from_secs(60));
+pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(60);
 
 /// How long a foreground command is waited on in one synchronous request before it is followed
 /// instead (see [`DaytonaBuilder::direct_window`](crate::DaytonaBuilder::direct_window)).
 pub const DEFAULT_DIRECT_WINDOW: Duration = Duration::from_secs(1);
 
 /// The longest silence between the chunks of a streamed upload's or download's body, or of a
-/// polled log (see [`DaytonaBuilder::idle_timeout`](crate::DaytonaBuilder::idle_timeout)).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// polled log (see [`DaytonaBuilder::stream_idle_timeout`](crate::DaytonaBuilder::stream_idle_timeout)).
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long the log WebSocket may be silent before a ping is sent.
 pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(20);

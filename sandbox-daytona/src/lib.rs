@@ -113,9 +113,9 @@ pub use sandbox_sdk_core;
 pub use builder::DaytonaBuilder;
 pub use capabilities::{CAPABILITIES, FLAGS, capabilities_for};
 pub use config::{
-    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP, DEFAULT_DIRECT_WINDOW, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PING_ANSWER, DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, ExecTransport, IDEMPOTENCY_LABEL,
-    LogFollow, MIN_SDK_VERSION,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DIRECT_WINDOW, DEFAULT_PING_ANSWER,
+    DEFAULT_PING_EVERY, DEFAULT_SDK_VERSION, DEFAULT_STREAM_IDLE_TIMEOUT, ExecTransport,
+    IDEMPOTENCY_LABEL, LogFollow, MIN_SDK_VERSION,
 };
 pub use files::{DaytonaFileInfo, FileMatch};
 pub use lifecycle::create::{DaytonaCreate, idempotency_name};

@@ -26,7 +26,7 @@ fn adapter(url: &str, key: &str) -> Result<Arc<dyn Provider>> {
         .poll_interval(Duration::from_millis(20))
         .request_timeout(REPLAY_REQUEST_TIMEOUT)
         .create_lookup(REPLAY_CREATE_LOOKUP)
-        .idle_timeout(SIM_STREAM_IDLE)
+        .stream_idle_timeout(SIM_STREAM_IDLE)
         .build()?;
     Ok(Arc::new(provider))
 }

@@ -1490,7 +1490,7 @@ async fn a_download_that_goes_silent_ends_with_transport() {
     .await;
     let sandbox = common::builder(&server)
         .toolbox_url(toolbox)
-        .idle_timeout(Duration::from_millis(300))
+        .stream_idle_timeout(Duration::from_millis(300))
         .build()
         .unwrap()
         .get("sb1")

@@ -86,7 +86,7 @@ pub(crate) const PROCESS_LIST_MAX_BODY: usize = sandbox_sdk_core::http::DEFAULT_
 pub(crate) const NOT_A_STREAM_MAX_BODY: usize = 64 * 1024;
 
 /// The metadata key under which `CreateSpec::idempotency_key` is stored on a sandbox.
-pub const IDEMPOTENCY_METADATA_KEY: &str = "sandbox-sdk-idempotency-key";
+pub const IDEMPOTENCY_LABEL: &str = "sandbox-sdk-idempotency-key";
 /// The metadata key under which `CreateSpec::name` is stored (E2B sandboxes have no name).
 pub const NAME_METADATA_KEY: &str = "sandbox-sdk-name";
 /// The template used when the spec names none.

@@ -105,7 +105,7 @@ async fn main() -> sandbox_sdk_core::Result<()> {
     let fly = FlyProvider::builder()
         .token("bench-token")
         .app(APP)
-        .base_url(server.uri())
+        .api_url(server.uri())
         // Latency of one call, not Fly's exec rate: the stand-in has no rate limit, and with the
         // default pace every call after the first three would wait its 1 s turn.
         .poll_interval(Duration::ZERO)

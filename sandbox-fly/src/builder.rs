@@ -4,7 +4,7 @@
 //! The environment variables [`FlyBuilder::from_env`] reads are listed on [`FlyBuilder`].
 
 use crate::config::{
-    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_IMAGE, DEFAULT_LAUNCH_WAIT,
     DOWNLOAD_CHUNK, EXEC_DEADLINE, PROVIDER, Settings, UPLOAD_CHUNK,
 };
 use crate::provider::FlyProvider;
@@ -78,7 +78,7 @@ impl FlyBuilder {
     pub(crate) fn empty() -> Self {
         FlyBuilder {
             token: None,
-            base_url: DEFAULT_BASE_URL.to_owned(),
+            base_url: DEFAULT_API_URL.to_owned(),
             app: None,
             region: None,
             image: DEFAULT_IMAGE.to_owned(),
@@ -130,7 +130,7 @@ impl FlyBuilder {
 
     /// Sets the Machines API base URL (`https://api.machines.dev`, the private
     /// `http://_api.internal:4280`, or a test server). A trailing `/v1` is accepted.
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+    pub fn api_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
     }
@@ -347,7 +347,7 @@ impl Settings {
         FlyBuilder::empty()
             .token("t")
             .app(app)
-            .base_url("http://127.0.0.1:1")
+            .api_url("http://127.0.0.1:1")
             .settings()
             .expect("a default builder with a token and an app builds")
     }
@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(b.api_root().unwrap(), "https://api.machines.dev/v1");
         assert_eq!(b.image, DEFAULT_IMAGE);
         assert!(b.token.is_none());
-        let b = FlyBuilder::empty().base_url("http://127.0.0.1:9/v1/");
+        let b = FlyBuilder::empty().api_url("http://127.0.0.1:9/v1/");
         assert_eq!(b.api_root().unwrap(), "http://127.0.0.1:9/v1");
     }
 

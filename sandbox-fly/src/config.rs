@@ -9,7 +9,7 @@ use std::time::Duration;
 pub const PROVIDER: &str = "fly";
 
 /// The public Machines API.
-pub const DEFAULT_BASE_URL: &str = "https://api.machines.dev";
+pub const DEFAULT_API_URL: &str = "https://api.machines.dev";
 
 /// The image used when neither the builder nor the create spec names one.
 pub const DEFAULT_IMAGE: &str = "ubuntu:24.04";

@@ -376,7 +376,7 @@ mod tests {
     fn provider(b: FlyBuilder) -> FlyProvider {
         b.token("t")
             .app("app")
-            .base_url("http://127.0.0.1:1")
+            .api_url("http://127.0.0.1:1")
             .build()
             .unwrap()
     }

@@ -34,7 +34,7 @@ impl Replay {
         FlyProvider::builder()
             .token(cassette::TOKEN)
             .app("conformance-app")
-            .base_url(self.server.url())
+            .api_url(self.server.url())
             .poll_interval(Duration::ZERO)
     }
 

@@ -30,7 +30,7 @@ fn builder(server: &MockServer) -> FlyBuilder {
     FlyProvider::builder()
         .token("bounds-token")
         .app(APP)
-        .base_url(server.uri())
+        .api_url(server.uri())
         .poll_interval(Duration::ZERO)
 }
 

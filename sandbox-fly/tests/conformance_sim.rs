@@ -18,7 +18,7 @@ fn adapter(url: &str, token: &str) -> Result<Arc<dyn Provider>> {
     let provider = FlyProvider::builder()
         .token(token)
         .app(APP)
-        .base_url(url)
+        .api_url(url)
         // The port preview_link asks for: Fly routes only ports a machine's services declare.
         .expose_port(8080)
         .request_timeout(REPLAY_REQUEST_TIMEOUT)

@@ -19,7 +19,7 @@ fn adapter(sim: &FlySim) -> FlyProvider {
     FlyProvider::builder()
         .token(sim.token())
         .app(sim.app())
-        .base_url(sim.url())
+        .api_url(sim.url())
         // Three chunks per transfer, so every upload and download is several exec calls.
         .file_chunk(4 * 1024)
         .build()

@@ -20,7 +20,7 @@ fn adapter(sim: &FlySim) -> FlyProvider {
     FlyProvider::builder()
         .token(sim.token())
         .app(sim.app())
-        .base_url(sim.url())
+        .api_url(sim.url())
         .build()
         .unwrap()
 }

@@ -91,7 +91,7 @@ async fn adapter_run() -> Result<(Vec<sandbox_sim::LogEntry>, Vec<String>, Vec<S
         FlyProvider::builder()
             .token(sim.token())
             .app(app)
-            .base_url(sim.url())
+            .api_url(sim.url())
             .expose_port(8080)
             // As the fly-sim suite builds it: exec_streaming's 1 s command must outlive the
             // launch wait to be streamed rather than come back whole.

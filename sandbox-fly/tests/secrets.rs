@@ -25,7 +25,7 @@ async fn the_token_never_shows() {
     .substituted(&Placeholders::standard(server.url()))
     .unwrap();
     server.mount(&cassette, false).await.unwrap();
-    let fly = builder.base_url(server.url()).build().unwrap();
+    let fly = builder.api_url(server.url()).build().unwrap();
     assert!(!format!("{fly:?}").contains("canary"));
     let err = fly.connect_machine("m1").await.unwrap_err();
     assert_eq!(err.kind(), sandbox_sdk_core::ErrorKind::Unauthorized);

@@ -3,14 +3,6 @@
 
 // What a program using sandboxes names, by name: the traits and their conveniences, the create,
 // command, process and file types, capabilities, errors and the drop guard.
-pub use sandbox_sdk_core::{
-    ByteStream, Capabilities, Capability, Command, CreateSpec, DestroyOnDrop, Download, Error,
-    ErrorKind, EventStream, ExitStatus, FileEvent, FileEventKind, FileEventStream, FileInfo,
-    FileKind, Flags, Level, ListFilter, ListOptions, Metrics, Output, PreviewLink, PreviewModel,
-    Process, ProcessControl, ProcessEvent, ProcessInfo, Provider, ProviderExt, PtySize, Resources,
-    Result, Sandbox, SandboxExt, SandboxInfo, SandboxState, SandboxStream, SnapshotInfo,
-    SshAccess, StateChange, Stdin, StdinOutcome, Transfer, UploadBody,
-};
 /// The retrying, rate-limited client layer over any provider (`Client`, `RetryPolicy`).
 pub use sandbox_sdk_core::client;
 /// Fleets of sandboxes: owners, find-or-build preparation, prices, usage and reaping.
@@ -21,6 +13,14 @@ pub use sandbox_sdk_core::fleet;
 pub use sandbox_sdk_core::local;
 /// Bounded waits with backoff, for a caller waiting on a sandbox of its own.
 pub use sandbox_sdk_core::wait;
+pub use sandbox_sdk_core::{
+    ByteStream, Capabilities, Capability, Command, CreateSpec, DestroyOnDrop, Download, Error,
+    ErrorKind, EventStream, ExitStatus, FileEvent, FileEventKind, FileEventStream, FileInfo,
+    FileKind, Flags, Level, ListFilter, ListOptions, Metrics, Output, PreviewLink, PreviewModel,
+    Process, ProcessControl, ProcessEvent, ProcessInfo, Provider, ProviderExt, PtySize, Resources,
+    Result, Sandbox, SandboxExt, SandboxInfo, SandboxState, SandboxStream, SnapshotInfo, SshAccess,
+    StateChange, Stdin, StdinOutcome, Transfer, UploadBody,
+};
 
 /// What an adapter author needs and a program using sandboxes does not: the HTTP kit, command
 /// emulation over a shell, shell quoting, idempotent creates, paging, time formats, redaction

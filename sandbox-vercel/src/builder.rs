@@ -2,8 +2,8 @@
 //! fallible [`VercelBuilder::build`] into the resolved settings (`config::Settings`).
 
 use crate::config::{
-    DEFAULT_BASE_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_MAX_RECONNECTS, DEFAULT_STREAM_IDLE,
-    MAX_PORTS, PROVIDER, Settings, oidc_claims,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_MAX_RECONNECTS,
+    DEFAULT_STREAM_IDLE_TIMEOUT, MAX_PORTS, PROVIDER, Settings, oidc_claims,
 };
 use crate::provider::VercelProvider;
 use sandbox_sdk_core::idempotency::CreateLookup;
@@ -69,11 +69,11 @@ impl VercelBuilder {
             token: None,
             team_id: None,
             project_id: None,
-            base_url: DEFAULT_BASE_URL.to_owned(),
+            base_url: DEFAULT_API_URL.to_owned(),
             region: None,
             ports: Vec::new(),
             request_timeout: Duration::from_secs(30),
-            stream_idle: DEFAULT_STREAM_IDLE,
+            stream_idle: DEFAULT_STREAM_IDLE_TIMEOUT,
             max_reconnects: DEFAULT_MAX_RECONNECTS,
             stop_timeout: Duration::from_secs(60),
             create_lookup: CreateLookup::new(DEFAULT_CREATE_LOOKUP_WINDOW),
@@ -121,7 +121,7 @@ impl VercelBuilder {
 
     /// Sets the API base URL (`https://api.vercel.com`, `https://vercel.com/api`, or a test
     /// server).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+    pub fn api_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
     }
@@ -147,9 +147,9 @@ impl VercelBuilder {
         self
     }
 
-    /// The longest silence on a streamed answer (default [`DEFAULT_STREAM_IDLE`]): command
+    /// The longest silence on a streamed answer (default [`DEFAULT_STREAM_IDLE_TIMEOUT`]): command
     /// output is then checked and reconnected, a file read fails.
-    pub fn stream_idle(mut self, idle: Duration) -> Self {
+    pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
         self.stream_idle = idle;
         self
     }
@@ -302,7 +302,7 @@ mod tests {
         ]))
         .settings()
         .unwrap();
-        assert_eq!(s.base_url, DEFAULT_BASE_URL);
+        assert_eq!(s.base_url, DEFAULT_API_URL);
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub const PROVIDER: &str = "vercel";
 
 /// The REST API the reference documents (PROTOCOL.md §2); the official SDKs use
 /// `https://vercel.com/api`, which serves the same paths.
-pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
+pub const DEFAULT_API_URL: &str = "https://api.vercel.com";
 
 /// How long an ambiguous create (timed out, connection lost after sending, 5xx) is looked up by
 /// its name before the error goes back: Vercel answers a create with the session already made
@@ -20,7 +20,7 @@ pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(30);
 /// The longest silence allowed on a streamed answer (command output, logs, file reads) before
 /// the adapter treats it as lost: a command's stream is then checked and reconnected
 /// (PROTOCOL.md §11), a file read fails with `Transport`. Vercel sends no keepalives.
-pub const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(60);
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many reconnects in a row may bring nothing (no output, no exit) before following a
 /// command gives up with `Transport` (the command itself keeps running; `attach` follows it

@@ -43,7 +43,7 @@ async fn a_silent_download_ends_with_transport() {
     let started = tokio::time::Instant::now();
     let err = sb.read_file("big.bin").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
-    assert!(started.elapsed() >= sandbox_vercel::DEFAULT_STREAM_IDLE);
+    assert!(started.elapsed() >= sandbox_vercel::DEFAULT_STREAM_IDLE_TIMEOUT);
 }
 
 /// A command's stream that goes silent while the command runs is not its end: after the idle

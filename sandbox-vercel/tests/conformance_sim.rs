@@ -21,12 +21,12 @@ fn adapter(url: &str, token: &str) -> Result<Arc<dyn Provider>> {
         .token(token)
         .team_id(TEAM)
         .project_id(PROJECT)
-        .base_url(url)
+        .api_url(url)
         // The port preview_link asks for: Vercel routes only the ports declared at create.
         .expose_port(8080)
         .request_timeout(REPLAY_REQUEST_TIMEOUT)
         .create_lookup(REPLAY_CREATE_LOOKUP)
-        .stream_idle(SIM_STREAM_IDLE)
+        .stream_idle_timeout(SIM_STREAM_IDLE)
         .build()?;
     Ok(Arc::new(provider))
 }

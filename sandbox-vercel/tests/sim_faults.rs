@@ -16,9 +16,9 @@ async fn setup() -> (VercelSim, Arc<dyn Provider>) {
         .token(sim.token())
         .team_id(TEAM)
         .project_id(PROJECT)
-        .base_url(sim.url())
+        .api_url(sim.url())
         .request_timeout(Duration::from_secs(2))
-        .stream_idle(Duration::from_secs(2))
+        .stream_idle_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     (sim, Arc::new(provider))
@@ -164,7 +164,7 @@ async fn slow_starts_stops_and_snapshots_are_waited_out_or_named_not_running() {
         .token(sim.token())
         .team_id(TEAM)
         .project_id(PROJECT)
-        .base_url(sim.url())
+        .api_url(sim.url())
         .build()
         .unwrap();
     let sb = provider.create(&CreateSpec::new()).await.unwrap();
@@ -198,7 +198,7 @@ async fn a_command_that_outlives_the_edges_cut_is_followed_to_its_end() {
         .token(sim.token())
         .team_id(TEAM)
         .project_id(PROJECT)
-        .base_url(sim.url())
+        .api_url(sim.url())
         .build()
         .unwrap();
     let sb = provider.create(&CreateSpec::new()).await.unwrap();

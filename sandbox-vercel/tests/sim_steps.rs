@@ -18,7 +18,7 @@ async fn the_sdk_checks_steps_through_the_adapter() {
         .token(sim.token())
         .team_id(TEAM)
         .project_id(PROJECT)
-        .base_url(sim.url())
+        .api_url(sim.url())
         .expose_port(3000)
         .build()
         .unwrap();

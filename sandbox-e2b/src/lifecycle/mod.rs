@@ -8,7 +8,7 @@ pub(crate) mod templates;
 use crate::api::Api;
 use crate::api::envd::Envd;
 use crate::config::{
-    DEFAULT_TEMPLATE, DEFAULT_TTL, IDEMPOTENCY_METADATA_KEY, NAME_METADATA_KEY, PROVIDER, PauseMode,
+    DEFAULT_TEMPLATE, DEFAULT_TTL, IDEMPOTENCY_LABEL, NAME_METADATA_KEY, PROVIDER, PauseMode,
 };
 use crate::error::{Failure, map_error};
 use crate::wire::{
@@ -245,7 +245,7 @@ fn metrics(m: SandboxMetric) -> Metrics {
 /// Creates a sandbox (`POST /v2/sandboxes`) from `spec` and `options`.
 ///
 /// With [`CreateSpec::idempotency_key`] the create goes through [`create_once`]: a sandbox
-/// already labelled with the key ([`IDEMPOTENCY_METADATA_KEY`]) is connected to instead when
+/// already labelled with the key ([`IDEMPOTENCY_LABEL`]) is connected to instead when
 /// this create made it ([`check_adoption`]: its fingerprint and labels; anyone else's is a
 /// `Conflict`, left alone); otherwise the create is sent once with E2B's `Idempotency-Key`
 /// header (the create fingerprint), and a failure that
@@ -301,7 +301,7 @@ async fn send_create(api: &Api, spec: &CreateSpec, options: &CreateOptions) -> R
     let mut metadata = spec.metadata.clone();
     let fingerprint = create_fingerprint(spec);
     if let (Some(key), Some(fingerprint)) = (&spec.idempotency_key, &fingerprint) {
-        metadata.insert(IDEMPOTENCY_METADATA_KEY.into(), key.clone());
+        metadata.insert(IDEMPOTENCY_LABEL.into(), key.clone());
         metadata.insert(FINGERPRINT_LABEL.into(), fingerprint.clone());
     }
     if let Some(name) = &spec.name {
@@ -328,10 +328,10 @@ async fn send_create(api: &Api, spec: &CreateSpec, options: &CreateOptions) -> R
 }
 
 /// The live sandbox labelled with idempotency key `key` (`GET /v2/sandboxes` filtered by the
-/// [`IDEMPOTENCY_METADATA_KEY`] label, running or paused, one item).
+/// [`IDEMPOTENCY_LABEL`] label, running or paused, one item).
 pub(crate) async fn find_keyed(api: &Api, key: &str) -> Result<Option<SandboxInfo>> {
     let query = ListQuery {
-        metadata: [(IDEMPOTENCY_METADATA_KEY.to_owned(), key.to_owned())].into(),
+        metadata: [(IDEMPOTENCY_LABEL.to_owned(), key.to_owned())].into(),
         states: vec!["running".into(), "paused".into()],
         limit: Some(1),
     };

@@ -33,7 +33,7 @@ pub fn fly(cassettes: &Path) -> AdapterSuite {
         let provider = FlyProvider::builder()
             .token(cassette::TOKEN)
             .app(REPLAY_APP)
-            .base_url(base_url)
+            .api_url(base_url)
             .poll_interval(Duration::ZERO)
             .request_timeout(REPLAY_REQUEST_TIMEOUT)
             .create_lookup(REPLAY_CREATE_LOOKUP)
@@ -67,7 +67,7 @@ fn record(vars: &Vars, out_dir: &Path) -> Result<RecordTarget, String> {
         .request_timeout(REPLAY_REQUEST_TIMEOUT);
     let mut target = RecordTarget::new(
         move |proxy| {
-            let provider = proxied.clone().base_url(proxy).build()?;
+            let provider = proxied.clone().api_url(proxy).build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
         Arc::new(direct),

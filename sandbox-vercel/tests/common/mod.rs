@@ -24,7 +24,7 @@ pub fn builder(base_url: &str) -> VercelBuilder {
         .token(TOKEN)
         .team_id(TEAM)
         .project_id(PROJECT)
-        .base_url(base_url)
+        .api_url(base_url)
 }
 
 pub fn provider(server: &MockServer) -> VercelProvider {

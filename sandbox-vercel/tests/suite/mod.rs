@@ -33,7 +33,7 @@ pub fn vercel(cassettes: &Path) -> AdapterSuite {
             .token(cassette::TOKEN)
             .team_id(REPLAY_TEAM)
             .project_id(REPLAY_PROJECT)
-            .base_url(base_url)
+            .api_url(base_url)
             .expose_port(8080)
             .file_mtime(REPLAY_FILE_MTIME)
             .request_timeout(REPLAY_REQUEST_TIMEOUT)
@@ -60,14 +60,14 @@ fn record(vars: &Vars, out_dir: &Path) -> Result<RecordTarget, String> {
     let project = vars.require("VERCEL_PROJECT_ID")?;
     let upstream = vars
         .get("VERCEL_API_URL")
-        .unwrap_or_else(|| sandbox_vercel::DEFAULT_BASE_URL.to_owned());
+        .unwrap_or_else(|| sandbox_vercel::DEFAULT_API_URL.to_owned());
     let proxied = VercelBuilder::from_lookup(vars.lookup())
         .expose_port(8080)
         .file_mtime(REPLAY_FILE_MTIME)
         .request_timeout(REPLAY_REQUEST_TIMEOUT);
     let target = RecordTarget::one_host(
         move |proxy| {
-            let provider = proxied.clone().base_url(proxy).build()?;
+            let provider = proxied.clone().api_url(proxy).build()?;
             Ok(Arc::new(provider) as Arc<dyn Provider>)
         },
         &upstream,
