@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The simulators [`adapter_for`] has an adapter for.
-pub const ADAPTERS: &[&str] = &["e2b", "daytona", "fly"];
+pub const ADAPTERS: &[&str] = &["e2b", "daytona", "fly", "vercel"];
 
 /// The adapter of `sim`'s provider pointed at it, as its `tests/conformance_sim.rs` builds it:
 /// the simulator's key, the conformance kit's short request timeout and create look-up, and
@@ -53,6 +53,17 @@ pub fn adapter_for(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
                 .api_url(url)
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
+                .build()?,
+        ),
+        "vercel" => Arc::new(
+            sandbox_vercel::VercelProvider::builder()
+                .token(key)
+                .team_id(sandbox_sim::vercel::TEAM)
+                .project_id(sandbox_sim::vercel::PROJECT)
+                .api_url(url)
+                .request_timeout(REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(REPLAY_CREATE_LOOKUP)
+                .stream_idle_timeout(SIM_STREAM_IDLE)
                 .build()?,
         ),
         other => {

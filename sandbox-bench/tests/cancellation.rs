@@ -305,7 +305,7 @@ fn dropped_calls_leave_no_task_and_no_file_descriptor() {
         .unwrap_or(2_000);
     let mut problems = Vec::new();
     let only = std::env::var("CANCEL_PROVIDERS").unwrap_or_default();
-    for (i, provider) in ["e2b", "daytona", "fly"].into_iter().enumerate() {
+    for (i, provider) in sandbox_bench::ADAPTERS.iter().copied().enumerate() {
         if !only.is_empty() && !only.split(',').any(|p| p == provider) {
             continue;
         }
