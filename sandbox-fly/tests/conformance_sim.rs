@@ -33,8 +33,8 @@ fn adapter(url: &str, token: &str) -> Result<Arc<dyn Provider>> {
 
 fn suite() -> Suite {
     Suite::simulated("fly", adapter)
-        .covered_elsewhere(Capability::Region, "adapter::create_sends_the_region")
-        .covered_elsewhere(Capability::Volumes, "adapter::create_mounts_the_volume")
+        .covered_elsewhere(Capability::Region, "create::create_sends_the_region")
+        .covered_elsewhere(Capability::Volumes, "create::create_mounts_the_volume")
 }
 
 sim_conformance_tests!(suite());

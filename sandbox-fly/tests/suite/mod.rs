@@ -45,8 +45,8 @@ pub fn fly(cassettes: &Path) -> AdapterSuite {
         "a live API token (fly tokens create deploy -a APP)",
     )
     .record(record)
-    .covered_elsewhere(Capability::Region, "adapter::create_sends_the_region")
-    .covered_elsewhere(Capability::Volumes, "adapter::create_mounts_the_volume")
+    .covered_elsewhere(Capability::Region, "create::create_sends_the_region")
+    .covered_elsewhere(Capability::Volumes, "create::create_mounts_the_volume")
 }
 
 fn record(vars: &Vars, out_dir: &Path) -> Result<RecordTarget, String> {
