@@ -54,7 +54,7 @@ fn suite() -> Suite {
 const SNAPSHOTS: &str = "the simulator does not build snapshots (`/api/snapshots`); \
     prepare is proven by the replayed prepare scenarios";
 
-/// The test in `tests/lifecycle.rs` that proves the create-time capabilities.
-const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";
+/// The test in `tests/create.rs` that proves the create-time capabilities.
+const CREATE_OPTIONS: &str = "create::create_sends_region_resources_volumes_and_network_rules";
 
 sim_conformance_tests!(suite());

@@ -55,8 +55,8 @@ fn suite() -> Suite {
     )
 }
 
-/// The test in `tests/lifecycle.rs` that proves the create-time capabilities.
-const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";
+/// The test in `tests/create.rs` that proves the create-time capabilities.
+const CREATE_OPTIONS: &str = "create::create_sends_region_resources_volumes_and_network_rules";
 
 /// `tests/cassettes/*.json` with `tests/cassettes/ssh/*.json` over them, written once per
 /// process under the target's temporary directory. Each file is written with its final

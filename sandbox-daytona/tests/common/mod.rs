@@ -1,14 +1,17 @@
-//! Shared helpers for the wiremock tests: a provider pointed at one loopback mock server, and
-//! Daytona-shaped JSON bodies.
+//! The one fixture style of the Daytona tests: a provider pointed at one loopback mock server,
+//! Daytona-shaped JSON bodies, and the toolbox's session exec as the adapter sends it (with
+//! `ws`, a WebSocket front for the log follower).
 #![allow(dead_code)]
 
 pub mod ws;
 
-use sandbox_daytona::{DaytonaBuilder, DaytonaProvider, LogFollow};
+use sandbox_daytona::{DaytonaBuilder, DaytonaProvider, DaytonaSandbox, LogFollow};
+use sandbox_sdk_core::emulate::KEY_PROLOGUE;
+use sandbox_sdk_core::{Command, Sandbox};
 use serde_json::{Value, json};
 use std::time::Duration;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::matchers::{body_json, header, method, path, path_regex};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 pub const KEY: &str = "dtn_test_key_0123456789";
 
@@ -102,4 +105,91 @@ pub async fn mount_sandbox(server: &MockServer, state: &str) {
         .respond_with(ok(sandbox("sb1", state)))
         .mount(server)
         .await;
+}
+
+// The toolbox fixture: session exec as the adapter sends it, and the sandbox it runs in.
+
+pub const SID_RE: &str = r"sdk-exec-[0-9]+";
+
+/// The session command the adapter sends for `inner` (the quoted argv) as the handle's first
+/// command: a subshell labelled `sdk-cmd-1` that makes the key and announces it (core's
+/// prologue), runs `inner`, and ends both streams with a keyed mark printed by the builtin
+/// `printf` (stdout's with the status), keeping the exit status.
+pub fn wrapped(inner: &str) -> String {
+    wrapped_nth(inner, 1)
+}
+
+/// [`wrapped`] for the handle's `n`th command.
+pub fn wrapped_nth(inner: &str, n: u64) -> String {
+    format!(
+        "(: sdk-cmd-{n}; {KEY_PROLOGUE}; {inner}; s=$?; \
+         [ -z \"$__sandbox_k\" ] || printf '__sandbox_mark_%s:%s\\n' \"$__sandbox_k\" \"$s\"; \
+         [ -z \"$__sandbox_k\" ] || printf '__sandbox_mark_%s:%s\\n' \"$__sandbox_k\" '' >&2; \
+         exit $s)"
+    )
+}
+
+/// Session create + async exec answering `cmd-1`; returns nothing, asserts via expect().
+pub async fn mount_session_exec(server: &MockServer, inner: &str) {
+    let expected_command = wrapped(inner);
+    Mock::given(method("POST"))
+        .and(path("/toolbox/sb1/process/session"))
+        .and(header("x-daytona-sdk-version", "0.218.0"))
+        .respond_with(ResponseTemplate::new(201))
+        .expect(1)
+        .mount(server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}/exec$"
+        )))
+        .and(body_json(
+            json!({"command": expected_command, "runAsync": true}),
+        ))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"cmdId": "cmd-1"})))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// The foreground session's `DELETE` (whatever its number), answered 204.
+pub fn session_deleted() -> Mock {
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!(
+            "^/toolbox/sb1/process/session/{SID_RE}$"
+        )))
+        .respond_with(ResponseTemplate::new(204))
+}
+
+pub async fn sandbox_on(builder: DaytonaBuilder) -> DaytonaSandbox {
+    builder.build().unwrap().get("sb1").await.unwrap()
+}
+
+/// `true` started in a sandbox whose log stream goes through a scriptable WebSocket front:
+/// the server, the front, the process, and the log path for the front to script.
+pub async fn true_behind_a_scripted_front()
+-> (MockServer, ws::Front, sandbox_sdk_core::Process, String) {
+    let server = MockServer::start().await;
+    let front = ws::start(*server.address()).await;
+    mount_sandbox(&server, "started").await;
+    mount_session_exec(&server, "'true'").await;
+    session_deleted().mount(&server).await;
+    let builder = builder(&server).toolbox_url(format!("{}/toolbox", front.uri()));
+    let process = sandbox_on(builder)
+        .await
+        .exec(&Command::new("true"))
+        .await
+        .unwrap();
+    let sid = session_of(&server.received_requests().await.unwrap());
+    let logs = format!("/toolbox/sb1/process/session/{sid}/command/cmd-1/logs");
+    (server, front, process, logs)
+}
+
+pub fn session_of(requests: &[Request]) -> String {
+    let req = requests
+        .iter()
+        .find(|r| r.url.path() == "/toolbox/sb1/process/session" && r.method.as_str() == "POST")
+        .expect("a session was created");
+    let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+    body["sessionId"].as_str().unwrap().to_owned()
 }

@@ -4,7 +4,7 @@
 //!
 //! The replay server speaks plain HTTP only, so the adapter is built with `LogFollow::Poll`:
 //! command output is read from the JSON logs endpoint instead of the log WebSocket (which
-//! `tests/toolbox.rs` exercises against a real WebSocket on loopback).
+//! `tests/exec.rs` exercises against a real WebSocket on loopback).
 //!
 //! Recording uses the live service with `DAYTONA_API_KEY` (required). The adapter is configured
 //! like the replay one (polled logs, toolbox transport) and both of its base URLs point at the
@@ -31,8 +31,8 @@ const DIRECT_WINDOW: Duration = Duration::from_secs(3);
 /// calls go unless `DAYTONA_TOOLBOX_URL` names another.
 const DEFAULT_TOOLBOX_URL: &str = "https://proxy.app.daytona.io/toolbox";
 
-/// The test in `tests/lifecycle.rs` that proves the create-time capabilities.
-const CREATE_OPTIONS: &str = "lifecycle::create_sends_region_resources_volumes_and_network_rules";
+/// The test in `tests/create.rs` that proves the create-time capabilities.
+const CREATE_OPTIONS: &str = "create::create_sends_region_resources_volumes_and_network_rules";
 
 /// The suite over the cassettes in `cassettes`.
 pub fn daytona(cassettes: &Path) -> AdapterSuite {
