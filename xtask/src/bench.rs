@@ -352,7 +352,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
          - HTTP rows use a small hand-written HTTP/1.1 server on `127.0.0.1` that streams zeros\n\
          \x20 from one static buffer (it holds no body in memory), with keep-alive.\n\
          - Local rows use a `LocalProvider` sandbox in a private temporary directory.\n\
-         - Adapter rows (`e2b`, `daytona`, `fly`) and `load` run against the project's provider\n\
+         - Adapter rows (`e2b`, `daytona`, `fly`, `vercel`) and `load` run against the project's provider\n\
          \x20 simulators (`sandbox_sim`: real processes and files, real delays between\n\
          \x20 state transitions, Daytona's lingering log WebSocket, Fly's exec rate limit), each\n\
          \x20 served from a child process so a measured client's memory is its own; each raw\n\
@@ -363,7 +363,7 @@ fn render(rows: &[Row], machine: &Machine, quick: bool) -> String {
          cargo xtask bench --quick    # small sizes, prints the table, leaves BENCHMARKS.md alone\n\
          cargo xtask bench load       # re-runs the named groups and replaces their sections only\n\
          # or the benchmark alone (JSON lines on stdout, a summary on stderr):\n\
-         cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [load]\n\
+         cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [vercel] [load]\n\
          ```\n\n\
          The benchmark's source is `sandbox-bench/benches/sdk/`; this file is written by\n\
          `xtask/src/bench.rs`."

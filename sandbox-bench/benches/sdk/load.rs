@@ -21,7 +21,7 @@ use std::time::Instant;
 const GROUP: &str = "load";
 /// Runs one load in this process and prints its measurements as a JSON line.
 pub const LOAD_FLAG: &str = "--load";
-const PROVIDERS: &[&str] = &["e2b", "daytona", "fly"];
+const PROVIDERS: &[&str] = &["e2b", "daytona", "fly", "vercel"];
 /// The goal for the client's peak RSS under this load.
 const GOAL_MIB: f64 = 64.0;
 /// Calls in flight at once (the sandboxes are all held at once; their calls are bounded so the

@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 const BLOCK: usize = 512;
 /// Raw bytes read per step.
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 256 * 1024;
 /// The largest size ustar's 11 octal digits hold.
 const USTAR_MAX_SIZE: u64 = 0o77777777777;
 
