@@ -10,7 +10,7 @@ use crate::wire::Snapshot;
 use async_trait::async_trait;
 use sandbox_sdk_core::paging::pages;
 use sandbox_sdk_core::{
-    Capabilities, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxStream,
+    Capabilities, CreateSpec, ListFilter, Provider, Result, Sandbox, SandboxInfo, SandboxStream,
 };
 
 /// The Vercel Sandbox provider of one team and project. Build it with
@@ -110,5 +110,11 @@ impl Provider for VercelProvider {
     /// Deletes the sandbox by name (any session is stopped first, PROTOCOL.md §4.6).
     async fn destroy(&self, id: &str) -> Result<()> {
         self.api.delete_sandbox(id).await
+    }
+
+    /// The sandbox named after `key` ([`create::idempotency_name`]), in any state, without
+    /// resuming it.
+    async fn find_by_idempotency_key(&self, key: &str) -> Result<Option<SandboxInfo>> {
+        create::find_keyed(&self.api, key).await
     }
 }

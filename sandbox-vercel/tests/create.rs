@@ -270,3 +270,48 @@ async fn what_vercel_refuses_is_refused_before_anything_is_sent() {
     assert!(vercel.create_sandbox(&options).await.is_err());
     assert!(server.received_requests().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_key_finds_the_sandbox_named_after_it_without_resuming_it() {
+    let server = MockServer::start().await;
+    let key = "sandbox_sdk:ci/job-7";
+    let name = idempotency_name(key);
+    Mock::given(method("GET"))
+        .and(path(format!("/v2/sandboxes/{name}")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(envelope(
+            &name,
+            "stopped",
+            json!({}),
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let found = provider(&server)
+        .find_by_idempotency_key(key)
+        .await
+        .unwrap()
+        .expect("the sandbox named after the key");
+    assert_eq!(found.id, name);
+    let requests = server.received_requests().await.unwrap();
+    assert!(
+        requests[0].url.query().unwrap().contains("resume=false"),
+        "{:?}",
+        requests[0].url
+    );
+
+    // No sandbox under that name: nothing found, not an error.
+    let empty = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(404).set_body_json(error_json("not_found", "Sandbox not found")),
+        )
+        .mount(&empty)
+        .await;
+    assert!(
+        provider(&empty)
+            .find_by_idempotency_key(key)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

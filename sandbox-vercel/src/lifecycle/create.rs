@@ -10,13 +10,14 @@
 //! for among its tags; anything else (a sandbox someone else named so, with no tags, or other
 //! tags) is a `Conflict` and is neither adopted nor touched.
 
+use super::state;
 use crate::api::{Api, CreateVersion};
 use crate::config::{MAX_PORTS, MAX_TAGS, PROVIDER};
 use crate::wire::{CreateBody, ResourcesBody, SandboxEnvelope, Source};
 use sandbox_sdk_core::idempotency::{
     FINGERPRINT_LABEL, check_adoption, create_fingerprint, create_once,
 };
-use sandbox_sdk_core::{CreateSpec, Error, ErrorKind, Result};
+use sandbox_sdk_core::{CreateSpec, Error, ErrorKind, Result, SandboxInfo};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -270,6 +271,22 @@ async fn find_created(api: &Api, name: &str, spec: &CreateSpec) -> Result<Option
     let tags = found.sandbox.tags.as_ref().unwrap_or(&none);
     check_adoption(spec, name, tags).map_err(|e| e.with_provider(PROVIDER))?;
     Ok(Some(found))
+}
+
+/// The sandbox a keyed create that named none made: the one named [`idempotency_name`]`(key)`
+/// (`GET /v2/sandboxes/{name}?resume=false`, PROTOCOL.md §4.3), in any state, or `None` for a
+/// 404. Nothing is resumed. A keyed create whose spec named its sandbox is under that name,
+/// which the key alone does not give: it is not found here.
+pub(crate) async fn find_keyed(api: &Api, key: &str) -> Result<Option<SandboxInfo>> {
+    let name = idempotency_name(key);
+    match api
+        .get_sandbox(&name, false, "find_by_idempotency_key")
+        .await
+    {
+        Ok(found) => Ok(Some(state::info(&found.sandbox, found.session.as_ref()))),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether a create failed because the name is taken (PROTOCOL.md §4.2; `error::map_error`
