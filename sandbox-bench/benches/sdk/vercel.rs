@@ -14,7 +14,8 @@ use std::path::Path;
 use std::time::Duration;
 
 const GROUP: &str = "vercel";
-const RAW_NDJSON: &str = "raw reqwest, the same POST …/cmd with wait and logs, NDJSON read line by line";
+const RAW_NDJSON: &str =
+    "raw reqwest, the same POST …/cmd with wait and logs, NDJSON read line by line";
 /// The file the transfer rows move, in the sandbox's working directory.
 const FILE: &str = "/vercel/sandbox/bench.bin";
 
