@@ -5,12 +5,14 @@
 // An endpoint's refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
-use super::command::{self, NDJSON};
+use super::command;
 use super::files;
+use super::output::{Cmd, NDJSON};
 use super::state::{
     Cfg, Disk, Sbx, Session, SessionSpec, State, body_object, code_of, error, http_date,
-    is_terminal, lock, now_ms, stopped,
+    is_terminal, stopped,
 };
+use super::{lock, now_ms};
 use crate::{Handler, SimRequest, SimResponse};
 use base64::Engine as _;
 use futures::future::BoxFuture;
@@ -265,7 +267,7 @@ fn session_not_found(id: &str) -> SimResponse {
 }
 
 /// Command `cmd` of session `id`, unless the session is gone or stopped (PROTOCOL.md §5.3).
-fn command_of(state: &State, id: &str, cmd: &str) -> Result<Arc<command::Cmd>, SimResponse> {
+fn command_of(state: &State, id: &str, cmd: &str) -> Result<Arc<Cmd>, SimResponse> {
     let session = state.session(id).ok_or_else(|| session_not_found(id))?;
     if is_terminal(session.status()) {
         return Err(stopped());

@@ -108,6 +108,7 @@
 mod api;
 mod command;
 mod files;
+mod output;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -361,4 +362,17 @@ impl Simulator for VercelSim {
             ("VERCEL_API_URL", self.server.url().to_owned()),
         ]
     }
+}
+
+/// A mutex's guard, poisoned or not (a panicked handler must not wedge the simulator).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Milliseconds since the epoch, now.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

@@ -5,29 +5,17 @@
 // An endpoint's refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
-use super::command::Cmd;
-use super::{CWD, Settings};
+use super::output::Cmd;
+use super::{CWD, Settings, lock, now_ms};
 use crate::{Backing, SimResponse};
 use sandbox_sdk_core::local::LocalSandbox;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Milliseconds since the epoch, now.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// `time` as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`), for the `Date` header.
 pub(crate) fn http_date(time: SystemTime) -> String {
