@@ -1,15 +1,27 @@
-// Round trip against `sbox mcp --provider local` with the official MCP TypeScript SDK client,
-// over stdio and over streamable HTTP (`--http 127.0.0.1:0`): initialize, list the tools, call
-// run / write / str_replace / read / apply_patch, and check a failure comes back as a tool
-// result with isError. Over HTTP, the client sends the server's bearer token (from a private
-// `--token-file`) in `requestInit.headers`, a client without it (or with another) is refused,
-// and two clients are two sessions with their own tool state. Exits non-zero on any failure.
+// Round trips against `sbox mcp --provider local` with the official MCP TypeScript SDK clients,
+// over stdio and over streamable HTTP (`--http 127.0.0.1:0`), in both protocol eras:
+//
+// - protocol 2025-11-25 with the 1.x SDK (`@modelcontextprotocol/sdk`): `initialize`, then a
+//   session (over HTTP an `Mcp-Session-Id`, one tool state per session);
+// - protocol 2026-07-28 with `@modelcontextprotocol/client` 2.x pinned to that revision: the
+//   connect-time `server/discover` must offer it, then stateless requests carrying the
+//   protocol version in `_meta`, no session.
+//
+// Each round trip lists the tools, calls run / write / str_replace / read / apply_patch, and
+// checks a failure comes back as a tool result with isError. Over HTTP, the client sends the
+// server's bearer token (from a private `--token-file`) in `requestInit.headers`, and a client
+// without it (or with another) is refused in either era. Exits non-zero on any failure.
 //
 // Usage: node check.mjs [path/to/sbox]   (default: $SBOX_BIN, else ../../target/debug/sbox)
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernHttpTransport,
+} from "@modelcontextprotocol/client";
+import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -45,6 +57,17 @@ function newClient() {
   return new Client({ name: "sbox-mcp-client-check", version: "0.0.0" });
 }
 
+// The protocol revision the 2.x client is pinned to: it connects with `server/discover` and
+// fails unless the server offers exactly this one.
+const MODERN = "2026-07-28";
+
+function newModernClient() {
+  return new ModernClient(
+    { name: "sbox-mcp-client-check", version: "0.0.0" },
+    { versionNegotiation: { mode: { pin: MODERN } } },
+  );
+}
+
 async function ok(client, name, args) {
   const result = await client.callTool({ name, arguments: args });
   assert.notEqual(result.isError, true, `${name} failed: ${JSON.stringify(result)}`);
@@ -53,7 +76,7 @@ async function ok(client, name, args) {
 
 // The round trip every transport must pass; `label` names the transport in each step.
 async function roundTrip(label, client) {
-  await step(`${label}: initialize names the server and offers tools`, async () => {
+  await step(`${label}: the server names itself and offers tools`, async () => {
     assert.equal(client.getServerVersion()?.name, "sbox");
     assert.ok(client.getServerCapabilities()?.tools);
   });
@@ -181,8 +204,67 @@ async function overHttp() {
   }
 }
 
+// Protocol 2026-07-28 over stdio: one process, so one tool state, as a session was.
+async function overStdioModern() {
+  const client = newModernClient();
+  const label = `stdio ${MODERN}`;
+  try {
+    await client.connect(new ModernStdioTransport({ command: sbox, args: ["mcp", "--provider", "local"], env, stderr: "inherit" }));
+    await step(`${label}: server/discover offers ${MODERN} and the client speaks it`, async () => {
+      assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
+    });
+    await roundTrip(label, client);
+  } catch (error) {
+    failed += 1;
+    console.log(`not ok - ${label}: ${error?.stack ?? error}`);
+  } finally {
+    await client.close().catch(() => {});
+  }
+}
+
+// Protocol 2026-07-28 over HTTP: stateless requests, the same bearer token.
+async function overHttpModern() {
+  let server;
+  const client = newModernClient();
+  const label = `http ${MODERN}`;
+  try {
+    server = await startHttpServer();
+    await step(`${label}: a client without the token, or with another, is refused`, async () => {
+      for (const bearer of [undefined, randomBytes(32).toString("hex")]) {
+        const outsider = newModernClient();
+        const headers = bearer ? { Authorization: `Bearer ${bearer}` } : undefined;
+        await assert.rejects(
+          outsider.connect(new ModernHttpTransport(new URL(server.url), { requestInit: { headers } })),
+          (error) => {
+            assert.match(String(error), /401|authoriz/i, String(error));
+            return true;
+          },
+        );
+        await outsider.close().catch(() => {});
+      }
+    });
+    const transport = new ModernHttpTransport(new URL(server.url), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    });
+    await client.connect(transport);
+    await step(`${label}: server/discover offers ${MODERN}; no session is made`, async () => {
+      assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
+      assert.equal(transport.sessionId, undefined);
+    });
+    await roundTrip(label, client);
+  } catch (error) {
+    failed += 1;
+    console.log(`not ok - ${label}: ${error?.stack ?? error}`);
+  } finally {
+    await client.close().catch(() => {});
+    server?.child.kill();
+  }
+}
+
 await overStdio();
 await overHttp();
+await overStdioModern();
+await overHttpModern();
 rmSync(root, { recursive: true, force: true });
 
 console.log(`${passed} passed, ${failed} failed`);

