@@ -32,7 +32,7 @@
 //! Secrets are scrubbed in every form ([`SecretCheck`]): the credentials given with
 //! [`RecordTarget::secret`], credentials the service hands out (fields named like `token`,
 //! `secret`, `jwt`, lease `nonce`s) or the adapter sends in headers, and any value that looks
-//! like a secret ([`SECRET_PATTERNS`]: JWTs, `sk_live_` keys, provider keys, long bearer
+//! like a secret ([`SECRET_PATTERNS`](crate::scrub::SECRET_PATTERNS): JWTs, `sk_live_` keys, provider keys, long bearer
 //! tokens) — plain, percent-encoded, inside base64, or split across the chunks of a stream. A
 //! cassette that would still hold one is not written (the scenario fails naming the line and
 //! the kind, never the value). Review each cassette before committing it anyway; the same
@@ -545,7 +545,7 @@ impl Session {
 /// Replaces secrets, ids, service addresses and signed URL parameters by placeholders.
 ///
 /// Secrets (the values scrubbed to `{{token}}`, and anything matching a
-/// [`SECRET_PATTERNS`] value pattern) are found in every form [`SecretCheck`] knows: plain,
+/// [`SECRET_PATTERNS`](crate::scrub::SECRET_PATTERNS) value pattern) are found in every form [`SecretCheck`] knows: plain,
 /// percent-encoded, inside base64 (re-encoded after scrubbing) and, in a streamed answer, split
 /// across chunks (the chunks are joined first). Ids and addresses are replaced where written
 /// plainly.
@@ -646,7 +646,7 @@ impl Scrubber {
 
     /// A scrubber replacing each `(value, placeholder)` (longest values first), plus signed URL
     /// parameters (`X-Amz-Signature=…`, `token=…`, …) by `{{signature}}`. Values written as
-    /// `{{token}}` are secrets: found in every form, like values matching [`SECRET_PATTERNS`].
+    /// `{{token}}` are secrets: found in every form, like values matching [`SECRET_PATTERNS`](crate::scrub::SECRET_PATTERNS).
     pub fn from_pairs(mut pairs: Vec<(String, String)>) -> Scrubber {
         pairs.retain(|(v, _)| v.len() >= 3);
         pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
