@@ -106,6 +106,27 @@ pub(crate) fn new_key(prefix: &str, hex_digits: usize) -> String {
     format!("{prefix}{}", random_hex(hex_digits))
 }
 
+/// `path` as a sandbox shows it: relative paths joined to `base` (itself absolute), `.` and `..`
+/// resolved (`..` never climbs above `/`), always absolute.
+pub(crate) fn sandbox_path(base: &str, path: &str) -> String {
+    let joined = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{base}/{path}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 /// The real sandboxes behind a simulator: `local` sandboxes under a private temporary
 /// directory, which is removed when the backing is dropped (a simulator destroys a sandbox
 /// through the `local` provider, which stops its processes).
@@ -280,6 +301,14 @@ mod tests {
             let answer = status(a.as_ref(), a.api_key()).await.unwrap();
             assert_eq!(answer.status(), 200, "{provider} with its own key");
         }
+    }
+
+    #[test]
+    fn sandbox_paths_are_absolute_and_never_climb_above_the_root() {
+        assert_eq!(sandbox_path("/home/user", "a/./b/../c"), "/home/user/a/c");
+        assert_eq!(sandbox_path("/home/user", "/etc//x"), "/etc/x");
+        assert_eq!(sandbox_path("/w", "../../../x"), "/x");
+        assert_eq!(sandbox_path("/w", ""), "/w");
     }
 
     #[test]

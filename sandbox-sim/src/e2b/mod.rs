@@ -343,22 +343,7 @@ impl Sandbox {
     /// Resolves an envd path: relative against the home, `/home/user/...` into the sandbox's
     /// directory, any other absolute path as a host path. Returns (shown path, host path).
     pub fn resolve(&self, path: &str) -> (String, PathBuf) {
-        let joined = if path.starts_with('/') {
-            path.to_owned()
-        } else {
-            format!("{HOME}/{path}")
-        };
-        let mut parts: Vec<&str> = Vec::new();
-        for part in joined.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                p => parts.push(p),
-            }
-        }
-        let shown = format!("/{}", parts.join("/"));
+        let shown = crate::sandbox_path(HOME, path);
         (shown.clone(), self.host_path(&shown))
     }
 

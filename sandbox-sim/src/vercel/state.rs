@@ -101,22 +101,7 @@ impl Disk {
     /// `path` (relative to `base`, itself absolute) as the sandbox shows it, normalised (`..`
     /// never climbs above `/`), and the host path behind it.
     pub fn resolve(&self, base: &str, path: &str) -> (String, PathBuf) {
-        let joined = if path.starts_with('/') {
-            path.to_owned()
-        } else {
-            format!("{base}/{path}")
-        };
-        let mut parts: Vec<&str> = Vec::new();
-        for part in joined.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                p => parts.push(p),
-            }
-        }
-        let shown = format!("/{}", parts.join("/"));
+        let shown = crate::sandbox_path(base, path);
         let host = match shown.strip_prefix(CWD) {
             Some("") => self.work().to_owned(),
             Some(rest) if rest.starts_with('/') => self.work().join(&rest[1..]),
