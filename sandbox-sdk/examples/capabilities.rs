@@ -6,7 +6,7 @@
 //! cargo run -p sandbox-sdk --features full --example capabilities -- [--json]
 //! ```
 
-use sandbox_sdk::{Capabilities, author, capabilities_of, providers};
+use sandbox_sdk::{Capabilities, capabilities_of, matrix_json, matrix_markdown, providers};
 
 fn main() -> sandbox_sdk::Result<()> {
     let json = match std::env::args().nth(1).as_deref() {
@@ -22,13 +22,13 @@ fn main() -> sandbox_sdk::Result<()> {
         .map(|name| Ok((name, capabilities_of(name)?)))
         .collect::<sandbox_sdk::Result<Vec<(&str, Capabilities)>>>()?;
     if json {
-        let value = author::matrix_json(&matrix);
+        let value = matrix_json(&matrix);
         println!(
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
         );
     } else {
-        print!("{}", author::matrix_markdown(&matrix));
+        print!("{}", matrix_markdown(&matrix));
     }
     Ok(())
 }

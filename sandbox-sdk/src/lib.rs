@@ -19,12 +19,12 @@ pub use sandbox_sdk_core::{
     FileKind, Flags, Level, ListFilter, ListOptions, Metrics, Output, PreviewLink, PreviewModel,
     Process, ProcessControl, ProcessEvent, ProcessInfo, Provider, ProviderExt, PtySize, Resources,
     Result, Sandbox, SandboxExt, SandboxInfo, SandboxState, SandboxStream, SnapshotInfo, SshAccess,
-    StateChange, Stdin, StdinOutcome, Transfer, UploadBody,
+    StateChange, Stdin, StdinOutcome, Transfer, UploadBody, matrix_json, matrix_markdown,
 };
 
 /// What an adapter author needs and a program using sandboxes does not: the HTTP kit, command
 /// emulation over a shell, shell quoting, idempotent creates, paging, time formats, redaction
-/// and the validators and capability tables adapters share. An adapter crate usually depends on
+/// and the validators adapters share. An adapter crate usually depends on
 /// `sandbox-sdk-core` directly; this module is the same API from the facade.
 pub mod author {
     #[cfg(feature = "http")]
@@ -32,8 +32,8 @@ pub mod author {
     pub use sandbox_sdk_core::http;
     pub use sandbox_sdk_core::prelude::async_trait;
     pub use sandbox_sdk_core::{
-        Attempt, emulate, idempotency, matrix_json, matrix_markdown, operation, paging, redact,
-        shell, text, time, upload_body, validate_env_name, validate_path,
+        Attempt, emulate, idempotency, operation, paging, redact, shell, text, time, upload_body,
+        validate_env_name, validate_path,
     };
 }
 

@@ -21,7 +21,6 @@ use std::time::Instant;
 const GROUP: &str = "load";
 /// Runs one load in this process and prints its measurements as a JSON line.
 pub const LOAD_FLAG: &str = "--load";
-const PROVIDERS: &[&str] = &["e2b", "daytona", "fly", "vercel"];
 /// The goal for the client's peak RSS under this load.
 const GOAL_MIB: f64 = 64.0;
 /// Calls in flight at once (the sandboxes are all held at once; their calls are bounded so the
@@ -31,7 +30,7 @@ const IN_FLIGHT: usize = 64;
 /// Runs the load against every simulator.
 pub async fn run(config: &Config) -> Result {
     let sandboxes = if config.iterations < 15 { 100 } else { 1_000 };
-    for provider in PROVIDERS {
+    for provider in sandbox_bench::ADAPTERS {
         let measured = load_in_children(provider, sandboxes)?;
         let errors = measured["errors"].as_u64().unwrap_or(u64::MAX);
         let seconds = measured["seconds"].as_f64().unwrap_or(f64::NAN);
