@@ -1283,8 +1283,10 @@ const AMBIGUOUS_STATUSES: [u16; 4] = [408, 500, 502, 504];
 /// ordinary text).
 const MIN_SCRUBBED_SECRET_LEN: usize = 6;
 
-/// Replaces every occurrence of each secret in `data` with `<redacted>`.
-fn redact_secrets(data: &[u8], secrets: &[String]) -> Bytes {
+/// Replaces every occurrence of each secret in `data` with `<redacted>`, in the order given
+/// (put a longer secret that contains a shorter one first). For answers that do not come
+/// through [`HttpClient`], such as a refused WebSocket upgrade; the client scrubs its own.
+pub fn redact_secrets(data: &[u8], secrets: &[String]) -> Bytes {
     let mut out = data.to_vec();
     for secret in secrets {
         let needle = secret.as_bytes();
