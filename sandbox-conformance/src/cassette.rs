@@ -71,6 +71,59 @@
 //! `application/octet-stream`; frames get the type of their first frame's kind (`connect` →
 //! `application/connect+json`, `jsonl` → `application/x-ndjson`).
 //!
+//! # WebSocket exchanges
+//!
+//! An interaction whose `response` holds `websocket` (status `101`) is a WebSocket exchange: its
+//! `request` is the upgrade request (method `GET`, matched like any other request, so path
+//! templates, `query`, `headers` and the API-key rule apply; the upgrade headers themselves are
+//! not listed), and `websocket` is the script replay plays on the upgraded connection, each
+//! [`WsStep`] in order:
+//!
+//! ```json
+//! {
+//!   "request": {
+//!     "method": "GET",
+//!     "path": "/v1/sprites/{{sandbox_id}}/exec",
+//!     "query": { "cmd": ["sh", "-c", "cat"], "path": "sh", "stdin": "true" },
+//!     "headers": { "authorization": "Bearer {{token}}" }
+//!   },
+//!   "response": {
+//!     "status": 101,
+//!     "websocket": [
+//!       { "server": { "text": "{\"type\":\"session_info\",\"session_id\":7,\"tty\":false}" } },
+//!       { "client": { "binary_base64": "AGhp" } },
+//!       { "client": { "binary_base64": "BA==" } },
+//!       { "server": { "binary_base64": "AWhp" } },
+//!       { "server": { "binary_base64": "AwA=" } },
+//!       { "client_close": 1000 }
+//!     ]
+//!   }
+//! }
+//! ```
+//!
+//! - `{"server": M}` sends message `M`; `{"client": M}` waits for the client's next data message
+//!   (pings and pongs are ignored: replay answers pings itself) and compares it with `M`. A
+//!   message ([`WsMessage`]) is `{"text": "..."}` (a text frame, byte for byte),
+//!   `{"json": ...}` (a text frame holding this JSON, compared like an exact JSON body, so
+//!   `"{{any}}"` matches any value) or `{"binary_base64": "..."}` (a binary frame, standard
+//!   base64).
+//! - `{"close": 1000}` sends a close frame with that code and ends the script;
+//!   `{"client_close": 1000}` waits for the client to close with that code (`null`: any code,
+//!   or the client just going away).
+//! - `{"delay_ms": N}` pauses the script; `"silent"` stops reading and writing without closing
+//!   (a ping gets no pong: a dead peer); `"reset"` drops the connection without a close frame.
+//!   These are the analogues of `delay_ms` and [`Fault`] for a socket.
+//! - After the last step the connection stays open: replay answers pings and waits for the client
+//!   to close (a held, silent stream when the script sends nothing more). A data message the
+//!   script does not expect is a failure.
+//!
+//! A wrong client message, a client that closes or goes away before the script expects it, and
+//! an upgrade that never came are failures the replay server reports at its end-of-scenario
+//! verification, like an unmatched request or an unmet call count; `times` and strict order hold
+//! across HTTP and WebSocket interactions alike. A **refused** upgrade is an ordinary
+//! interaction: the upgrade request answered with a plain status and body (`404`, `400`).
+//! `close`, `client_close`, `silent` and `reset` can only be the last step.
+//!
 //! # Counts and order
 //!
 //! `times` (default 1) is how often the interaction must be used: exactly that many, no more and
@@ -288,6 +341,146 @@ pub struct ResponseSpec {
     /// [`crate::REPLAY_REQUEST_TIMEOUT`], so a delay above it makes the answer arrive too late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// A WebSocket exchange: the upgrade is accepted (status `101`) and this script is played on
+    /// the connection (see the [module docs](self#websocket-exchanges)). Exclusive with `body`,
+    /// `frames` and `fault`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub websocket: Option<Vec<WsStep>>,
+}
+
+/// One step of a WebSocket exchange's script ([`ResponseSpec::websocket`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WsStep {
+    /// The server sends this message.
+    Server(WsMessage),
+    /// The client's next data message must be this one.
+    Client(WsMessage),
+    /// The server sends a close frame with this code; the script ends.
+    Close(u16),
+    /// The client closes with this code (`None`: any code, or the connection just ending); the
+    /// script ends.
+    ClientClose(Option<u16>),
+    /// The script pauses this many milliseconds.
+    DelayMs(u64),
+    /// The server stops reading and writing without closing (pings go unanswered); the script
+    /// ends.
+    Silent,
+    /// The server drops the connection without a close frame; the script ends.
+    Reset,
+}
+
+impl WsStep {
+    /// Whether the script cannot go on after this step.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            WsStep::Close(_) | WsStep::ClientClose(_) | WsStep::Silent | WsStep::Reset
+        )
+    }
+}
+
+/// One WebSocket data message in a script.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WsMessage {
+    /// A text frame, byte for byte.
+    Text(String),
+    /// A text frame holding this JSON (sent compactly; compared semantically, `"{{any}}"`
+    /// matching any value).
+    Json(Value),
+    /// A binary frame, standard base64.
+    BinaryBase64(String),
+}
+
+impl WsMessage {
+    /// Whether this is a binary frame.
+    pub fn is_binary(&self) -> bool {
+        matches!(self, WsMessage::BinaryBase64(_))
+    }
+
+    /// The payload this message puts on the wire.
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        match self {
+            WsMessage::Text(t) => Ok(t.as_bytes().to_vec()),
+            WsMessage::Json(v) => serde_json::to_vec(v).map_err(|e| e.to_string()),
+            WsMessage::BinaryBase64(b) => decode_base64(b),
+        }
+    }
+
+    /// The message a recorder writes for a received frame: text as text, binary as base64.
+    pub fn from_frame(binary: bool, payload: &[u8]) -> WsMessage {
+        if binary {
+            WsMessage::BinaryBase64(encode_base64(payload))
+        } else {
+            WsMessage::Text(String::from_utf8_lossy(payload).into_owned())
+        }
+    }
+
+    /// Whether a received frame (`binary` or text, with `payload`) is this message; on a
+    /// mismatch, what differs.
+    pub fn matches(&self, binary: bool, payload: &[u8]) -> Result<(), String> {
+        let got = || describe_ws(binary, payload);
+        if binary != self.is_binary() {
+            return Err(format!("expected {}, got {}", self.describe(), got()));
+        }
+        match self {
+            WsMessage::Json(want) => {
+                let value: Value = serde_json::from_slice(payload)
+                    .map_err(|_| format!("expected {}, got {}", self.describe(), got()))?;
+                json_matches(want, &value, JsonMatch::Exact)
+                    .map_err(|diff| format!("text frame JSON {diff}"))
+            }
+            _ => {
+                let want = self.bytes()?;
+                if want == payload {
+                    Ok(())
+                } else {
+                    Err(format!("expected {}, got {}", self.describe(), got()))
+                }
+            }
+        }
+    }
+
+    /// A short rendering for messages: `text "..."`, `json {...}`, `binary AGhp ("\0hi")`.
+    pub fn describe(&self) -> String {
+        match self {
+            WsMessage::Json(v) => cut_line(&format!("json {v}")),
+            other => match other.bytes() {
+                Ok(bytes) => describe_ws(other.is_binary(), &bytes),
+                Err(e) => format!("an invalid message ({e})"),
+            },
+        }
+    }
+}
+
+/// A frame as messages show it: text quoted; binary as base64 and, when short, escaped bytes.
+pub(crate) fn describe_ws(binary: bool, payload: &[u8]) -> String {
+    if !binary {
+        return cut_line(&format!("text {:?}", String::from_utf8_lossy(payload)));
+    }
+    let escaped: String = payload
+        .iter()
+        .take(48)
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect();
+    let more = if payload.len() > 48 { "…" } else { "" };
+    cut_line(&format!(
+        "binary {} (\"{escaped}{more}\", {} bytes)",
+        encode_base64(&payload[..payload.len().min(96)]),
+        payload.len()
+    ))
+}
+
+fn cut_line(text: &str) -> String {
+    const MAX: usize = 240;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let head: String = text.chars().take(MAX).collect();
+        format!("{head}…")
+    }
 }
 
 fn ok() -> u16 {
@@ -538,7 +731,8 @@ impl Cassette {
     }
 
     /// Checks what serde cannot: known method, path shape, valid base64, body kinds allowed
-    /// where they are used, body and frames not both set, `times` at least 1.
+    /// where they are used, body and frames not both set, `times` at least 1, WebSocket scripts
+    /// well formed (see the [module docs](self#websocket-exchanges)).
     pub fn check(&self) -> Result<(), String> {
         if self.provenance.date.trim().is_empty() {
             return Err("provenance.date is empty".into());
@@ -597,9 +791,69 @@ impl Cassette {
             for frame in resp.frames.iter().flatten() {
                 frame.bytes().map_err(|e| at(format!("frame: {e}")))?;
             }
+            match &resp.websocket {
+                Some(steps) => check_websocket(req, resp, steps).map_err(at)?,
+                None if resp.status == 101 => {
+                    return Err(at(
+                        "status 101 needs a \"websocket\" script (a refused upgrade is an \
+                         ordinary status such as 404)"
+                            .into(),
+                    ));
+                }
+                None => {}
+            }
         }
         Ok(())
     }
+}
+
+/// What is wrong with a WebSocket interaction, if anything.
+fn check_websocket(req: &RequestSpec, resp: &ResponseSpec, steps: &[WsStep]) -> Result<(), String> {
+    if !req.method.eq_ignore_ascii_case("GET") {
+        return Err(format!(
+            "a WebSocket upgrade is a GET, not {}",
+            req.method.to_ascii_uppercase()
+        ));
+    }
+    if resp.status != 101 {
+        return Err(format!(
+            "a websocket response has status 101, not {} (a refused upgrade is an ordinary \
+             response without \"websocket\")",
+            resp.status
+        ));
+    }
+    if resp.body.is_some() || resp.frames.is_some() || resp.fault.is_some() {
+        return Err(
+            "a websocket response has no body, frames or fault (use its script's steps)".into(),
+        );
+    }
+    for (n, step) in steps.iter().enumerate() {
+        let at = |m: String| format!("websocket step {n}: {m}");
+        if n + 1 < steps.len() && step.is_terminal() {
+            return Err(at(
+                "close, client_close, silent and reset must be the last step".into(),
+            ));
+        }
+        match step {
+            WsStep::Server(m) | WsStep::Client(m) => {
+                m.bytes().map_err(at)?;
+            }
+            WsStep::Close(code) | WsStep::ClientClose(Some(code)) => {
+                if !close_code_ok(*code) {
+                    return Err(at(format!(
+                        "close code {code} cannot be sent (1000-1003, 1007-1014 or 3000-4999)"
+                    )));
+                }
+            }
+            WsStep::ClientClose(None) | WsStep::DelayMs(_) | WsStep::Silent | WsStep::Reset => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether a close frame may carry `code` (RFC 6455 §7.4).
+fn close_code_ok(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
 }
 
 /// Why `name: value` cannot be sent as an HTTP header (wiremock would panic on it), if it can't.

@@ -491,6 +491,7 @@ fn error_answer(shape: &ResponseSpec, status: u16) -> ResponseSpec {
         frames: None,
         fault: None,
         delay_ms: None,
+        websocket: None,
     }
 }
 
@@ -503,6 +504,7 @@ fn reset(response: &ResponseSpec) -> ResponseSpec {
         frames: None,
         fault: Some(Fault::Reset),
         delay_ms: None,
+        websocket: None,
     }
 }
 

@@ -875,6 +875,7 @@ fn build_cassette(
                 frames,
                 fault: None,
                 delay_ms: None,
+                websocket: None,
             };
             Interaction {
                 request,
@@ -983,6 +984,7 @@ mod tests {
             headers: vec![("content-type".into(), "application/json".into())],
             chunks: vec![bytes::Bytes::from(answer.to_string())],
             error: None,
+            websocket: None,
         }
     }
 
@@ -1093,6 +1095,7 @@ mod tests {
             headers: vec![("content-type".into(), ct.into())],
             chunks,
             error: None,
+            websocket: None,
         };
         let exchanges = vec![
             exchange(
@@ -1165,6 +1168,7 @@ mod tests {
             headers: Vec::new(),
             chunks: Vec::new(),
             error: None,
+            websocket: None,
         }];
         let c = build_cassette(
             "demo",
@@ -1198,6 +1202,7 @@ mod tests {
             headers: Vec::new(),
             chunks: Vec::new(),
             error: None,
+            websocket: None,
         }];
         // A secret that happens to spell a structural key of the cassette.
         let scrub = Scrubber::from_pairs(vec![("status".into(), "{{token}}".into())]);

@@ -5,6 +5,13 @@
 //! every request (for the request-count checks and the insta snapshots) and turns the cassette's
 //! `fault`s into real connection resets and truncated bodies.
 //!
+//! The same proxy plays the cassette's WebSocket exchanges (see
+//! [`cassette`](crate::cassette#websocket-exchanges)): an upgrade request that matches a
+//! WebSocket interaction (and is due, in strict order) is accepted there, on the same base URL
+//! (`ws://127.0.0.1:PORT`), and its script played; any other upgrade request goes to wiremock as
+//! a plain request, where a refused upgrade (an ordinary interaction) or the catch-all answers
+//! it. [`ReplayServer::verify`] reports script failures with the HTTP ones.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), String> {
 //! use sandbox_conformance::cassette::{Cassette, Placeholders};
@@ -21,13 +28,26 @@
 
 use crate::cassette::{
     ANY, Auth, Body, Cassette, Fault, Frame, Interaction, JsonMatch, Order, RequestSpec, TOKEN,
-    decode_connect, json_matches,
+    WsMessage, WsStep, decode_connect, describe_ws, json_matches,
 };
-use crate::proxy::{Exchange, FAULT_HEADER, Handler, LoggedRequest, Proxy};
+use crate::proxy::{Exchange, FAULT_HEADER, Handler, LoggedRequest, Proxy, Upgrade, WsConn};
+use futures::{SinkExt, StreamExt};
 use sandbox_sdk_core::redact::is_credential_name;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_util::sync::CancellationToken;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// How long [`ReplayServer::verify`] waits for WebSocket scripts still running to reach their
+/// end (the client's last frames in flight) before it reports them unfinished.
+const WS_SETTLE: Duration = Duration::from_secs(1);
+
+/// The close code replay sends when a client's message is not the one the script expects.
+const WS_MISMATCH_CLOSE: u16 = 1008;
 
 /// The status the catch-all answers with: not retryable, and unlike anything a provider sends.
 pub const MISS_STATUS: u16 = 418;
@@ -39,6 +59,19 @@ struct State {
     order: Order,
     lenient: bool,
     misses: Vec<String>,
+    /// Every WebSocket connection accepted, in order.
+    sessions: Vec<WsSession>,
+}
+
+/// One accepted WebSocket connection and how far its script got.
+#[derive(Debug)]
+struct WsSession {
+    interaction: usize,
+    /// The step being played (the script's length once it has ended).
+    step: usize,
+    /// Whether the script has ended (played through, failed or held silent).
+    done: bool,
+    failure: Option<String>,
 }
 
 impl State {
@@ -73,12 +106,28 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A wiremock server with a logging, fault-injecting proxy in front.
+/// A wiremock server with a logging, fault-injecting, WebSocket-playing proxy in front.
 pub struct ReplayServer {
     mock: MockServer,
     proxy: Proxy,
     state: Arc<Mutex<State>>,
     log: Arc<Mutex<Vec<LoggedRequest>>>,
+    ws: Arc<WsShared>,
+}
+
+/// What the proxy's WebSocket scripts share with the server.
+#[derive(Default)]
+struct WsShared {
+    /// Woken whenever a script ends.
+    ended: Notify,
+    /// Cancels every script still running (the server is being dropped or reset).
+    cancel: CancellationToken,
+}
+
+impl Drop for ReplayServer {
+    fn drop(&mut self) {
+        self.ws.cancel.cancel();
+    }
 }
 
 impl std::fmt::Debug for ReplayServer {
@@ -92,6 +141,8 @@ impl std::fmt::Debug for ReplayServer {
 struct Front {
     upstream: String,
     log: Arc<Mutex<Vec<LoggedRequest>>>,
+    state: Arc<Mutex<State>>,
+    ws: Arc<WsShared>,
 }
 
 impl Handler for Front {
@@ -105,6 +156,267 @@ impl Handler for Front {
         Ok(self.upstream.clone())
     }
     fn on_exchange(&self, _exchange: Exchange) {}
+    fn upgrade(&self, request: &LoggedRequest) -> Upgrade {
+        let Some(request) = as_wiremock(request) else {
+            return Upgrade::Http;
+        };
+        let mut state = lock(&self.state);
+        // The first WebSocket interaction this upgrade matches and may use now; anything else
+        // goes to wiremock (a refused upgrade, or the catch-all explaining the miss).
+        let found = (0..state.interactions.len()).find(|&i| {
+            state.interactions[i].response.websocket.is_some()
+                && mismatch(&state.interactions[i].request, &request).is_none()
+                && state.available(i).is_ok()
+        });
+        let Some(index) = found else {
+            return Upgrade::Http;
+        };
+        state.used[index] += 1;
+        let session = state.sessions.len();
+        state.sessions.push(WsSession {
+            interaction: index,
+            step: 0,
+            done: false,
+            failure: None,
+        });
+        let response = &state.interactions[index].response;
+        let steps = response.websocket.clone().unwrap_or_default();
+        let headers = response
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let delay = response.delay_ms.map(Duration::from_millis);
+        let (state, ws) = (self.state.clone(), self.ws.clone());
+        Upgrade::Serve {
+            headers,
+            delay,
+            serve: Box::new(move |conn| {
+                Box::pin(async move {
+                    let script = Script {
+                        state: &state,
+                        session,
+                    };
+                    tokio::select! {
+                        () = script.play(conn, &steps) => {}
+                        () = ws.cancel.cancelled() => {}
+                    }
+                    ws.ended.notify_waiters();
+                })
+            }),
+        }
+    }
+}
+
+/// A logged request as wiremock's matchers see one (no body: upgrade requests carry none).
+fn as_wiremock(request: &LoggedRequest) -> Option<Request> {
+    let target = request.line().split_once(' ').map(|(_, t)| t.to_owned())?;
+    let url = wiremock::http::Url::parse(&format!("http://127.0.0.1{target}")).ok()?;
+    let method = wiremock::http::Method::from_bytes(request.method.as_bytes()).ok()?;
+    let mut headers = wiremock::http::HeaderMap::new();
+    for (k, v) in &request.headers {
+        if let (Ok(name), Ok(value)) = (
+            wiremock::http::HeaderName::from_bytes(k.as_bytes()),
+            wiremock::http::HeaderValue::from_str(v),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    Some(Request {
+        url,
+        method,
+        headers,
+        body: request.body.to_vec(),
+    })
+}
+
+/// One WebSocket script being played on an accepted connection.
+struct Script<'a> {
+    state: &'a Mutex<State>,
+    session: usize,
+}
+
+impl Script<'_> {
+    fn at(&self, step: usize) {
+        lock(self.state).sessions[self.session].step = step;
+    }
+
+    fn end(&self, failure: Option<String>) {
+        let mut state = lock(self.state);
+        let session = &mut state.sessions[self.session];
+        session.done = true;
+        if session.failure.is_none() {
+            session.failure = failure;
+        }
+    }
+
+    /// Plays `steps` on `conn`; a failure is kept for [`ReplayServer::verify`].
+    async fn play(&self, mut conn: WsConn, steps: &[WsStep]) {
+        for (n, step) in steps.iter().enumerate() {
+            self.at(n);
+            match step {
+                WsStep::Server(message) => {
+                    let Ok(frame) = to_frame(message) else {
+                        return self.end(Some(format!("cannot send {}", message.describe())));
+                    };
+                    if conn.send(frame).await.is_err() {
+                        return self.end(Some(format!(
+                            "the client went away before the server could send {}",
+                            message.describe()
+                        )));
+                    }
+                }
+                WsStep::Client(want) => {
+                    let (binary, payload) = match next_data(&mut conn).await {
+                        Ok(data) => data,
+                        Err(ended) => {
+                            return self.end(Some(format!(
+                                "expected the client to send {}, but {ended}",
+                                want.describe()
+                            )));
+                        }
+                    };
+                    if let Err(diff) = want.matches(binary, &payload) {
+                        let failure = format!("client message: {diff}");
+                        let reason: String = failure.chars().take(100).collect();
+                        let _ = conn
+                            .send(Message::Close(Some(CloseFrame {
+                                code: WS_MISMATCH_CLOSE.into(),
+                                reason: reason.into(),
+                            })))
+                            .await;
+                        return self.end(Some(failure));
+                    }
+                }
+                WsStep::Close(code) => {
+                    let _ = conn
+                        .send(Message::Close(Some(CloseFrame {
+                            code: (*code).into(),
+                            reason: "".into(),
+                        })))
+                        .await;
+                    self.end(None);
+                    // Read the client's echo of the close.
+                    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                        while let Some(Ok(_)) = conn.next().await {}
+                    })
+                    .await;
+                    return;
+                }
+                WsStep::ClientClose(want) => {
+                    let failure = loop {
+                        match conn.next().await {
+                            Some(Ok(Message::Close(frame))) => {
+                                let got = frame.as_ref().map(|f| u16::from(f.code));
+                                break match (want, got) {
+                                    (Some(w), Some(g)) if *w == g => None,
+                                    (None, _) => None,
+                                    (Some(w), got) => Some(format!(
+                                        "expected the client to close with code {w}, it closed \
+                                         with {}",
+                                        got.map_or("no code".to_owned(), |g| g.to_string())
+                                    )),
+                                };
+                            }
+                            Some(Ok(Message::Text(t))) => {
+                                break Some(format!(
+                                    "expected the client to close, it sent {}",
+                                    describe_ws(false, t.as_bytes())
+                                ));
+                            }
+                            Some(Ok(Message::Binary(b))) => {
+                                break Some(format!(
+                                    "expected the client to close, it sent {}",
+                                    describe_ws(true, &b)
+                                ));
+                            }
+                            Some(Ok(_)) => {}
+                            None | Some(Err(_)) => {
+                                break want.map(|w| {
+                                    format!(
+                                        "expected the client to close with code {w}, it went \
+                                         away without a close frame"
+                                    )
+                                });
+                            }
+                        }
+                    };
+                    let _ = conn.flush().await;
+                    return self.end(failure);
+                }
+                WsStep::DelayMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                WsStep::Silent => {
+                    self.end(None);
+                    // Held, never read: pings go unanswered until the server goes.
+                    std::future::pending::<()>().await;
+                }
+                WsStep::Reset => {
+                    self.end(None);
+                    drop(conn);
+                    return;
+                }
+            }
+        }
+        self.at(steps.len());
+        self.end(None);
+        // Held open: pings are answered; a data message the script does not expect fails it.
+        loop {
+            match next_data(&mut conn).await {
+                Ok((binary, payload)) => {
+                    let mut state = lock(self.state);
+                    let session = &mut state.sessions[self.session];
+                    if session.failure.is_none() {
+                        session.failure = Some(format!(
+                            "the client sent {} after the script's last step",
+                            describe_ws(binary, &payload)
+                        ));
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The client's next data message (`binary`, payload), pings and pongs skipped; or how the
+/// connection ended instead.
+async fn next_data(conn: &mut WsConn) -> Result<(bool, Vec<u8>), String> {
+    loop {
+        match conn.next().await {
+            Some(Ok(Message::Text(t))) => return Ok((false, t.as_bytes().to_vec())),
+            Some(Ok(Message::Binary(b))) => return Ok((true, b.to_vec())),
+            Some(Ok(Message::Close(frame))) => {
+                let code = frame.map_or("no code".to_owned(), |f| u16::from(f.code).to_string());
+                return Err(format!("the client closed the connection ({code})"));
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(format!("the connection failed ({e})")),
+            None => return Err("the client went away".to_owned()),
+        }
+    }
+}
+
+/// The frame a script's message sends.
+fn to_frame(message: &WsMessage) -> Result<Message, String> {
+    Ok(match message {
+        WsMessage::Text(t) => Message::Text(t.as_str().into()),
+        WsMessage::Json(v) => Message::Text(v.to_string().into()),
+        WsMessage::BinaryBase64(_) => Message::Binary(message.bytes()?.into()),
+    })
+}
+
+/// What a script step waits for or does, for messages.
+fn describe_step(step: &WsStep) -> String {
+    match step {
+        WsStep::Server(m) => format!("sending {}", m.describe()),
+        WsStep::Client(m) => format!("waiting for the client to send {}", m.describe()),
+        WsStep::Close(code) => format!("closing with {code}"),
+        WsStep::ClientClose(Some(code)) => format!("waiting for the client to close with {code}"),
+        WsStep::ClientClose(None) => "waiting for the client to close".to_owned(),
+        WsStep::DelayMs(ms) => format!("pausing {ms} ms"),
+        WsStep::Silent => "holding the connection silent".to_owned(),
+        WsStep::Reset => "dropping the connection".to_owned(),
+    }
 }
 
 impl ReplayServer {
@@ -112,16 +424,21 @@ impl ReplayServer {
     pub async fn start() -> std::io::Result<ReplayServer> {
         let mock = MockServer::start().await;
         let log = Arc::new(Mutex::new(Vec::new()));
+        let state = Arc::new(Mutex::new(State::default()));
+        let ws = Arc::new(WsShared::default());
         let proxy = Proxy::start(Arc::new(Front {
             upstream: mock.uri(),
             log: log.clone(),
+            state: state.clone(),
+            ws: ws.clone(),
         }))
         .await?;
         Ok(ReplayServer {
             mock,
             proxy,
-            state: Arc::new(Mutex::new(State::default())),
+            state,
             log,
+            ws,
         })
     }
 
@@ -145,6 +462,10 @@ impl ReplayServer {
             state.lenient = lenient;
         }
         for (index, interaction) in cassette.interactions.iter().enumerate() {
+            if interaction.response.websocket.is_some() {
+                // Played by the proxy in front; a plain request for it reaches the catch-all.
+                continue;
+            }
             let template = response_template(interaction)?;
             let mut mock = Mock::given(InteractionMatch {
                 index,
@@ -187,9 +508,13 @@ impl ReplayServer {
         lock(&self.state).misses.clone()
     }
 
-    /// Checks that nothing reached the catch-all and that every interaction was used exactly
-    /// `times` times (then runs wiremock's own `verify`). The error lists every problem.
+    /// Checks that nothing reached the catch-all, that every interaction was used exactly
+    /// `times` times and that every WebSocket script played through with the client messages it
+    /// expects (then runs wiremock's own `verify`). The error lists every problem.
+    ///
+    /// A script still running (the client's last frames in flight) gets a moment to end first.
     pub async fn verify(&self) -> Result<(), String> {
+        self.settle_websockets().await;
         let problems = {
             let state = lock(&self.state);
             let mut problems: Vec<String> = state
@@ -202,11 +527,37 @@ impl ReplayServer {
                     if state.used[i] != interaction.times {
                         problems.push(format!(
                             "interaction #{i} {} was used {} time(s), the cassette expects exactly {}",
-                            describe(&interaction.request),
+                            describe_interaction(interaction),
                             state.used[i],
                             interaction.times
                         ));
                     }
+                }
+            }
+            for session in &state.sessions {
+                let interaction = &state.interactions[session.interaction];
+                let steps = interaction
+                    .response
+                    .websocket
+                    .as_deref()
+                    .unwrap_or_default();
+                let what = format!(
+                    "interaction #{} {}",
+                    session.interaction,
+                    describe_interaction(interaction)
+                );
+                if let Some(failure) = &session.failure {
+                    problems.push(format!("{what}, script step {}: {failure}", session.step));
+                } else if !session.done {
+                    let doing = steps
+                        .get(session.step)
+                        .map(describe_step)
+                        .unwrap_or_default();
+                    problems.push(format!(
+                        "{what} did not finish its script: still at step {} ({doing}) when the \
+                         scenario ended",
+                        session.step
+                    ));
                 }
             }
             problems
@@ -224,6 +575,51 @@ impl ReplayServer {
     pub async fn reset(&self) {
         self.mock.reset().await;
     }
+
+    /// Waits (at most [`WS_SETTLE`]) for every accepted WebSocket script to end.
+    async fn settle_websockets(&self) {
+        let deadline = tokio::time::Instant::now() + WS_SETTLE;
+        loop {
+            let ended = self.ws.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if lock(&self.state).sessions.iter().all(|s| s.done) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// `METHOD /path?k=v` of an interaction, marked `(WebSocket)` for an upgrade with a script.
+fn describe_interaction(interaction: &Interaction) -> String {
+    let line = describe(&interaction.request);
+    if interaction.response.websocket.is_some() {
+        format!("{line} (WebSocket)")
+    } else {
+        line
+    }
+}
+
+/// Whether a request (as wiremock sees it, after the proxy) asked for a WebSocket upgrade: the
+/// proxy drops the `Upgrade` header but passes the key on.
+fn is_upgrade(request: &Request) -> bool {
+    request.headers.contains_key("sec-websocket-key")
+}
+
+/// [`mismatch`] for a whole interaction: a WebSocket interaction also needs an upgrade.
+fn interaction_mismatch(interaction: &Interaction, request: &Request) -> Option<String> {
+    if let Some(reason) = mismatch(&interaction.request, request) {
+        return Some(reason);
+    }
+    if interaction.response.websocket.is_some() && !is_upgrade(request) {
+        return Some(
+            "the cassette expects a WebSocket upgrade here, the request is plain HTTP".to_owned(),
+        );
+    }
+    None
 }
 
 struct InteractionMatch {
@@ -394,7 +790,7 @@ fn explain_miss(state: &State, request: &Request) -> String {
         match next {
             Some(next) => out.push_str(&format!(
                 "  next expected (strict order): #{next} {}\n",
-                describe(&state.interactions[next].request)
+                describe_interaction(&state.interactions[next])
             )),
             None => out.push_str("  every interaction of the cassette has been used up\n"),
         }
@@ -402,26 +798,30 @@ fn explain_miss(state: &State, request: &Request) -> String {
     // Of equally near interactions, the one strict order expects next is the one to compare.
     let mut best: Option<(usize, u32)> = None;
     for (i, interaction) in state.interactions.iter().enumerate() {
-        let score = similarity(&interaction.request, request) * 2 + u32::from(next == Some(i));
+        let score = similarity(interaction, request) * 2 + u32::from(next == Some(i));
         if best.is_none_or(|(_, s)| score > s) {
             best = Some((i, score));
         }
     }
     if let Some((i, _)) = best {
-        let spec = &state.interactions[i].request;
-        let why = match mismatch(spec, request) {
+        let interaction = &state.interactions[i];
+        let why = match interaction_mismatch(interaction, request) {
             Some(reason) => reason,
             None => match state.available(i) {
                 Err(reason) => format!("it matches, but {reason}"),
                 Ok(()) => "it matches".to_owned(),
             },
         };
-        out.push_str(&format!("  nearest: #{i} {}: {why}", describe(spec)));
+        out.push_str(&format!(
+            "  nearest: #{i} {}: {why}",
+            describe_interaction(interaction)
+        ));
     }
     out
 }
 
-fn similarity(spec: &RequestSpec, request: &Request) -> u32 {
+fn similarity(interaction: &Interaction, request: &Request) -> u32 {
+    let spec = &interaction.request;
     let mut score = 0;
     if spec.method.eq_ignore_ascii_case(request.method.as_str()) {
         score += 100;
@@ -438,7 +838,7 @@ fn similarity(spec: &RequestSpec, request: &Request) -> u32 {
             break;
         }
     }
-    if mismatch(spec, request).is_none() {
+    if interaction_mismatch(interaction, request).is_none() {
         score += 1000;
     }
     score
@@ -655,6 +1055,11 @@ pub fn normalise_requests(
         "x-daytona-source",
         "traceparent",
         "x-request-id",
+        // A WebSocket handshake's key is random, the rest says nothing about the adapter.
+        "upgrade",
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
     ];
     let mut out = String::new();
     for (i, request) in requests.iter().enumerate() {
@@ -945,5 +1350,363 @@ mod tests {
         get(s.url()).await;
         post(s.url()).await;
         s.verify().await.expect("clean run verifies");
+    }
+
+    /// A cassette: `GET /a` over HTTP, then the WebSocket interaction `script` at `/exec`.
+    fn ws_cassette(order: &str, script: serde_json::Value) -> Cassette {
+        let text = serde_json::json!({
+            "provider": "demo", "scenario": "exec_stdin", "order": order,
+            "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test"},
+            "interactions": [
+                {"request": {"method": "GET", "path": "/a"}, "response": {"status": 200}},
+                {"request": {"method": "GET", "path": "/exec/{{sandbox_id}}",
+                             "query": {"cmd": ["cat"], "stdin": "true"},
+                             "headers": {"authorization": "Bearer {{token}}"}},
+                 "response": {"status": 101, "websocket": script}}
+            ]
+        });
+        Cassette::from_json(&text.to_string()).expect("valid cassette")
+    }
+
+    async fn ws_server(order: &str, script: serde_json::Value) -> ReplayServer {
+        let server = ReplayServer::start().await.expect("server");
+        let c = ws_cassette(order, script)
+            .substituted(&Placeholders::standard(server.url()))
+            .expect("substituted");
+        server.mount(&c, false).await.expect("mounted");
+        server
+    }
+
+    type Client = tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >;
+
+    /// Opens the exec socket the way an adapter does: `ws://` of the HTTP base URL.
+    async fn open(base: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let url = format!(
+            "{}/exec/{}?cmd=cat&stdin=true",
+            base.replacen("http://", "ws://", 1),
+            crate::cassette::SANDBOX_ID
+        );
+        let mut request = url.into_client_request()?;
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {TOKEN}").parse().expect("header"),
+        );
+        tokio_tungstenite::connect_async(request)
+            .await
+            .map(|(ws, _)| ws)
+    }
+
+    /// The next data message, pings and pongs skipped.
+    async fn data(ws: &mut Client) -> Message {
+        loop {
+            match ws.next().await.expect("a message").expect("no error") {
+                Message::Ping(_) | Message::Pong(_) => {}
+                other => return other,
+            }
+        }
+    }
+
+    fn exec_script() -> serde_json::Value {
+        serde_json::json!([
+            {"server": {"text": "{\"type\":\"session_info\",\"session_id\":7}"}},
+            {"client": {"binary_base64": "AGhp"}},
+            {"client": {"json": {"type": "signal", "signal": "{{any}}"}}},
+            {"server": {"binary_base64": "AWhp"}},
+            {"server": {"binary_base64": "AwA="}},
+            {"client_close": 1000}
+        ])
+    }
+
+    #[tokio::test]
+    async fn a_websocket_script_plays_in_order_and_verifies() {
+        let s = ws_server("strict", exec_script()).await;
+        assert_eq!(get_a(s.url()).await, 200);
+        let mut ws = open(s.url()).await.expect("upgraded");
+        assert_eq!(
+            data(&mut ws).await,
+            Message::Text("{\"type\":\"session_info\",\"session_id\":7}".into())
+        );
+        ws.send(Message::Binary(b"\x00hi".to_vec().into()))
+            .await
+            .expect("sent");
+        ws.send(Message::Text(r#"{"signal":"TERM","type":"signal"}"#.into()))
+            .await
+            .expect("sent");
+        assert_eq!(
+            data(&mut ws).await,
+            Message::Binary(b"\x01hi".to_vec().into())
+        );
+        assert_eq!(
+            data(&mut ws).await,
+            Message::Binary(b"\x03\x00".to_vec().into())
+        );
+        ws.close(Some(CloseFrame {
+            code: 1000.into(),
+            reason: "".into(),
+        }))
+        .await
+        .expect("closed");
+        while let Some(Ok(_)) = ws.next().await {}
+        s.verify().await.expect("the script played through");
+        assert_eq!(s.request_count(), 2);
+        let log = normalise_requests(&s.requests(), &Placeholders::standard(s.url()));
+        assert!(
+            log.contains("#1 GET /exec/{{sandbox_id}}?cmd=cat&stdin=true"),
+            "{log}"
+        );
+        assert!(!log.contains("sec-websocket-key"), "{log}");
+    }
+
+    async fn get_a(base: &str) -> u16 {
+        reqwest::Client::new()
+            .get(format!("{base}/a"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("get")
+            .status()
+            .as_u16()
+    }
+
+    #[tokio::test]
+    async fn a_wrong_client_frame_fails_verification_naming_what_was_expected() {
+        let s = ws_server("strict", exec_script()).await;
+        get_a(s.url()).await;
+        let mut ws = open(s.url()).await.expect("upgraded");
+        data(&mut ws).await;
+        ws.send(Message::Binary(b"\x00ho".to_vec().into()))
+            .await
+            .expect("sent");
+        // The replayer closes with a policy-violation code, saying why.
+        match data(&mut ws).await {
+            Message::Close(Some(frame)) => {
+                assert_eq!(u16::from(frame.code), WS_MISMATCH_CLOSE);
+                assert!(
+                    frame.reason.contains("expected binary AGhp"),
+                    "{}",
+                    frame.reason
+                );
+            }
+            other => panic!("expected a close, got {other:?}"),
+        }
+        let err = s.verify().await.unwrap_err();
+        assert!(
+            err.contains(
+                "interaction #1 GET /exec/cfsbx0001?cmd=cat&stdin=true (WebSocket), script step 1: \
+                 client message: expected binary AGhp (\"\\x00hi\", 3 bytes), got binary AGhv"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_json_text_frame_names_the_field() {
+        let s = ws_server("strict", exec_script()).await;
+        get_a(s.url()).await;
+        let mut ws = open(s.url()).await.expect("upgraded");
+        data(&mut ws).await;
+        ws.send(Message::Binary(b"\x00hi".to_vec().into()))
+            .await
+            .expect("sent");
+        ws.send(Message::Text(r#"{"type":"resize","signal":"x"}"#.into()))
+            .await
+            .expect("sent");
+        let _ = data(&mut ws).await;
+        let err = s.verify().await.unwrap_err();
+        assert!(
+            err.contains(r#"script step 2: client message: text frame JSON /type: expected "signal", got "resize""#),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_upgrade_fails_verification_like_an_unmet_call() {
+        let s = ws_server("strict", exec_script()).await;
+        get_a(s.url()).await;
+        let err = s.verify().await.unwrap_err();
+        assert!(
+            err.contains(
+                "interaction #1 GET /exec/cfsbx0001?cmd=cat&stdin=true (WebSocket) was used 0 \
+                 time(s), the cassette expects exactly 1"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_that_leaves_early_or_never_sends_fails_verification() {
+        let s = ws_server("strict", exec_script()).await;
+        get_a(s.url()).await;
+        let mut ws = open(s.url()).await.expect("upgraded");
+        data(&mut ws).await;
+        ws.close(None).await.expect("closed");
+        while let Some(Ok(_)) = ws.next().await {}
+        let err = s.verify().await.unwrap_err();
+        assert!(
+            err.contains(
+                "script step 1: expected the client to send binary AGhp (\"\\x00hi\", 3 bytes), \
+                 but the client closed the connection"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn strict_order_and_the_catch_all_cover_upgrades() {
+        let s = ws_server("strict", exec_script()).await;
+        // The upgrade before the HTTP call it must follow: refused with the catch-all's answer.
+        match open(s.url()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(refusal)) => {
+                assert_eq!(refusal.status().as_u16(), MISS_STATUS);
+                let body = String::from_utf8_lossy(refusal.body().as_deref().unwrap_or_default())
+                    .into_owned();
+                assert!(
+                    body.contains("strict order expects #0 GET /a first"),
+                    "{body}"
+                );
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+        // Plain HTTP where the cassette has an upgrade.
+        get_a(s.url()).await;
+        let r = reqwest::Client::new()
+            .get(format!(
+                "{}/exec/{}?cmd=cat&stdin=true",
+                s.url(),
+                crate::cassette::SANDBOX_ID
+            ))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(r.status().as_u16(), MISS_STATUS);
+        let body = r.text().await.expect("body");
+        assert!(
+            body.contains("expects a WebSocket upgrade here, the request is plain HTTP"),
+            "{body}"
+        );
+        assert!(s.verify().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_refused_upgrade_is_an_ordinary_interaction() {
+        let text = serde_json::json!({
+            "provider": "demo", "scenario": "exec_stdin",
+            "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test"},
+            "interactions": [
+                {"request": {"method": "GET", "path": "/exec/{{sandbox_id}}",
+                             "query": {"cmd": "cat", "stdin": "true"}},
+                 "response": {"status": 404, "body": {"json": {"error": "not_found"}}}}
+            ]
+        });
+        let server = ReplayServer::start().await.expect("server");
+        let c = Cassette::from_json(&text.to_string())
+            .expect("valid")
+            .substituted(&Placeholders::standard(server.url()))
+            .expect("substituted");
+        server.mount(&c, false).await.expect("mounted");
+        match open(server.url()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(refusal)) => {
+                assert_eq!(refusal.status().as_u16(), 404);
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+        server
+            .verify()
+            .await
+            .expect("the refusal was the expected answer");
+    }
+
+    #[tokio::test]
+    async fn a_held_socket_answers_pings_and_a_server_close_carries_its_code() {
+        let s = ws_server(
+            "strict",
+            serde_json::json!([{"server": {"binary_base64": "AWE="}}]),
+        )
+        .await;
+        get_a(s.url()).await;
+        let mut ws = open(s.url()).await.expect("upgraded");
+        assert_eq!(
+            data(&mut ws).await,
+            Message::Binary(b"\x01a".to_vec().into())
+        );
+        ws.send(Message::Ping(b"p".to_vec().into()))
+            .await
+            .expect("ping");
+        match ws.next().await.expect("message").expect("ok") {
+            Message::Pong(p) => assert_eq!(&p[..], b"p"),
+            other => panic!("expected a pong, got {other:?}"),
+        }
+        // The script has ended: verification does not wait for the held socket.
+        s.verify().await.expect("held open is fine");
+
+        let s = ws_server("strict", serde_json::json!([{"close": 1011}])).await;
+        get_a(s.url()).await;
+        let mut ws = open(s.url()).await.expect("upgraded");
+        match data(&mut ws).await {
+            Message::Close(Some(frame)) => assert_eq!(u16::from(frame.code), 1011),
+            other => panic!("expected a close, got {other:?}"),
+        }
+        s.verify().await.expect("closed as scripted");
+    }
+
+    #[test]
+    fn bad_websocket_scripts_are_refused_naming_the_interaction() {
+        let cases = [
+            (
+                serde_json::json!({"status": 200, "websocket": []}),
+                "interaction 1: a websocket response has status 101, not 200",
+            ),
+            (
+                serde_json::json!({"status": 101}),
+                "interaction 1: status 101 needs a \"websocket\" script",
+            ),
+            (
+                serde_json::json!({"status": 101, "websocket": [{"close": 1000}, {"server": {"text": "x"}}]}),
+                "interaction 1: websocket step 0: close, client_close, silent and reset must be the last step",
+            ),
+            (
+                serde_json::json!({"status": 101, "websocket": [{"server": {"binary_base64": "!!"}}]}),
+                "interaction 1: websocket step 0: invalid base64",
+            ),
+            (
+                serde_json::json!({"status": 101, "websocket": [{"close": 1006}]}),
+                "interaction 1: websocket step 0: close code 1006 cannot be sent",
+            ),
+            (
+                serde_json::json!({"status": 101, "websocket": [], "body": {"text": "x"}}),
+                "interaction 1: a websocket response has no body",
+            ),
+        ];
+        for (response, want) in cases {
+            let text = serde_json::json!({
+                "provider": "demo", "scenario": "exec_stdin",
+                "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test"},
+                "interactions": [
+                    {"request": {"method": "GET", "path": "/a"}, "response": {"status": 200}},
+                    {"request": {"method": "GET", "path": "/exec"}, "response": response}
+                ]
+            });
+            let err = Cassette::from_json(&text.to_string())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{err}\nwanted: {want}");
+        }
+        let post = ws_cassette("strict", exec_script());
+        let mut post = post;
+        post.interactions[1].request.method = "POST".into();
+        assert!(
+            post.check()
+                .unwrap_err()
+                .contains("a WebSocket upgrade is a GET, not POST"),
+            "POST accepted"
+        );
+        let unknown = r#"{"provider":"demo","scenario":"x","provenance":{"kind":"spec","date":"d","source":"s"},
+          "interactions":[{"request":{"method":"GET","path":"/e"},"response":{"status":101,"websocket":[{"sever":{"text":"x"}}]}}]}"#;
+        let err = Cassette::from_json(unknown).unwrap_err().to_string();
+        assert!(err.contains("unknown variant `sever`"), "{err}");
     }
 }
