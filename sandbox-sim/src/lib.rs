@@ -7,8 +7,9 @@
 //! processes), runs every command as a real local process in a private temporary directory
 //! (through the embedded `local` provider), and logs every request it sees.
 //!
-//! The simulators: [`e2b`] (E2B), [`daytona`] (Daytona), [`fly`] (Fly Machines) and
-//! [`vercel`] (Vercel Sandbox), each started by name through [`start`].
+//! The simulators: [`e2b`] (E2B), [`daytona`] (Daytona), [`fly`] (Fly Machines),
+//! [`sprites`] (Fly Sprites) and [`vercel`] (Vercel Sandbox), each started by name through
+//! [`start`].
 //!
 //! The shared parts live here:
 //! - [`SimServer`]: the HTTP/1.1 server, a [`Handler`] per provider;
@@ -48,6 +49,7 @@ pub mod e2b;
 pub mod faults;
 pub mod fly;
 mod server;
+pub mod sprites;
 pub mod vercel;
 
 pub use faults::{Fault, FaultPlan, FaultRule};
@@ -127,6 +129,28 @@ pub(crate) fn sandbox_path(base: &str, path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// Copies directory `from` into `to` (created), with files, directories, symbolic links and
+/// modes.
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_symlink() {
+            let link = std::fs::read_link(entry.path())?;
+            let _ = std::fs::remove_file(&target);
+            std::os::unix::fs::symlink(link, &target)?;
+        } else if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+            std::fs::set_permissions(&target, entry.metadata()?.permissions())?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 /// The real sandboxes behind a simulator: `local` sandboxes under a private temporary
 /// directory, which is removed when the backing is dropped (a simulator destroys a sandbox
 /// through the `local` provider, which stops its processes).
@@ -177,7 +201,7 @@ impl Backing {
 
 /// A running simulator, as `cargo xtask sim`, `cargo xtask sim-check` and tests see it.
 pub trait Simulator: Send + Sync {
-    /// The provider it speaks (`e2b`, `daytona`, `fly`, `vercel`).
+    /// The provider it speaks (`e2b`, `daytona`, `fly`, `sprites`, `vercel`).
     fn provider(&self) -> &'static str;
 
     /// The base URL of its API.
@@ -201,7 +225,7 @@ pub trait Simulator: Send + Sync {
 }
 
 /// The providers [`start`] can simulate.
-pub const PROVIDERS: &[&str] = &["daytona", "e2b", "fly", "vercel"];
+pub const PROVIDERS: &[&str] = &["daytona", "e2b", "fly", "sprites", "vercel"];
 
 /// Starts the simulator of `provider` on `127.0.0.1:port` (0 for a free port) with `faults`.
 pub async fn start(
@@ -231,6 +255,13 @@ pub async fn start(
             .await
             .map(|sim| Box::new(sim) as Box<dyn Simulator>)
             .map_err(|e| format!("cannot start the fly simulator: {e}")),
+        "sprites" => sprites::SpritesSim::builder()
+            .port(port)
+            .faults(faults)
+            .start()
+            .await
+            .map(|sim| Box::new(sim) as Box<dyn Simulator>)
+            .map_err(|e| format!("cannot start the sprites simulator: {e}")),
         "vercel" => vercel::VercelSim::builder()
             .port(port)
             .faults(faults)
@@ -259,6 +290,7 @@ mod tests {
             ("e2b", "e2b_0000000000000000000000000000000000000000"),
             // Never had a fixed key; any fixed one must be refused.
             ("vercel", "vcp_simulator"),
+            ("sprites", "sprites_simulator"),
         ];
         let client = reqwest::Client::new();
         for (provider, old) in published {
@@ -282,6 +314,7 @@ mod tests {
                     "authorization",
                     "Bearer ",
                 ),
+                "sprites" => ("/v1/sprites".to_owned(), "authorization", "Bearer "),
                 _ => (
                     format!("/v1/apps/{}/machines", fly::APP),
                     "authorization",

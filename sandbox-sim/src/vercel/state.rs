@@ -146,27 +146,7 @@ impl Disk {
     }
 }
 
-/// Copies directory `from` into `to` (created), with files, directories, symbolic links and
-/// modes.
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_symlink() {
-            let link = std::fs::read_link(entry.path())?;
-            let _ = std::fs::remove_file(&target);
-            std::os::unix::fs::symlink(link, &target)?;
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-            std::fs::set_permissions(&target, entry.metadata()?.permissions())?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
+pub(crate) use crate::copy_tree;
 
 /// A session's life (PROTOCOL.md §5.2, §5.3).
 pub(crate) struct Life {
