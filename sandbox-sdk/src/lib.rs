@@ -46,6 +46,9 @@ pub use sandbox_e2b as e2b;
 #[cfg(feature = "fly")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fly")))]
 pub use sandbox_fly as fly;
+#[cfg(feature = "sprites")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sprites")))]
+pub use sandbox_sprites as sprites;
 #[cfg(feature = "vercel")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vercel")))]
 pub use sandbox_vercel as vercel;

@@ -5,7 +5,7 @@ use sandbox_sdk_core::{Error, ErrorKind, Provider, Result};
 use std::sync::Arc;
 
 /// Every provider name the registry knows, compiled in or not.
-pub const ALL_PROVIDERS: &[&str] = &["local", "e2b", "daytona", "fly", "vercel"];
+pub const ALL_PROVIDERS: &[&str] = &["local", "e2b", "daytona", "fly", "vercel", "sprites"];
 
 /// The provider names compiled into this build (each behind its feature).
 pub fn providers() -> Vec<&'static str> {
@@ -17,12 +17,13 @@ pub fn providers() -> Vec<&'static str> {
 }
 
 fn compiled_in(name: &str) -> bool {
-    const FEATURES: [(&str, bool); 5] = [
+    const FEATURES: [(&str, bool); 6] = [
         ("local", cfg!(feature = "local")),
         ("e2b", cfg!(feature = "e2b")),
         ("daytona", cfg!(feature = "daytona")),
         ("fly", cfg!(feature = "fly")),
         ("vercel", cfg!(feature = "vercel")),
+        ("sprites", cfg!(feature = "sprites")),
     ];
     FEATURES.iter().any(|(n, on)| *n == name && *on)
 }
@@ -31,7 +32,8 @@ fn compiled_in(name: &str) -> bool {
 /// reads `E2B_API_KEY` (and `E2B_DOMAIN`, …), `daytona` `DAYTONA_API_KEY` (and
 /// `DAYTONA_API_URL`, …), `fly` `FLY_API_TOKEN` and `FLY_APP_NAME` (and `FLY_REGION`, …),
 /// `vercel` `VERCEL_TOKEN` with `VERCEL_TEAM_ID` and `VERCEL_PROJECT_ID`, or
-/// `VERCEL_OIDC_TOKEN` (and `VERCEL_API_URL`, …), as each adapter's `from_env` documents.
+/// `VERCEL_OIDC_TOKEN` (and `VERCEL_API_URL`, …), `sprites` `SPRITES_TOKEN` (and
+/// `SPRITES_API_URL`), as each adapter's `from_env` documents.
 ///
 /// An unknown name, or a provider whose feature is off, fails with
 /// [`ErrorKind::ProviderNotFound`] naming the choices; missing credentials fail with the
@@ -73,6 +75,10 @@ pub fn provider_from_lookup(
         "vercel" => Ok(Arc::new(
             sandbox_vercel::VercelBuilder::from_lookup(lookup).build()?,
         )),
+        #[cfg(feature = "sprites")]
+        "sprites" => Ok(Arc::new(
+            sandbox_sprites::SpritesBuilder::from_lookup(lookup).build()?,
+        )),
         other => Err(not_found(other)),
     }
 }
@@ -92,6 +98,8 @@ pub fn capabilities_of(name: &str) -> Result<sandbox_sdk_core::Capabilities> {
         "fly" => Ok(sandbox_fly::CAPABILITIES),
         #[cfg(feature = "vercel")]
         "vercel" => Ok(sandbox_vercel::CAPABILITIES),
+        #[cfg(feature = "sprites")]
+        "sprites" => Ok(sandbox_sprites::CAPABILITIES),
         other => Err(not_found(other)),
     }
 }
@@ -122,7 +130,7 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::ProviderNotFound);
         assert!(
             err.to_string()
-                .contains("known providers are local, e2b, daytona, fly, vercel"),
+                .contains("known providers are local, e2b, daytona, fly, vercel, sprites"),
             "{err}"
         );
         for name in ALL_PROVIDERS.iter().filter(|n| !compiled_in(n)) {
@@ -180,5 +188,18 @@ mod tests {
             "vercel"
         );
         assert!(capabilities_of("vercel").unwrap().snapshot.is_available());
+    }
+
+    #[cfg(feature = "sprites")]
+    #[test]
+    fn sprites_is_built_from_its_variables() {
+        let err = provider_from_lookup("sprites", |_| None).unwrap_err();
+        assert!(err.to_string().contains("SPRITES_TOKEN"), "{err}");
+        let vars = |name: &str| (name == "SPRITES_TOKEN").then(|| "tok".to_owned());
+        assert_eq!(
+            provider_from_lookup("sprites", vars).unwrap().name(),
+            "sprites"
+        );
+        assert!(capabilities_of("sprites").unwrap().stdin.is_available());
     }
 }

@@ -196,10 +196,16 @@ fn check_provenance(cassette: &Value) -> std::result::Result<(), String> {
 
 /// Providers with no OpenAPI file in `../shared/specs`, and why: their cassettes are checked for
 /// secrets and provenance only, and the summary says their bodies were not validated.
-pub(crate) const WITHOUT_OPENAPI: &[(&str, &str)] = &[(
-    "vercel",
-    "Vercel publishes no OpenAPI file for its Sandbox API in ../shared/specs; its cassettes follow sandbox-vercel/PROTOCOL.md",
-)];
+pub(crate) const WITHOUT_OPENAPI: &[(&str, &str)] = &[
+    (
+        "vercel",
+        "Vercel publishes no OpenAPI file for its Sandbox API in ../shared/specs; its cassettes follow sandbox-vercel/PROTOCOL.md",
+    ),
+    (
+        "sprites",
+        "no Sprites OpenAPI file is in ../shared/specs (none was found published as a file); its cassettes follow sandbox-sprites/PROTOCOL.md",
+    ),
+];
 
 #[cfg(test)]
 mod tests {

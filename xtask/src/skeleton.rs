@@ -36,6 +36,7 @@ const ADAPTERS: &[&str] = &[
     "sandbox-daytona",
     "sandbox-fly",
     "sandbox-vercel",
+    "sandbox-sprites",
 ];
 
 /// The other crates of the workspace, held to the circle rule only.
