@@ -3,6 +3,12 @@
 //! A [Fly Machines](https://fly.io/docs/machines/) adapter for
 //! [`sandbox-sdk-core`](sandbox_sdk_core): each sandbox is one Fly Machine in an app you own.
 //!
+//! For agent sandboxes consider the `sandbox-sprites` adapter first: Fly's Sprites stream
+//! commands over a WebSocket without the Machines exec API's limit of about one call per second
+//! per machine (which holds this adapter's streams to roughly 0.3–0.7 MiB/s), keep sessions
+//! across a dropped connection, and have a files API. Use Machines for your own image, region
+//! control or machine sizes.
+//!
 //! ```no_run
 //! # async fn demo() -> sandbox_sdk_core::Result<()> {
 //! use sandbox_fly::FlyBuilder;
