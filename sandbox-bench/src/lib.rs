@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The simulators [`adapter_for`] has an adapter for.
-pub const ADAPTERS: &[&str] = &["e2b", "daytona", "fly", "vercel"];
+pub const ADAPTERS: &[&str] = &["e2b", "daytona", "fly", "vercel", "sprites"];
 
 /// The adapter of `sim`'s provider pointed at it, as its `tests/conformance_sim.rs` builds it:
 /// the simulator's key, the conformance kit's short request timeout and create look-up, and
@@ -61,6 +61,16 @@ pub fn adapter_for(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
                 .team_id(sandbox_sim::vercel::TEAM)
                 .project_id(sandbox_sim::vercel::PROJECT)
                 .api_url(url)
+                .request_timeout(REPLAY_REQUEST_TIMEOUT)
+                .create_lookup(REPLAY_CREATE_LOOKUP)
+                .stream_idle_timeout(SIM_STREAM_IDLE)
+                .build()?,
+        ),
+        "sprites" => Arc::new(
+            sandbox_sprites::SpritesProvider::builder()
+                .token(key)
+                .api_url(url)
+                .public_url(true)
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
                 .stream_idle_timeout(SIM_STREAM_IDLE)
