@@ -10,7 +10,7 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 ///   socket, stream over a WebSocket, and are killed by signal (§5). stdin is native; the pty
 ///   is not offered by this adapter.
 /// - `files_upload` is native for read, write, list, delete and rename (§7); stat reads the
-///   parent's listing and mkdir writes and deletes a marker.
+///   parent's listing and mkdir runs `mkdir -p`.
 /// - `expose_port`: one public URL per sprite, reaching one port (§9), handed out only when
 ///   it is public (`private_preview` unsupported: the token it needs is the organisation's).
 /// - `snapshot` is a checkpoint (§8), restored in place; no `fork`. `region` is sent in the

@@ -1,7 +1,7 @@
 //! Files (PROTOCOL.md §7): read, write, list, delete and rename are native `fs/*` calls; stat
-//! reads the parent directory's listing; mkdir, which the API lacks, writes a marker file with
-//! `mkdirParents=true` and deletes it (as the official SDK does, with a name of our own so an
-//! existing file is never touched).
+//! reads the parent directory's listing; mkdir, which the API lacks, runs `mkdir -p` (the
+//! official SDK writes and deletes a `.keep` file instead, which would delete a user's own
+//! `.keep`).
 //!
 //! Paths: a relative path resolves against the sprite user's home (§18.11); `..` components are
 //! resolved before anything is sent, never past `/`. Writes create missing parents and replace
@@ -16,7 +16,8 @@ use futures::StreamExt;
 use sandbox_sdk_core::http::StreamBody;
 use sandbox_sdk_core::time::parse_rfc3339;
 use sandbox_sdk_core::{
-    Download, Error, ErrorKind, FileInfo, FileKind, ListOptions, Result, Transfer, UploadBody,
+    Command, Download, Error, ErrorKind, FileInfo, FileKind, ListOptions, Result, Transfer,
+    UploadBody,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -184,18 +185,33 @@ pub(crate) async fn stat(handle: &Handle, path: &str) -> Result<FileInfo> {
         })
 }
 
-/// Makes directory `path` and its parents (see the module docs); an existing one is fine.
+/// Makes directory `path` and its parents with `mkdir -p` (the API has no mkdir call, §7); an
+/// existing directory is fine, an existing file there is a `Validation` error.
 pub(crate) async fn mkdir(handle: &Handle, path: &str) -> Result<()> {
     let dir = absolute(path)?;
-    let marker = format!(
-        "{}/.sandbox-sdk-mkdir-{}",
-        dir.trim_end_matches('/'),
-        uuid::Uuid::new_v4().simple()
-    );
-    let api = &handle.api;
-    let empty = StreamBody::Stream(futures::stream::empty().boxed());
-    api.write(&handle.name, &marker, empty, Some(0)).await?;
-    api.delete_file(&handle.name, &marker, "mkdir").await
+    // Under the home directory the path is given relative to it (where commands start), so
+    // the command names no absolute path it does not need to.
+    let home = crate::config::HOME;
+    let arg = match dir
+        .strip_prefix(home)
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    {
+        Some(rest) => format!(".{rest}"),
+        None => dir.clone(),
+    };
+    let command = Command::new("mkdir").args(["-p", "--", arg.as_str()]);
+    let out = crate::exec::exec(handle, &command).await?.output().await?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(Error::validation(format!(
+        "mkdir {dir} failed ({}): {}",
+        out.status,
+        sandbox_sdk_core::http::truncate(out.stderr_lossy().trim(), 512)
+    ))
+    .with_provider(PROVIDER)
+    .with_operation("mkdir")
+    .with_sandbox_id(&handle.name))
 }
 
 /// Removes a file or a directory tree; a missing path is `NotFound`.

@@ -64,7 +64,7 @@ async fn a_write_makes_parents_and_a_read_streams_back() {
 }
 
 #[tokio::test]
-async fn list_stat_rename_remove_and_mkdir() {
+async fn list_stat_rename_and_remove() {
     let server = MockServer::start().await;
     let sb = sandbox(&server).await;
     Mock::given(method("GET"))
@@ -95,19 +95,6 @@ async fn list_stat_rename_remove_and_mkdir() {
         .expect(1)
         .mount(&server)
         .await;
-    // mkdir: a marker written with its parents, then deleted (there is no mkdir call).
-    Mock::given(method("PUT"))
-        .and(path(fs("write")))
-        .respond_with(ResponseTemplate::new(200))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("DELETE"))
-        .and(path(fs("delete")))
-        .respond_with(ResponseTemplate::new(200))
-        .expect(1)
-        .mount(&server)
-        .await;
     let entries = sb.list_files("w", ListOptions::default()).await.unwrap();
     let shape: Vec<_> = entries
         .iter()
@@ -124,17 +111,4 @@ async fn list_stat_rename_remove_and_mkdir() {
     assert_eq!(err.kind(), ErrorKind::NotFound);
     sb.rename("w/a.txt", "w/b.txt").await.unwrap();
     sb.remove("w/sub").await.unwrap();
-    sb.mkdir("w/new/deep").await.unwrap();
-    let marker = server
-        .received_requests()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|r| r.method.as_str() == "PUT")
-        .unwrap();
-    let (_, target) = marker.url.query_pairs().find(|(k, _)| k == "path").unwrap();
-    assert!(
-        target.starts_with("/home/sprite/w/new/deep/.sandbox-sdk-mkdir-"),
-        "{target}"
-    );
 }
