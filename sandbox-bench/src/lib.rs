@@ -72,6 +72,7 @@ pub fn adapter_for(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
                 .api_url(url)
                 .public_url(true)
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
+                .create_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
                 .stream_idle_timeout(SIM_STREAM_IDLE)
                 .build()?,

@@ -2,8 +2,8 @@
 //! fallible [`SpritesBuilder::build`] into the resolved settings (`config::Settings`).
 
 use crate::config::{
-    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_DETACH_GRACE, DEFAULT_MAX_REATTACHES,
-    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_URL_PORT, PROVIDER, Settings,
+    DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_CREATE_TIMEOUT, DEFAULT_DETACH_GRACE,
+    DEFAULT_MAX_REATTACHES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_URL_PORT, PROVIDER, Settings,
 };
 use crate::provider::SpritesProvider;
 use sandbox_sdk_core::idempotency::CreateLookup;
@@ -33,6 +33,7 @@ pub struct SpritesBuilder {
     token: Option<String>,
     base_url: String,
     request_timeout: Duration,
+    create_timeout: Duration,
     stream_idle: Duration,
     max_reattaches: u32,
     detach_grace: Duration,
@@ -56,6 +57,7 @@ impl SpritesBuilder {
             token: None,
             base_url: DEFAULT_API_URL.to_owned(),
             request_timeout: Duration::from_secs(30),
+            create_timeout: DEFAULT_CREATE_TIMEOUT,
             stream_idle: DEFAULT_STREAM_IDLE_TIMEOUT,
             max_reattaches: DEFAULT_MAX_REATTACHES,
             detach_grace: DEFAULT_DETACH_GRACE,
@@ -96,10 +98,17 @@ impl SpritesBuilder {
         self
     }
 
-    /// Sets the timeout of ordinary API requests (default 30 s). Streams use the idle bound;
-    /// a create is given at least 2 minutes, as the official SDKs give it.
+    /// Sets the timeout of ordinary API requests (default 30 s). Streams use the idle bound,
+    /// creates [`SpritesBuilder::create_timeout`].
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a create may take (default [`DEFAULT_CREATE_TIMEOUT`], as the official
+    /// SDKs allow); a keyed create that times out is then looked up, not sent again.
+    pub fn create_timeout(mut self, timeout: Duration) -> Self {
+        self.create_timeout = timeout;
         self
     }
 
@@ -182,6 +191,7 @@ impl SpritesBuilder {
             base_url,
             token: token.trim().to_owned(),
             request_timeout: self.request_timeout,
+            create_timeout: self.create_timeout,
             stream_idle: self.stream_idle,
             max_reattaches: self.max_reattaches,
             detach_grace: self.detach_grace,

@@ -23,6 +23,10 @@ pub const DEFAULT_CREATE_LOOKUP_WINDOW: Duration = Duration::from_secs(30);
 /// `Transport`.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(45);
 
+/// How long a create may take (PROTOCOL.md §4.1: not published; both official SDKs allow 2
+/// minutes).
+pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How many re-attaches in a row may bring nothing (no output, no exit) before following a
 /// command gives up with `Transport` (the command keeps running; `attach` follows it again).
 pub const DEFAULT_MAX_REATTACHES: u32 = 5;
@@ -65,6 +69,7 @@ pub(crate) struct Settings {
     /// The bearer token (secret).
     pub token: String,
     pub request_timeout: Duration,
+    pub create_timeout: Duration,
     pub stream_idle: Duration,
     pub max_reattaches: u32,
     pub detach_grace: Duration,

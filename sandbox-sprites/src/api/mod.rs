@@ -14,10 +14,6 @@ use sandbox_sdk_core::http::{HttpClient, Method, Request, StreamBody, encode_pat
 use sandbox_sdk_core::{ByteStream, Result};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// The least time a create is given: the official SDKs allow 2 minutes (PROTOCOL.md §2).
-const CREATE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The API client of one organisation.
 #[derive(Debug, Clone)]
@@ -54,10 +50,9 @@ impl Api {
 
     /// `POST /v1/sprites` (§4.1): 201 with the sprite, `cold`.
     pub async fn create(&self, body: &CreateBody) -> Result<Sprite> {
-        let timeout = self.settings.request_timeout.max(CREATE_TIMEOUT);
         self.req(Method::Post, "/v1/sprites", "create", &body.name)
             .json(body)
-            .timeout(timeout)
+            .timeout(self.settings.create_timeout)
             .max_body(MAX_JSON)
             .send_json()
             .await
