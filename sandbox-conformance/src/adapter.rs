@@ -157,7 +157,8 @@ impl AdapterSuite {
     /// Records `scenario` into `out_dir` through the recording proxy, with `vars` in place of
     /// the environment (the live credentials and the URLs of loopback stand-ins for the live
     /// service), and checks what every adapter's recording must do: the scenario passes, the
-    /// cassette says `recorded`, holds none of `secrets` (keys, tokens, ids, the stand-ins'
+    /// cassette says `recorded` (`spec` when the target records from a simulator, see
+    /// [`RecordTarget::from_simulator`]), holds none of `secrets` (keys, tokens, ids, the stand-ins'
     /// addresses) and exactly the requests `requests` (`METHOD path` lines in order, as
     /// [`request_lines`](crate::cassette::request_lines) gives them, placeholders included),
     /// and replays through the replay suite. Returns the cassette's text for the adapter's own
@@ -191,6 +192,14 @@ impl AdapterSuite {
         let suite = self
             .record_suite(Vars::fixed(vars), out_dir)
             .unwrap_or_else(|e| panic!("the recording suite could not start: {e}"));
+        let kind = match &suite.target {
+            crate::suite::Target::Record(target)
+                if target.provenance_kind() == crate::cassette::ProvenanceKind::Spec =>
+            {
+                "spec"
+            }
+            _ => "recorded",
+        };
         let report = suite.run(scenario).await;
         assert_eq!(report.outcome, Outcome::Passed, "{}", report.message());
         let path = out_dir.join(format!("{scenario}.json"));
@@ -204,7 +213,7 @@ impl AdapterSuite {
         }
         let cassette: serde_json::Value = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("the cassette is not JSON ({e}):\n{text}"));
-        assert_eq!(cassette["provenance"]["kind"], "recorded", "{text}");
+        assert_eq!(cassette["provenance"]["kind"], kind, "{text}");
         assert_eq!(
             crate::cassette::request_lines(&cassette),
             requests,

@@ -77,7 +77,7 @@ mod suite;
 
 pub use adapter::{AdapterSuite, RecordFn, Vars};
 pub use proxy::LoggedRequest;
-pub use record::{RECORD_ENV, RecordTarget, Router, SharedService};
+pub use record::{RECORD_ENV, RecordTarget, Router, SharedService, Upstream};
 pub use report::{Counts, Coverage, CoverageRow, Outcome, ScenarioReport, SuiteReport};
 pub use scenarios::Factory;
 pub use scenarios::{SCENARIOS, ScenarioInfo};

@@ -117,7 +117,6 @@ pub(crate) struct Exchange {
     /// A relayed WebSocket exchange: the messages so far, filled in while the connection
     /// lasts (the exchange is handed over when the upgrade succeeds, so it keeps its place
     /// among the HTTP exchanges).
-    #[allow(dead_code)] // Read by the recorder (next change).
     pub websocket: Option<Arc<Mutex<WsTranscript>>>,
 }
 
@@ -152,7 +151,6 @@ pub(crate) enum Upgrade {
     },
     /// Relay it to the upstream's WebSocket endpoint (`ws://` or `wss://` of the upstream
     /// base URL) and transcribe the messages (the recorder).
-    #[allow(dead_code)] // Asked for by the recorder (next change).
     Relay,
 }
 

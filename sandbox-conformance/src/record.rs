@@ -29,18 +29,28 @@
 //! A scenario whose cassette is still missing and cannot be derived fails the recording, saying
 //! why, so a recording run ends by listing exactly the cassettes left to write by hand.
 //!
+//! WebSocket upgrades are relayed to the upstream's `ws://` (or `wss://`) endpoint and written
+//! as WebSocket interactions (see [`cassette`](crate::cassette#websocket-exchanges)): the data
+//! messages both ways and the close that ends the connection, in the order the proxy saw them.
+//! Pings and pongs are not relayed nor written: the proxy answers each side's itself. A refused
+//! upgrade is written as the ordinary answer it is.
+//!
+//! A target recording from a simulator instead of the live service
+//! ([`RecordTarget::from_simulator`]) writes provenance `spec`, never `recorded`.
+//!
 //! Secrets are scrubbed in every form ([`SecretCheck`]): the credentials given with
 //! [`RecordTarget::secret`], credentials the service hands out (fields named like `token`,
 //! `secret`, `jwt`, lease `nonce`s) or the adapter sends in headers, and any value that looks
 //! like a secret ([`SECRET_PATTERNS`](crate::scrub::SECRET_PATTERNS): JWTs, `sk_live_` keys, provider keys, long bearer
-//! tokens) — plain, percent-encoded, inside base64, or split across the chunks of a stream. A
+//! tokens) — plain, percent-encoded, inside base64, in WebSocket text frames or the bytes of
+//! binary ones, or split across the chunks of a stream. A
 //! cassette that would still hold one is not written (the scenario fails naming the line and
 //! the kind, never the value). Review each cassette before committing it anyway; the same
 //! check is public ([`SecretCheck::cassette`]) for an author's own CI.
 
 use crate::cassette::{
     Body, Cassette, Frame, Interaction, Order, Provenance, ProvenanceKind, QueryValue, RequestSpec,
-    ResponseSpec,
+    ResponseSpec, WsMessage, WsStep,
 };
 use crate::proxy::{Exchange, Handler, LoggedRequest, Proxy};
 use crate::scenarios::{self, Ctx, Factory, ScenarioInfo};
@@ -63,6 +73,17 @@ pub const RECORD_ENV: &str = "SANDBOX_CONFORMANCE_RECORD";
 /// when the request cannot be routed.
 pub type Router = Arc<dyn Fn(&LoggedRequest) -> Option<String> + Send + Sync + 'static>;
 
+/// What a [`RecordTarget`] records from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// The provider's live service: cassettes say provenance `recorded`.
+    Live,
+    /// A simulator of the service (such as one of `sandbox-sim`'s): cassettes say provenance
+    /// `spec`, never `recorded`, since they show what the simulator answers, which follows the
+    /// provider's documents, not what the live service does.
+    Simulator,
+}
+
 /// Where and how to record.
 pub struct RecordTarget {
     factory: Factory,
@@ -72,6 +93,7 @@ pub struct RecordTarget {
     replacements: Vec<(String, String)>,
     out_dir: PathBuf,
     source: String,
+    upstream: Upstream,
 }
 
 impl std::fmt::Debug for RecordTarget {
@@ -107,6 +129,7 @@ impl RecordTarget {
             replacements: Vec::new(),
             out_dir: out_dir.into(),
             source: "recorded from the live service".into(),
+            upstream: Upstream::Live,
         }
     }
 
@@ -156,6 +179,45 @@ impl RecordTarget {
     pub fn source(mut self, source: impl Into<String>) -> RecordTarget {
         self.source = source.into();
         self
+    }
+
+    /// Declares that the upstream is a simulator, not the live service: every cassette this
+    /// target writes says provenance `spec` with `source` (which should name the simulator and
+    /// the document it follows, and say it is not the live API), and none can say `recorded`.
+    /// An empty `source` is replaced by a generic one saying so.
+    ///
+    /// ```no_run
+    /// # fn demo(target: sandbox_conformance::RecordTarget) {
+    /// let target = target.from_simulator(
+    ///     "recorded through the kit's proxy from sandbox-sim's Sprites simulator, which follows \
+    ///      sandbox-sprites/PROTOCOL.md; not from the live API",
+    /// );
+    /// # }
+    /// ```
+    pub fn from_simulator(mut self, source: impl Into<String>) -> RecordTarget {
+        let source = source.into();
+        self.source = if source.trim().is_empty() {
+            "recorded through sandbox-conformance's proxy from a simulator; not from the live API"
+                .to_owned()
+        } else {
+            source
+        };
+        self.upstream = Upstream::Simulator;
+        self
+    }
+
+    /// What this target records from ([`RecordTarget::from_simulator`] makes it a simulator).
+    pub fn upstream(&self) -> Upstream {
+        self.upstream
+    }
+
+    /// The provenance kind of the cassettes this target writes: `recorded` for the live
+    /// service, `spec` for a simulator.
+    pub fn provenance_kind(&self) -> ProvenanceKind {
+        match self.upstream {
+            Upstream::Live => ProvenanceKind::Recorded,
+            Upstream::Simulator => ProvenanceKind::Spec,
+        }
     }
 
     pub(crate) fn describe(&self) -> Result<Arc<dyn Provider>, String> {
@@ -306,6 +368,9 @@ struct Recording {
 impl Handler for Recording {
     fn on_request(&self, _request: &LoggedRequest) {
         self.requests.fetch_add(1, Ordering::SeqCst);
+    }
+    fn upgrade(&self, _request: &LoggedRequest) -> crate::proxy::Upgrade {
+        crate::proxy::Upgrade::Relay
     }
     fn upstream(&self, request: &LoggedRequest) -> Result<String, String> {
         // The path only: a query may hold signed parameters, and this text reaches the
@@ -478,12 +543,19 @@ impl Session {
 
     /// The number of exchanges so far, once every request that arrived has finished (an
     /// exchange is logged when its answer has been passed on, a moment after the adapter may
-    /// have read it).
+    /// have read it) and every relayed WebSocket has closed (its closing handshake is part of
+    /// the exchange). Gives up waiting after two seconds: a socket the adapter holds open is
+    /// written as far as it got.
     pub(crate) async fn mark(&self) -> usize {
         for _ in 0..400 {
-            let done = self.exchanges().len();
-            if done >= self.handler.requests.load(Ordering::SeqCst) {
-                return done;
+            let exchanges = self.exchanges();
+            let open_sockets = exchanges.iter().any(|ex| {
+                ex.websocket
+                    .as_ref()
+                    .is_some_and(|t| !t.lock().unwrap_or_else(|p| p.into_inner()).finished)
+            });
+            if exchanges.len() >= self.handler.requests.load(Ordering::SeqCst) && !open_sockets {
+                return exchanges.len();
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -532,13 +604,16 @@ impl Session {
             &upstreams,
             &exchanges,
         );
-        build_cassette(
+        let mut cassette = build_cassette(
             target.direct.name(),
             scenario,
             &target.source,
             &exchanges,
             &scrub,
-        )
+        )?;
+        // What a simulator answers is never presented as recorded from the live service.
+        cassette.provenance.kind = target.provenance_kind();
+        Ok(cassette)
     }
 }
 
@@ -610,6 +685,18 @@ impl Scrubber {
         // Sandbox ids: the one the scenario connected to, then ids the service handed out
         // (an `id`-like field of a JSON answer) that later requests use in their path.
         let mut ids: Vec<String> = sandbox_id.map(|id| vec![id.to_owned()]).unwrap_or_default();
+        for ex in exchanges {
+            // Credentials handed out in a WebSocket's JSON text frames.
+            for step in transcript(ex) {
+                if let WsStep::Server(WsMessage::Text(text)) = step
+                    && let Ok(value) = serde_json::from_str::<Value>(&text)
+                {
+                    for secret in secret_fields(&value) {
+                        pairs.push((secret, "{{token}}".to_owned()));
+                    }
+                }
+            }
+        }
         for (i, ex) in exchanges.iter().enumerate() {
             let Ok(body) = serde_json::from_slice::<Value>(&ex.chunks.concat()) else {
                 continue;
@@ -693,9 +780,16 @@ impl Scrubber {
     }
 }
 
-/// Whether a header of this name carries a credential or a lease nonce.
+/// Whether a header of this name carries a credential or a lease nonce (a WebSocket
+/// handshake's key is named like one but is a random nonce of the client library).
 fn is_secret_header(name: &str) -> bool {
-    sandbox_sdk_core::redact::is_credential_name(name)
+    sandbox_sdk_core::redact::is_credential_name(name) && !is_handshake_header(name)
+}
+
+/// Headers of the WebSocket handshake itself: made afresh by every client library, never
+/// written into a cassette.
+fn is_handshake_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case("upgrade") || name.to_ascii_lowercase().starts_with("sec-websocket-")
 }
 
 /// The values (8 bytes or more) of headers that carry a credential or a lease nonce, each also
@@ -833,9 +927,8 @@ fn build_cassette(
                         }
                         _ => scrub.text(v),
                     };
-                    (sandbox_sdk_core::redact::is_credential_name(k)
-                        && scrubbed.contains("{{token}}"))
-                    .then(|| (k.clone(), scrubbed))
+                    (is_secret_header(k) && scrubbed.contains("{{token}}"))
+                        .then(|| (k.clone(), scrubbed))
                 })
                 .collect();
             let request = RequestSpec {
@@ -847,6 +940,32 @@ fn build_cassette(
                 json_match: Default::default(),
                 auth: Default::default(),
             };
+            if ex.websocket.is_some() {
+                let steps = transcript(ex)
+                    .into_iter()
+                    .map(|step| scrub_binary(step, scrub))
+                    .collect();
+                return Interaction {
+                    request,
+                    response: ResponseSpec {
+                        status: 101,
+                        // The subprotocol the service chose: a client that asked for one
+                        // needs it in the answer.
+                        headers: ex
+                            .headers
+                            .iter()
+                            .filter(|(k, _)| k == "sec-websocket-protocol")
+                            .cloned()
+                            .collect(),
+                        body: None,
+                        frames: None,
+                        fault: None,
+                        delay_ms: None,
+                        websocket: Some(steps),
+                    },
+                    times: 1,
+                };
+            }
             let content_type = ex
                 .headers
                 .iter()
@@ -932,6 +1051,32 @@ fn build_cassette(
         ));
     }
     Ok(cassette)
+}
+
+/// The steps of a relayed WebSocket exchange so far (none for an HTTP one).
+fn transcript(exchange: &Exchange) -> Vec<WsStep> {
+    exchange
+        .websocket
+        .as_ref()
+        .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).steps.clone())
+        .unwrap_or_default()
+}
+
+/// A step with the secrets in a binary message's bytes replaced by their placeholders (text
+/// messages are scrubbed with the rest of the cassette's strings).
+fn scrub_binary(step: WsStep, scrub: &Scrubber) -> WsStep {
+    let scrub_message = |message: WsMessage| match &message {
+        WsMessage::BinaryBase64(_) => match message.bytes() {
+            Ok(bytes) => WsMessage::from_frame(true, &scrub.secrets.scrub(&bytes)),
+            Err(_) => message,
+        },
+        _ => message,
+    };
+    match step {
+        WsStep::Server(m) => WsStep::Server(scrub_message(m)),
+        WsStep::Client(m) => WsStep::Client(scrub_message(m)),
+        other => other,
+    }
 }
 
 fn decode_component(text: &str) -> String {
@@ -1525,5 +1670,276 @@ mod tests {
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"), "{d}");
         assert_eq!(&d[4..5], "-");
+    }
+
+    /// A loopback stand-in for a WebSocket exec endpoint: `/v1/sprites/live-sprite-1/exec`
+    /// (with the live token) sends `session_info` (with a credential field) and a ping, echoes
+    /// stdin frames (`0x00`) as stdout (`0x01`) until stdin EOF (`0x04`), then sends the exit
+    /// frame and waits for the client to close; any other upgrade is refused 404.
+    async fn ws_upstream() -> String {
+        use futures::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    #[allow(clippy::result_large_err)] // the signature is tungstenite's
+                    let check =
+                        |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+                            let authorised = req
+                                .headers()
+                                .get("authorization")
+                                .is_some_and(|v| v == format!("Bearer {LIVE}").as_str());
+                            if req.uri().path() == "/v1/sprites/live-sprite-1/exec" && authorised {
+                                return Ok(resp);
+                            }
+                            let mut refusal =
+                                ErrorResponse::new(Some(r#"{"error":"not_found"}"#.to_owned()));
+                            *refusal.status_mut() = http::StatusCode::NOT_FOUND;
+                            Err(refusal)
+                        };
+                    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, check).await
+                    else {
+                        return;
+                    };
+                    let info =
+                        r#"{"type":"session_info","session_id":7,"token":"srv-issued-secret-99"}"#;
+                    let _ = ws.send(Message::Text(info.into())).await;
+                    let _ = ws.send(Message::Ping(b"keepalive".to_vec().into())).await;
+                    while let Some(Ok(message)) = ws.next().await {
+                        match message {
+                            Message::Binary(b) if b.first() == Some(&0) => {
+                                let mut out = vec![1u8];
+                                out.extend_from_slice(&b[1..]);
+                                let _ = ws.send(Message::Binary(out.into())).await;
+                            }
+                            Message::Binary(b) if b[..] == [4] => {
+                                let _ = ws.send(Message::Binary(vec![3u8, 0].into())).await;
+                                break;
+                            }
+                            Message::Ping(_) | Message::Pong(_) => {}
+                            _ => return,
+                        }
+                    }
+                    while let Some(Ok(_)) = ws.next().await {}
+                });
+            }
+        });
+        url
+    }
+
+    type WsClient = tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >;
+
+    async fn ws_open(
+        base: &str,
+        path: &str,
+        token: &str,
+    ) -> Result<WsClient, tokio_tungstenite::tungstenite::Error> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let mut request =
+            format!("{}{path}", base.replacen("http://", "ws://", 1)).into_client_request()?;
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("header"),
+        );
+        tokio_tungstenite::connect_async(request)
+            .await
+            .map(|(ws, _)| ws)
+    }
+
+    /// One exec over the socket: waits for `session_info`, sends `stdin`, reads the echo,
+    /// sends stdin EOF, reads the exit frame, closes with 1000. Returns what it read.
+    async fn ws_exec(mut ws: WsClient, stdin: &[u8]) -> Vec<Vec<u8>> {
+        use futures::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+        let mut read = Vec::new();
+        let next = async |ws: &mut WsClient| loop {
+            match ws.next().await.expect("a message").expect("no error") {
+                Message::Ping(_) | Message::Pong(_) => {}
+                Message::Text(t) => return t.as_bytes().to_vec(),
+                Message::Binary(b) => return b.to_vec(),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        read.push(next(&mut ws).await);
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(stdin);
+        ws.send(Message::Binary(frame.into())).await.expect("stdin");
+        read.push(next(&mut ws).await);
+        ws.send(Message::Binary(vec![4u8].into()))
+            .await
+            .expect("eof");
+        read.push(next(&mut ws).await);
+        ws.close(Some(CloseFrame {
+            code: 1000.into(),
+            reason: "".into(),
+        }))
+        .await
+        .expect("close");
+        while let Some(Ok(_)) = ws.next().await {}
+        read
+    }
+
+    #[tokio::test]
+    async fn a_websocket_exchange_is_recorded_scrubbed_in_order_and_replays() {
+        use crate::cassette::{Placeholders, TOKEN, WsMessage, WsStep, encode_base64};
+        let upstream = ws_upstream().await;
+        let given = Arc::new(Mutex::new(String::new()));
+        let seen = given.clone();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source =
+            "recorded through the kit's proxy from a test simulator; not from the live API";
+        let target = RecordTarget::one_host(
+            move |url| {
+                *seen.lock().expect("lock") = url.to_owned();
+                Ok(Arc::new(sandbox_sdk_core::local::LocalProvider::new()) as Arc<dyn Provider>)
+            },
+            &upstream,
+            dir.path(),
+        )
+        .expect("target")
+        .secret(LIVE)
+        .from_simulator(source);
+        let session = Session::start(&target).await.expect("session");
+        let base = given.lock().expect("lock").clone();
+        let exec = "/v1/sprites/live-sprite-1/exec?cmd=cat&stdin=true";
+        let stdin = format!("key={LIVE}\n");
+        let ws = ws_open(&base, exec, LIVE).await.expect("relayed upgrade");
+        let read = ws_exec(ws, stdin.as_bytes()).await;
+        assert_eq!(read[1], [b"\x01", stdin.as_bytes()].concat());
+        assert_eq!(read[2], b"\x03\x00");
+        match ws_open(&base, "/v1/sprites/missing/exec", LIVE).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(refusal)) => {
+                assert_eq!(refusal.status().as_u16(), 404);
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+        let cassette = session
+            .cassette(&target, "exec_stdin", Some("live-sprite-1"), &[])
+            .await
+            .expect("cassette");
+        let text = cassette.to_json_pretty();
+        for secret in [LIVE, "srv-issued-secret-99", "live-sprite-1"] {
+            assert!(!text.contains(secret), "{secret} survived: {text}");
+        }
+        assert!(
+            SecretCheck::new().known(LIVE).cassette(&text).is_empty(),
+            "{text}"
+        );
+        assert_eq!(cassette.provenance.kind, ProvenanceKind::Spec);
+        assert_eq!(cassette.provenance.source.as_deref(), Some(source));
+        assert_eq!(
+            crate::cassette::request_lines(&serde_json::from_str(&text).expect("json")),
+            [
+                "GET /v1/sprites/{{sandbox_id}}/exec",
+                "GET /v1/sprites/missing/exec"
+            ]
+        );
+        let ws_interaction = &cassette.interactions[0];
+        assert_eq!(
+            ws_interaction.request.headers["authorization"],
+            "Bearer {{token}}"
+        );
+        let binary = |bytes: &[u8]| WsMessage::BinaryBase64(encode_base64(bytes));
+        assert_eq!(
+            ws_interaction.response.websocket,
+            Some(vec![
+                WsStep::Server(WsMessage::Text(
+                    r#"{"type":"session_info","session_id":7,"token":"{{token}}"}"#.into()
+                )),
+                WsStep::Client(binary(b"\x00key={{token}}\n")),
+                WsStep::Server(binary(b"\x01key={{token}}\n")),
+                WsStep::Client(binary(b"\x04")),
+                WsStep::Server(binary(b"\x03\x00")),
+                WsStep::ClientClose(Some(1000)),
+            ]),
+            "{text}"
+        );
+        assert_eq!(cassette.interactions[1].response.status, 404);
+        assert!(cassette.interactions[1].response.websocket.is_none());
+
+        // The cassette replays: the same exchange against the replay server, with its token.
+        let path = Cassette::path_in(dir.path(), "exec_stdin");
+        std::fs::write(&path, &text).expect("written");
+        let server = crate::replay::ReplayServer::start().await.expect("server");
+        let replayed = Cassette::load(&path)
+            .expect("loads")
+            .substituted(&Placeholders::standard(server.url()))
+            .expect("substituted");
+        server.mount(&replayed, false).await.expect("mounted");
+        let exec = format!(
+            "/v1/sprites/{}/exec?cmd=cat&stdin=true",
+            crate::cassette::SANDBOX_ID
+        );
+        let ws = ws_open(server.url(), &exec, TOKEN).await.expect("upgraded");
+        let read = ws_exec(ws, b"key={{token}}\n").await;
+        assert_eq!(read[1], b"\x01key={{token}}\n");
+        assert!(
+            ws_open(server.url(), "/v1/sprites/missing/exec", TOKEN)
+                .await
+                .is_err()
+        );
+        server.verify().await.expect("the recording replays");
+    }
+
+    #[test]
+    fn a_simulator_target_never_writes_recorded() {
+        let target = || {
+            RecordTarget::one_host(
+                |_| Ok(Arc::new(sandbox_sdk_core::local::LocalProvider::new()) as Arc<dyn Provider>),
+                "http://127.0.0.1:9",
+                "/nonexistent",
+            )
+            .expect("target")
+        };
+        assert_eq!(target().upstream(), Upstream::Live);
+        assert_eq!(target().provenance_kind(), ProvenanceKind::Recorded);
+        // Whatever is set after, the kind follows the upstream.
+        let sim = target()
+            .from_simulator("")
+            .source("anything")
+            .secret("k-123");
+        assert_eq!(sim.upstream(), Upstream::Simulator);
+        assert_eq!(sim.provenance_kind(), ProvenanceKind::Spec);
+        assert_eq!(sim.source_text(), "anything");
+        let sim = target().from_simulator("  ");
+        assert!(
+            sim.source_text().contains("not from the live API"),
+            "{}",
+            sim.source_text()
+        );
+    }
+
+    #[test]
+    fn a_secret_split_across_websocket_frames_is_found() {
+        use crate::cassette::encode_base64;
+        let (a, b) = "sk_live_4eC39HqLyjWDarjtT1zdp7dc".split_at(15);
+        let text = serde_json::json!({
+            "provider": "demo", "scenario": "exec_stdin",
+            "provenance": {"kind": "spec", "date": "2026-12-01", "source": "test"},
+            "interactions": [{
+                "request": {"method": "GET", "path": "/exec"},
+                "response": {"status": 101, "websocket": [
+                    {"server": {"binary_base64": encode_base64(format!("\x01{a}").as_bytes())}},
+                    {"client": {"text": "x"}},
+                    {"server": {"binary_base64": encode_base64(format!("\x01{b}").as_bytes())}}
+                ]}
+            }]
+        });
+        let text = serde_json::to_string_pretty(&text).expect("json");
+        let found = SecretCheck::new().cassette(&text);
+        assert!(
+            found
+                .iter()
+                .any(|f| f.to_string().contains("split across frames")),
+            "{found:?}"
+        );
     }
 }

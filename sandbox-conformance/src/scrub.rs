@@ -243,6 +243,49 @@ impl SecretCheck {
                 });
             }
         }
+        // A WebSocket script: the server's messages, and the client's, each read in order.
+        let script_lines: Vec<usize> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains("\"websocket\""))
+            .map(|(i, _)| i + 1)
+            .collect();
+        let scripts = cassette["interactions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["response"]["websocket"].as_array());
+        for (n, steps) in scripts.enumerate() {
+            let line = script_lines.get(n).copied().unwrap_or(1);
+            // Read as they are, and without each binary message's first byte: protocols such as
+            // Sprites' exec start every binary frame with a stream id.
+            for (side, skip) in [("server", 0), ("client", 0), ("server", 1), ("client", 1)] {
+                let messages: Vec<Value> = steps
+                    .iter()
+                    .filter_map(|step| step.get(side))
+                    .map(|m| match m.get("binary_base64").and_then(Value::as_str) {
+                        Some(b) => {
+                            let bytes = decode_base64(b.trim().as_bytes())
+                                .map(|(_, d)| d)
+                                .unwrap_or_default();
+                            let payload = bytes.get(skip..).unwrap_or_default();
+                            serde_json::json!({ "base64": STANDARD.encode(payload) })
+                        }
+                        None => m.clone(),
+                    })
+                    .collect();
+                for kind in self.split_kinds(&messages) {
+                    let finding = SecretFinding {
+                        line,
+                        kind,
+                        form: Form::SplitAcrossFrames,
+                    };
+                    if !out.contains(&finding) {
+                        out.push(finding);
+                    }
+                }
+            }
+        }
         out
     }
 
