@@ -3,10 +3,10 @@
 //! The behaviour suite every `sandbox-sdk-core` adapter is held to, and the kit a provider author
 //! outside this repository uses to prove an adapter:
 //!
-//! - [`cassette`]: the JSON cassette format (ordered HTTP interactions with provenance and
-//!   placeholders) — read its docs before writing one;
+//! - [`cassette`]: the JSON cassette format (ordered HTTP interactions and WebSocket exchanges
+//!   with provenance and placeholders) — read its docs before writing one;
 //! - [`replay`]: cassettes mounted on wiremock with exact call counts, strict or any order, and a
-//!   catch-all that explains every miss;
+//!   catch-all that explains every miss; WebSocket scripts played on the same base URL;
 //! - [`scenarios`]: the scenarios, written once against the core traits and selected by the
 //!   adapter's capability map (`SCENARIOS.md` in this crate says exactly what each one sends and
 //!   expects);
