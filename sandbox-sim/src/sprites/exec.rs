@@ -221,6 +221,7 @@ where
         cursor = next;
     }
     ok = ok && sink.send(info).await.is_ok();
+    let reader = session.reader_start(cursor);
     let start = tokio::time::Instant::now() + conn.ping;
     let mut ping = tokio::time::interval_at(start, conn.ping);
     let mut linger_until: Option<tokio::time::Instant> = None;
@@ -230,6 +231,7 @@ where
             ok = ok && sink.feed(frame(chunk.stream, &chunk.data)).await.is_ok();
         }
         cursor = next;
+        session.reader_at(reader, cursor);
         if let (Some(code), None) = (exit, linger_until) {
             let exit = if session.tty {
                 Message::Text(Utf8Bytes::from(
@@ -277,6 +279,7 @@ where
             }
         }
     }
+    session.reader_end(reader);
     session.detach();
 }
 

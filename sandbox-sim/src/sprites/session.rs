@@ -68,6 +68,10 @@ struct Out {
     finished_at: Option<Instant>,
     attached: usize,
     detach_gen: u64,
+    /// Where each attached socket's live output stands (the next sequence number it sends),
+    /// by reader id: output a reader has not sent yet is never dropped.
+    readers: std::collections::BTreeMap<u64, u64>,
+    next_reader: u64,
     last_activity: Option<SystemTime>,
 }
 
@@ -84,6 +88,8 @@ pub(crate) struct Session {
     scrollback: usize,
     out: Mutex<Out>,
     changed: watch::Sender<u64>,
+    /// Woken when a reader moves on or leaves: the pumps wait on it while readers lag.
+    room: tokio::sync::Notify,
     stdin: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
     master: Option<std::fs::File>,
 }
@@ -101,6 +107,7 @@ impl Session {
             scrollback: spec.scrollback.max(1),
             out: Mutex::default(),
             changed: watch::channel(0).0,
+            room: tokio::sync::Notify::new(),
             stdin: Mutex::new(None),
             master,
         }
@@ -225,7 +232,52 @@ impl Session {
         Ok(session)
     }
 
-    /// Adds output, dropping the oldest beyond the scrollback.
+    /// Waits while an attached socket is more than the scrollback behind, as a real pipe blocks
+    /// a writer whose reader lags: a live stream never loses output, only a replay is cut.
+    async fn wait_room(&self) {
+        loop {
+            let notified = self.room.notified();
+            {
+                let out = lock(&self.out);
+                let Some(&slowest) = out.readers.values().min() else {
+                    return;
+                };
+                let unsent: usize = out
+                    .chunks
+                    .iter()
+                    .filter(|c| c.seq >= slowest)
+                    .map(|c| c.data.len())
+                    .sum();
+                if unsent <= self.scrollback {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// A socket starts reading live output at `cursor`; returns its reader id.
+    pub fn reader_start(&self, cursor: u64) -> u64 {
+        let mut out = lock(&self.out);
+        let id = out.next_reader;
+        out.next_reader += 1;
+        out.readers.insert(id, cursor);
+        id
+    }
+
+    /// Reader `id` has sent everything before `cursor`.
+    pub fn reader_at(&self, id: u64, cursor: u64) {
+        lock(&self.out).readers.insert(id, cursor);
+        self.room.notify_waiters();
+    }
+
+    /// Reader `id` is gone.
+    pub fn reader_end(&self, id: u64) {
+        lock(&self.out).readers.remove(&id);
+        self.room.notify_waiters();
+    }
+
+    /// Adds output, dropping the oldest beyond the scrollback that every reader has sent.
     fn push(&self, stream: u8, data: Bytes) {
         if data.is_empty() {
             return;
@@ -238,9 +290,10 @@ impl Session {
             out.bytes += data.len();
             out.last_activity = Some(SystemTime::now());
             out.chunks.push_back(Chunk { seq, stream, data });
+            let slowest = out.readers.values().min().copied().unwrap_or(u64::MAX);
             while out.bytes > self.scrollback {
                 let excess = out.bytes - self.scrollback;
-                let Some(front) = out.chunks.front_mut() else {
+                let Some(front) = out.chunks.front_mut().filter(|c| c.seq < slowest) else {
                     break;
                 };
                 if front.data.len() <= excess {
@@ -452,7 +505,10 @@ async fn pump<R: tokio::io::AsyncRead + Unpin>(from: Option<R>, stream: u8, sess
     loop {
         match from.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => session.push(stream, Bytes::copy_from_slice(&buf[..n])),
+            Ok(n) => {
+                session.wait_room().await;
+                session.push(stream, Bytes::copy_from_slice(&buf[..n]));
+            }
         }
     }
 }

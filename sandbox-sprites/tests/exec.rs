@@ -1,0 +1,195 @@
+//! Commands over the exec WebSocket (PROTOCOL.md §5, §18.6–§18.7): scripted sockets on the
+//! conformance kit's replay server for the cases a live server will not produce on demand (a
+//! socket that breaks mid-stream, a session gone), and the Sprites simulator for real
+//! processes.
+
+use sandbox_conformance::cassette::{Cassette, TOKEN};
+use sandbox_conformance::replay::ReplayServer;
+use sandbox_sdk_core::prelude::*;
+use sandbox_sdk_core::{Command, CreateSpec, ErrorKind, ProcessEvent};
+use sandbox_sim::Simulator;
+use sandbox_sprites::SpritesProvider;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const NAME: &str = "box-1";
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn server_bin(stream: u8, data: &[u8]) -> Value {
+    let mut frame = vec![stream];
+    frame.extend_from_slice(data);
+    json!({"server": {"binary_base64": b64(&frame)}})
+}
+
+fn session_info(id: u32) -> Value {
+    json!({"server": {"text": json!({"type": "session_info", "session_id": id, "tty": false}).to_string()}})
+}
+
+fn get_sprite() -> Value {
+    json!({
+        "request": {"method": "GET", "path": format!("/v1/sprites/{NAME}")},
+        "response": {"status": 200, "body": {"json": {"name": NAME, "status": "warm"}}}
+    })
+}
+
+/// The spawn of `sh -c LINE` as the adapter sends it (a foreground command), answered with
+/// `script` on the socket.
+fn spawn(line: &str, script: Vec<Value>) -> Value {
+    spawn_answered(line, json!({"status": 101, "websocket": script}))
+}
+
+fn spawn_answered(line: &str, response: Value) -> Value {
+    json!({
+        "request": {
+            "method": "GET",
+            "path": format!("/v1/sprites/{NAME}/exec"),
+            "query": {
+                "cmd": ["sh", "-c", line], "path": "sh", "stdin": "false", "tty": "false",
+                "dir": "/home/sprite", "max_run_after_disconnect": "120s"
+            },
+            "headers": {"authorization": format!("Bearer {TOKEN}")}
+        },
+        "response": response
+    })
+}
+
+fn attach(id: u32, response: Value) -> Value {
+    json!({
+        "request": {
+            "method": "GET",
+            "path": format!("/v1/sprites/{NAME}/exec/{id}"),
+            "query": {"stdin": "false"}
+        },
+        "response": response
+    })
+}
+
+async fn replay(interactions: Vec<Value>) -> (ReplayServer, SpritesProvider) {
+    let cassette = Cassette::from_json(
+        &json!({
+            "provider": "sprites", "scenario": "exec",
+            "provenance": {"kind": "spec", "date": "2026-12-05", "source": "sandbox-sprites/PROTOCOL.md §5.5, §18.6"},
+            "interactions": interactions
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let server = ReplayServer::start().await.unwrap();
+    server.mount(&cassette, false).await.unwrap();
+    let provider = SpritesProvider::builder()
+        .token(TOKEN)
+        .api_url(server.url())
+        .stream_idle_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    (server, provider)
+}
+
+#[tokio::test]
+async fn a_broken_socket_is_re_attached_and_the_replay_is_not_repeated() {
+    let (server, provider) = replay(vec![
+        get_sprite(),
+        spawn(
+            "work",
+            vec![
+                session_info(41),
+                server_bin(1, b"one "),
+                server_bin(2, b"warn "),
+                json!("reset"),
+            ],
+        ),
+        attach(
+            41,
+            json!({"status": 101, "websocket": [
+                // The replay: everything the session printed, from its first byte.
+                server_bin(1, b"one "),
+                server_bin(2, b"warn "),
+                server_bin(1, b"two "),
+                session_info(41),
+                server_bin(1, b"three"),
+                server_bin(3, &[3]),
+                {"client_close": null}
+            ]}),
+        ),
+    ])
+    .await;
+    let sb = provider.connect(NAME).await.unwrap();
+    let out = sb.run(&Command::shell("work")).await.unwrap();
+    assert_eq!(out.stdout_lossy(), "one two three");
+    assert_eq!(out.stderr_lossy(), "warn ");
+    assert_eq!(out.status.code, Some(3));
+    server.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_gone_while_detached_ends_the_process_with_an_ambiguous_transport_error() {
+    let (server, provider) = replay(vec![
+        get_sprite(),
+        spawn(
+            "work",
+            vec![session_info(41), server_bin(1, b"partial"), json!("reset")],
+        ),
+        attach(
+            41,
+            json!({"status": 404, "body": {"json": {"error": "session not found"}}}),
+        ),
+    ])
+    .await;
+    let sb = provider.connect(NAME).await.unwrap();
+    let mut process = sb.exec(&Command::shell("work")).await.unwrap();
+    assert_eq!(process.pid(), "41");
+    let first = process.next_event().await.unwrap().unwrap();
+    assert_eq!(first, ProcessEvent::Stdout("partial".into()));
+    let err = process.next_event().await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport);
+    assert!(err.is_ambiguous());
+    assert!(err.message().contains("41 is gone"), "{err}");
+    server.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_upgrade_maps_like_any_answer_and_never_shows_the_token() {
+    let (server, provider) = replay(vec![
+        get_sprite(),
+        spawn_answered(
+            "work",
+            json!({"status": 401, "body": {"json": {"error": format!("bad token Bearer {TOKEN}")}}}),
+        ),
+    ])
+    .await;
+    let sb = provider.connect(NAME).await.unwrap();
+    let err = sb.run(&Command::shell("work")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    assert!(!format!("{err} {err:?}").contains(TOKEN), "{err}");
+    server.verify().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_larger_than_the_replay_buffer_arrives_whole() {
+    // The simulator keeps 64 KiB for replays; a live reader must still get every byte.
+    let sim = sandbox_sim::sprites::SpritesSim::builder()
+        .scrollback(64 * 1024)
+        .start()
+        .await
+        .unwrap();
+    let provider = SpritesProvider::builder()
+        .token(sim.token())
+        .api_url(sim.url())
+        .build()
+        .unwrap();
+    let sb = provider.create(&CreateSpec::new()).await.unwrap();
+    let n = 4 * 1024 * 1024;
+    let out = sb
+        .run(&Command::shell(format!(
+            "yes 0123456789abcdef | head -c {n}"
+        )))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.len(), n);
+    assert!(out.status.success());
+    sb.destroy().await.unwrap();
+}
