@@ -415,7 +415,10 @@ fn big_file() -> Vec<u8> {
 
 /// Whether an interaction's answer names the sandbox the scenario made.
 fn names_sandbox(interaction: &Interaction) -> bool {
-    serde_json::to_string(&interaction.response).is_ok_and(|t| t.contains("{{sandbox_id}}"))
+    // An error answer may quote the id it did not find (Sprites' 404 names the sprite): that
+    // is a look-up that found nothing, not the sandbox.
+    interaction.response.status < 400
+        && serde_json::to_string(&interaction.response).is_ok_and(|t| t.contains("{{sandbox_id}}"))
 }
 
 /// The error answer of a recorded `connect` of a missing id: the last answer with an error

@@ -74,6 +74,13 @@ pub(crate) const TARGETS: &[Target] = &[
         // Live against the in-process Vercel Sandbox simulator.
         more: &[("vercel-sim", "conformance_sim")],
     },
+    Target {
+        provider: "sprites",
+        package: "sandbox-sprites",
+        filter: None,
+        // Live against the in-process Fly Sprites simulator.
+        more: &[("sprites-sim", "conformance_sim")],
+    },
 ];
 
 /// The environment variable the generated tests write their reports to.

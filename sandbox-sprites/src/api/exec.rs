@@ -21,6 +21,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -132,9 +134,14 @@ impl ExecSocket {
             .map_err(|e| ws_error("writing to the exec socket failed", e))
     }
 
-    /// Closes the socket (code 1000) without waiting for the server's answer (§5.2, trap 5).
+    /// Closes the socket with code 1000, as the official SDK does, without waiting for the
+    /// server's answer (§5.2, trap 5).
     pub async fn close(mut self) {
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(None)).await;
+        let normal = CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(Some(normal))).await;
     }
 }
 
