@@ -56,6 +56,11 @@ pub struct ToolConfig {
     /// Secret values scrubbed from every output. Default: the host's credential variables
     /// ([`Redactor::with_host_credentials`]).
     pub redactor: Redactor,
+    /// Send a call that names no `sandbox_id` to the current sandbox (the one last created or
+    /// connected to). Default true. Set false for a set shared by clients that cannot be told
+    /// apart (MCP requests without a session): one client's create must not move another's
+    /// calls, so each call then names its sandbox, except on a set built for one sandbox.
+    pub implicit_sandbox: bool,
     /// Show a private preview link's token (in the URL or headers) to the model. Default false:
     /// the link is returned with the token replaced and only the header names shown.
     pub reveal_preview_tokens: bool,
@@ -76,6 +81,7 @@ impl Default for ToolConfig {
             owner: Owner::current_user_id(),
             only_ours: true,
             redactor: Redactor::new().with_host_credentials(),
+            implicit_sandbox: true,
             reveal_preview_tokens: false,
         }
     }

@@ -80,9 +80,18 @@ impl Session {
         (OWNER_LABEL, self.config.owner.as_str())
     }
 
-    /// The sandbox a call goes to: `id` when given, else the current one.
+    /// The sandbox a call goes to: `id` when given, else the current one (or, without an
+    /// implicit sandbox, the one the set was built for).
     pub async fn sandbox(&self, id: Option<&str>) -> Result<Arc<dyn Sandbox>, ToolError> {
         let Some(id) = id.filter(|id| !id.is_empty()) else {
+            if !self.config.implicit_sandbox {
+                return self.bound.clone().ok_or_else(|| {
+                    ToolError::invalid_input(
+                        "sandbox_id is required: this server is shared by clients without a                          session, so there is no current sandbox",
+                        "pass the sandbox_id that sandbox_create_v1 or sandbox_connect_v1 returned",
+                    )
+                });
+            }
             return lock(&self.current).clone().ok_or_else(|| {
                 ToolError::invalid_input(
                     "there is no current sandbox",

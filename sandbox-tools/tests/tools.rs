@@ -425,3 +425,52 @@ async fn a_set_built_from_a_sandbox_works_on_it_without_lifecycle_tools() {
     assert!(r.text.contains("sandbox_run_v1"), "{}", r.text);
     sandbox.destroy().await.unwrap();
 }
+
+#[tokio::test]
+async fn without_an_implicit_sandbox_every_call_names_its_own() {
+    // A set shared by clients that cannot be told apart: one client's create must not become
+    // another's target.
+    let config = sandbox_tools::ToolConfig {
+        implicit_sandbox: false,
+        ..sandbox_tools::ToolConfig::default()
+    };
+    let f = common::fixture_with("explicit", config, |b| b).await;
+    let r = f
+        .err(
+            "sandbox_run_v1",
+            json!({"command": "true"}),
+            "invalid_input",
+        )
+        .await;
+    assert!(r.text.contains("sandbox_id is required"), "{}", r.text);
+    f.err(
+        "sandbox_file_read_v1",
+        json!({"path": "a.txt"}),
+        "invalid_input",
+    )
+    .await;
+    let named = f
+        .ok(
+            "sandbox_run_v1",
+            json!({"command": "echo hi", "sandbox_id": f.sandbox_id}),
+        )
+        .await;
+    assert_eq!(named.structured["stdout"]["text"], "hi\n");
+
+    // A set built for one sandbox still sends unnamed calls there.
+    let (provider, _dir) = local();
+    let sandbox: std::sync::Arc<dyn Sandbox> =
+        std::sync::Arc::from(provider.create(&CreateSpec::new()).await.unwrap());
+    let bound = ToolSet::builder()
+        .sandbox(sandbox)
+        .config(sandbox_tools::ToolConfig {
+            implicit_sandbox: false,
+            ..sandbox_tools::ToolConfig::default()
+        })
+        .build()
+        .unwrap();
+    let r = bound
+        .call("sandbox_run_v1", json!({"command": "echo bound"}))
+        .await;
+    assert!(!r.is_error, "{}", r.text);
+}

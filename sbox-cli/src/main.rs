@@ -382,15 +382,18 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 Some(id) => format!("Tools over sandbox {id} of provider {}.", provider.provider),
                 None => format!(
                     "Tools over sandboxes of provider {}: call sandbox_create_v1 (or \
-                     sandbox_connect_v1) first; the other tools act on the current sandbox.",
+                     sandbox_connect_v1) first; the other tools act on the current sandbox \
+                     (requests without an MCP session have none: they pass sandbox_id).",
                     provider.provider
                 ),
             };
             let provider = registered.provider();
-            let make: mcp::MakeTools = Box::new(move || {
-                let mut builder = ToolSet::builder()
-                    .provider(provider.clone())
-                    .config(config.clone());
+            let make: mcp::MakeTools = Box::new(move |clients| {
+                let config = ToolConfig {
+                    implicit_sandbox: clients == mcp::Clients::Session,
+                    ..config.clone()
+                };
+                let mut builder = ToolSet::builder().provider(provider.clone()).config(config);
                 if let Some(sandbox) = &bound {
                     builder = builder.sandbox(sandbox.clone());
                 }

@@ -74,8 +74,11 @@ async function ok(client, name, args) {
   return result;
 }
 
-// The round trip every transport must pass; `label` names the transport in each step.
-async function roundTrip(label, client) {
+// The round trip every transport must pass; `label` names the transport in each step. With
+// `explicit`, every call after the create names its sandbox (requests without a session have no
+// current sandbox).
+async function roundTrip(label, client, { explicit = false } = {}) {
+  let target = {};
   await step(`${label}: the server names itself and offers tools`, async () => {
     assert.equal(client.getServerVersion()?.name, "sbox");
     assert.ok(client.getServerCapabilities()?.tools);
@@ -96,31 +99,32 @@ async function roundTrip(label, client) {
   await step(`${label}: create a sandbox`, async () => {
     const r = await ok(client, "sandbox_create_v1", { idempotency_key: `node-client-${label}` });
     assert.equal(typeof r.structuredContent.sandbox_id, "string");
+    if (explicit) target = { sandbox_id: r.structuredContent.sandbox_id };
   });
   await step(`${label}: run keeps stdout, stderr and the exit code apart`, async () => {
-    const r = await ok(client, "sandbox_run_v1", { command: "echo out; echo err >&2; exit 3" });
+    const r = await ok(client, "sandbox_run_v1", { ...target, command: "echo out; echo err >&2; exit 3" });
     assert.equal(r.structuredContent.exit_code, 3);
     assert.equal(r.structuredContent.stdout.text, "out\n");
     assert.equal(r.structuredContent.stderr.text, "err\n");
   });
   await step(`${label}: write, str_replace, read`, async () => {
-    await ok(client, "sandbox_file_write_v1", { path: "app.py", content: "print('hi')\nx = 1\n" });
-    await ok(client, "sandbox_editor_v1", { command: "str_replace", path: "app.py", old_str: "x = 1", new_str: "x = 2" });
-    const r = await ok(client, "sandbox_file_read_v1", { path: "app.py" });
+    await ok(client, "sandbox_file_write_v1", { ...target, path: "app.py", content: "print('hi')\nx = 1\n" });
+    await ok(client, "sandbox_editor_v1", { ...target, command: "str_replace", path: "app.py", old_str: "x = 1", new_str: "x = 2" });
+    const r = await ok(client, "sandbox_file_read_v1", { ...target, path: "app.py" });
     assert.equal(r.content[0].text, "print('hi')\nx = 2\n");
   });
   await step(`${label}: apply_patch updates and adds files`, async () => {
     const patch = "*** Begin Patch\n*** Update File: app.py\n@@\n-x = 2\n+x = 3\n*** Add File: notes.md\n+# notes\n*** End Patch";
-    await ok(client, "sandbox_apply_patch_v1", { patch });
-    const r = await ok(client, "sandbox_file_read_v1", { path: "app.py" });
+    await ok(client, "sandbox_apply_patch_v1", { ...target, patch });
+    const r = await ok(client, "sandbox_file_read_v1", { ...target, path: "app.py" });
     assert.equal(r.content[0].text, "print('hi')\nx = 3\n");
-    const n = await ok(client, "sandbox_run_v1", { command: "cat notes.md" });
+    const n = await ok(client, "sandbox_run_v1", { ...target, command: "cat notes.md" });
     assert.equal(n.structuredContent.stdout.text, "# notes\n");
   });
   await step(`${label}: a failing call is a tool result with isError`, async () => {
     const r = await client.callTool({
       name: "sandbox_editor_v1",
-      arguments: { command: "str_replace", path: "none.txt", old_str: "a", new_str: "b" },
+      arguments: { ...target, command: "str_replace", path: "none.txt", old_str: "a", new_str: "b" },
     });
     assert.equal(r.isError, true);
     assert.equal(r.structuredContent.error.kind, "not_found");
@@ -251,7 +255,12 @@ async function overHttpModern() {
       assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
       assert.equal(transport.sessionId, undefined);
     });
-    await roundTrip(label, client);
+    await roundTrip(label, client, { explicit: true });
+    await step(`${label}: without a session there is no current sandbox: a call names its own`, async () => {
+      const r = await client.callTool({ name: "sandbox_run_v1", arguments: { command: "true" } });
+      assert.equal(r.isError, true, JSON.stringify(r));
+      assert.match(r.content[0].text, /sandbox_id is required/);
+    });
   } catch (error) {
     failed += 1;
     console.log(`not ok - ${label}: ${error?.stack ?? error}`);

@@ -23,8 +23,19 @@ use sandbox_tools::{ToolResult, ToolSet};
 use serde_json::Value;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Builds the tool set of one MCP session (the same provider, sandbox and settings each time).
-pub type MakeTools = Box<dyn Fn() -> Result<ToolSet, sandbox_sdk_core::Error> + Send + Sync>;
+/// How a tool set is made: for one MCP session ([`Clients::Session`]), or for every HTTP
+/// request that names no session ([`Clients::Sessionless`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clients {
+    /// One client: calls without `sandbox_id` go to its current sandbox.
+    Session,
+    /// Clients that cannot be told apart: a call names its sandbox
+    /// (`ToolConfig::implicit_sandbox` off), so one client's create never moves another's calls.
+    Sessionless,
+}
+
+/// Builds a tool set (the same provider, sandbox and settings each time) for `Clients`.
+pub type MakeTools = Box<dyn Fn(Clients) -> Result<ToolSet, sandbox_sdk_core::Error> + Send + Sync>;
 
 /// What every session of one server shares: how to make a tool set, the listing, the
 /// instructions, and the tool set of session-less HTTP requests.
@@ -40,12 +51,12 @@ struct Shared {
 struct Slot(Mutex<Option<ToolSet>>);
 
 impl Slot {
-    fn get(&self, make: &MakeTools) -> Result<ToolSet, sandbox_sdk_core::Error> {
+    fn get(&self, make: &MakeTools, clients: Clients) -> Result<ToolSet, sandbox_sdk_core::Error> {
         let mut slot = lock(&self.0);
         if let Some(tools) = &*slot {
             return Ok(tools.clone());
         }
-        let tools = make()?;
+        let tools = make(clients)?;
         *slot = Some(tools.clone());
         Ok(tools)
     }
@@ -66,7 +77,7 @@ impl ToolServer {
     /// fail early and to list the tools; fails if `make` does or a spec does not map onto
     /// MCP's tool shape.
     pub fn new(make: MakeTools, instructions: String) -> Result<Self, String> {
-        let first = make().map_err(|e| e.to_string())?;
+        let first = make(Clients::Session).map_err(|e| e.to_string())?;
         let listed = first
             .specs()
             .into_iter()
@@ -117,9 +128,11 @@ impl ToolServer {
             .get::<::http::request::Parts>()
             .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"));
         if sessionless {
-            self.shared.sessionless.get(&self.shared.make)
+            self.shared
+                .sessionless
+                .get(&self.shared.make, Clients::Sessionless)
         } else {
-            self.own.get(&self.shared.make)
+            self.own.get(&self.shared.make, Clients::Session)
         }
     }
 }
