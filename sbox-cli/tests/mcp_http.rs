@@ -319,22 +319,35 @@ async fn each_session_has_its_own_current_sandbox() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn session_less_clients_share_one_tool_state() {
+async fn session_less_clients_have_no_current_sandbox_and_name_their_own() {
     let server = start().await;
     let one = server.sessionless().await;
     let other = server.sessionless().await;
     lists_the_tools(&one).await;
-    one.ok("sandbox_create_v1", json!({"idempotency_key": "shared"}))
+    let created = one
+        .ok("sandbox_create_v1", json!({"idempotency_key": "shared"}))
         .await;
+    let id = created["structuredContent"]["sandbox_id"].clone();
     one.ok(
         "sandbox_file_write_v1",
-        json!({"path": "note", "content": "kept\n"}),
+        json!({"sandbox_id": id, "path": "note", "content": "kept\n"}),
     )
     .await;
-    // Each request stands alone on the wire, yet the current sandbox is still there, for
-    // this client and for any other session-less one.
+    // The requests of clients without a session cannot be told apart, so none of them has a
+    // current sandbox: one client's create must not become the target of another's run.
+    let unnamed = other
+        .fails("sandbox_run_v1", json!({"command": "cat note"}))
+        .await;
+    assert!(
+        unnamed.to_string().contains("sandbox_id is required"),
+        "{unnamed}"
+    );
+    // Named, the sandbox is reachable (same token, same owner).
     let ran = other
-        .ok("sandbox_run_v1", json!({"command": "cat note"}))
+        .ok(
+            "sandbox_run_v1",
+            json!({"sandbox_id": id, "command": "cat note"}),
+        )
         .await;
     assert_eq!(ran["structuredContent"]["stdout"]["text"], "kept\n");
     one.stop().await;
