@@ -3,7 +3,8 @@
 
 use crate::config::{
     DEFAULT_API_URL, DEFAULT_CREATE_LOOKUP_WINDOW, DEFAULT_CREATE_TIMEOUT, DEFAULT_DETACH_GRACE,
-    DEFAULT_MAX_REATTACHES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_URL_PORT, PROVIDER, Settings,
+    DEFAULT_MAX_REATTACHES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_URL_PORT, NameSource, PROVIDER,
+    Settings,
 };
 use crate::provider::SpritesProvider;
 use sandbox_sdk_core::idempotency::CreateLookup;
@@ -41,6 +42,7 @@ pub struct SpritesBuilder {
     public_url: bool,
     url_port: u16,
     wait_for_capacity: bool,
+    names: Option<NameSource>,
 }
 
 impl SpritesProvider {
@@ -65,6 +67,7 @@ impl SpritesBuilder {
             public_url: false,
             url_port: DEFAULT_URL_PORT,
             wait_for_capacity: false,
+            names: None,
         }
     }
 
@@ -162,6 +165,14 @@ impl SpritesBuilder {
         self
     }
 
+    /// How a create that names no sprite names it (default: `sdk-` and 32 random hex digits).
+    /// Fixed names make the requests reproducible, as the replayed conformance suite needs;
+    /// each name must be new in the organisation.
+    pub fn sprite_names(mut self, names: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.names = Some(std::sync::Arc::new(names));
+        self
+    }
+
     /// Checks the configuration and builds the provider. A missing token is a `Validation`
     /// error naming the variable to set.
     pub fn build(self) -> Result<SpritesProvider> {
@@ -199,6 +210,7 @@ impl SpritesBuilder {
             public_url: self.public_url,
             url_port: self.url_port,
             wait_for_capacity: self.wait_for_capacity,
+            names: self.names,
         })
     }
 }

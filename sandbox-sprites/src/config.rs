@@ -61,6 +61,9 @@ pub(crate) const LIST_CONCURRENCY: usize = 8;
 /// ignores SIGTERM still ends ([`crate::SpritesSandbox::signal`] sends others).
 pub(crate) const KILL_SIGNAL: &str = "SIGKILL";
 
+/// How a create that names no sprite names it.
+pub(crate) type NameSource = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Everything the adapter needs at run time, resolved and checked by the builder.
 #[derive(Clone)]
 pub(crate) struct Settings {
@@ -79,6 +82,8 @@ pub(crate) struct Settings {
     pub url_port: u16,
     /// Block creates until capacity is free (`wait_for_capacity`).
     pub wait_for_capacity: bool,
+    /// Names of creates that name no sprite; `None`: `sdk-` and 32 random hex digits.
+    pub names: Option<NameSource>,
 }
 
 impl fmt::Debug for Settings {

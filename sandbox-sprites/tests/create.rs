@@ -168,3 +168,41 @@ async fn an_unkeyed_duplicate_is_a_conflict_and_bad_input_is_refused_before_send
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotSupported);
 }
+
+#[tokio::test]
+async fn an_ambiguous_create_without_a_key_reads_the_name_it_made_up_instead_of_leaving_an_orphan()
+{
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/sprites"))
+        .respond_with(ResponseTemplate::new(502))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::path_regex(
+            "^/v1/sprites/sdk-[0-9a-f]{32}$",
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(sprite_json("made", "cold", &[])))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let sb = provider(&server).create(&CreateSpec::new()).await.unwrap();
+    assert_eq!(sb.id(), "made");
+    // A name the caller chose may be someone else's: it is not read after an ambiguous failure.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(502))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(sprite_json("theirs", "cold", &[])))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let err = provider(&server)
+        .create(&CreateSpec::new().name("theirs"))
+        .await
+        .unwrap_err();
+    assert!(err.is_ambiguous(), "{err}");
+}

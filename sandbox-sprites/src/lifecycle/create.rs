@@ -7,14 +7,16 @@
 //! fingerprint ([`FINGERPRINT_LABEL`]) beside the spec's metadata (the owner label among them).
 //! Before sending, and after an ambiguous failure, it reads the name: a sprite there is adopted
 //! only when [`check_adoption`] finds this create's fingerprint and every label the spec asks
-//! for; anything else is a `Conflict` and is neither adopted nor touched.
+//! for; anything else is a `Conflict` and is neither adopted nor touched. A create without a
+//! key whose name the adapter made up is settled the same way after an ambiguous failure (the
+//! random name is no one else's), so it leaves no orphan either.
 
 use super::state::metadata_to_labels;
 use crate::api::Api;
 use crate::config::PROVIDER;
 use crate::wire::{CreateBody, Sprite, SpriteConfig, UrlSettings};
 use sandbox_sdk_core::idempotency::{
-    FINGERPRINT_LABEL, check_adoption, create_fingerprint, create_once,
+    FINGERPRINT_LABEL, check_adoption, create_fingerprint, create_once, look_up_within,
 };
 use sandbox_sdk_core::{CreateSpec, Error, ErrorKind, Result, SandboxInfo};
 use sha2::{Digest, Sha256};
@@ -119,7 +121,13 @@ impl SpritesCreate {
     fn body(&self, api: &Api) -> CreateBody {
         let public = self.public_url.unwrap_or(api.settings.public_url);
         CreateBody {
-            name: self.name.clone().unwrap_or_else(random_name),
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| match &api.settings.names {
+                    Some(names) => names(),
+                    None => random_name(),
+                }),
             config: self.config.clone(),
             url_settings: Some(UrlSettings {
                 auth: Some(if public { "public" } else { "sprite" }.to_owned()),
@@ -176,6 +184,9 @@ pub(crate) async fn create(
     }
     options.check()?;
     let body = options.body(api);
+    // A name this adapter made up (128 random bits) is no one else's: an ambiguous create
+    // without a key is settled by reading it too, so a lost answer leaves no orphan.
+    let generated = options.name.is_none();
     let keyed = spec.filter(|s| s.idempotency_key.is_some());
     let key = keyed.and_then(|s| s.idempotency_key.as_deref());
     let name = body.name.as_str();
@@ -200,7 +211,25 @@ pub(crate) async fn create(
             other => other,
         }
     };
-    create_once(key, &api.settings.create_lookup, send, lookup).await
+    match create_once(key, &api.settings.create_lookup, send, lookup).await {
+        Err(e) if key.is_none() && generated && e.is_ambiguous() => {
+            let read = || async move {
+                match api.get(name, "create").await {
+                    Ok(sprite) => Ok(Some(sprite)),
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e),
+                }
+            };
+            match look_up_within(&api.settings.create_lookup, read).await {
+                Some(sprite) => {
+                    tracing::info!(sprite = %sprite.name, "create: the ambiguous create made the sprite; using it");
+                    Ok(sprite)
+                }
+                None => Err(e),
+            }
+        }
+        other => other,
+    }
 }
 
 /// The sprite a create of `spec` made under `name`: `None` for a 404; the sprite when

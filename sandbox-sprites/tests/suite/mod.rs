@@ -25,6 +25,9 @@ const FROM_SIMULATOR: &str = "recorded through sandbox-conformance's proxy from 
     sandbox-sprites/PROTOCOL.md (§4 sprites, §5 exec WebSocket, §7 files, §8 checkpoints, §18 \
     the choices where Fly's facts stop); not from the live API";
 
+/// The name the replay adapter gives sprites a create does not name.
+const REPLAY_NAME: &str = "sdk-conformance-replay";
+
 /// The suite over the cassettes in `cassettes`.
 pub fn sprites(cassettes: &Path) -> AdapterSuite {
     AdapterSuite::new("sprites", cassettes, |base_url| {
@@ -35,6 +38,8 @@ pub fn sprites(cassettes: &Path) -> AdapterSuite {
             .request_timeout(REPLAY_REQUEST_TIMEOUT)
             .create_timeout(REPLAY_REQUEST_TIMEOUT)
             .create_lookup(REPLAY_CREATE_LOOKUP)
+            // The cassettes take any name; a fixed one keeps the request snapshots stable.
+            .sprite_names(|| REPLAY_NAME.to_owned())
             .build()?;
         Ok(Arc::new(provider) as Arc<dyn Provider>)
     })
