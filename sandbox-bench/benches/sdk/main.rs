@@ -3,7 +3,7 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [vercel] [load]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [vercel] [sprites] [load]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
@@ -18,12 +18,15 @@ mod load;
 mod local;
 mod server;
 mod sim;
+mod sprites;
 mod vercel;
 
 use harness::{Config, PROBE_FLAG, Result};
 
 /// The groups, in the order they run.
-const GROUPS: &[&str] = &["http", "local", "e2b", "daytona", "fly", "vercel", "load"];
+const GROUPS: &[&str] = &[
+    "http", "local", "e2b", "daytona", "fly", "vercel", "sprites", "load",
+];
 
 #[tokio::main]
 async fn main() -> Result {
@@ -94,6 +97,9 @@ async fn main() -> Result {
     }
     if wanted("vercel") {
         vercel::run(&config).await?;
+    }
+    if wanted("sprites") {
+        sprites::run(&config).await?;
     }
     if wanted("load") {
         load::run(&config).await?;
