@@ -5,7 +5,8 @@
 //! check. The request log of each run is written to `target/sim-check/<provider>.jsonl`.
 //!
 //! Needs Node.js ≥ 18 and npm (on the CI machine); `npm ci` installs the SDKs from the npm
-//! registry.
+//! registry. The Sprites SDK needs a global `WebSocket`: on Node 20 its `check.mjs` restarts
+//! itself with `--experimental-websocket`.
 
 use crate::args::Args;
 use crate::{Result, shell};
@@ -13,7 +14,7 @@ use sandbox_sim::FaultPlan;
 use std::process::Command;
 
 /// The providers whose official SDK `sim-check` drives (each has `tools/sim-check/<name>`).
-const SDK_CHECKS: &[&str] = &["daytona", "e2b", "vercel"];
+const SDK_CHECKS: &[&str] = &["daytona", "e2b", "sprites", "vercel"];
 
 /// `cargo xtask sim ARGS`: the `sandbox-sim` binary with the same arguments (`--provider NAME
 /// [--port N] [--faults SPEC] [--page-cap N]`), serving until interrupted.
