@@ -170,3 +170,34 @@ pub fn validate_path(path: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// `path` as a sandbox shows it: a relative path joined to `base` (itself absolute), `.` and
+/// `..` resolved (`..` never climbs above `/`), always absolute. No I/O: what the path names
+/// is the sandbox's business.
+///
+/// ```
+/// use sandbox_sdk_core::absolute_path;
+/// assert_eq!(absolute_path("/home/u", "a/./b/../c"), "/home/u/a/c");
+/// assert_eq!(absolute_path("/home/u", "/tmp/x"), "/tmp/x");
+/// assert_eq!(absolute_path("/home/u", "../../../../etc"), "/etc");
+/// assert_eq!(absolute_path("/w", "/etc//x"), "/etc/x");
+/// assert_eq!(absolute_path("/w", ""), "/w");
+/// ```
+pub fn absolute_path(base: &str, path: &str) -> String {
+    let joined = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{base}/{path}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}

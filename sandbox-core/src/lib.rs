@@ -52,7 +52,7 @@ pub use exec::{
 pub use ext::{ProviderExt, SandboxExt};
 pub use files::{
     ByteStream, Download, FileEvent, FileEventKind, FileInfo, FileKind, ListOptions, Transfer,
-    UploadBody, upload_body, validate_path,
+    UploadBody, absolute_path, upload_body, validate_path,
 };
 pub use guard::DestroyOnDrop;
 pub use lifecycle::{

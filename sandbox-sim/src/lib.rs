@@ -108,27 +108,6 @@ pub(crate) fn new_key(prefix: &str, hex_digits: usize) -> String {
     format!("{prefix}{}", random_hex(hex_digits))
 }
 
-/// `path` as a sandbox shows it: relative paths joined to `base` (itself absolute), `.` and `..`
-/// resolved (`..` never climbs above `/`), always absolute.
-pub(crate) fn sandbox_path(base: &str, path: &str) -> String {
-    let joined = if path.starts_with('/') {
-        path.to_owned()
-    } else {
-        format!("{base}/{path}")
-    };
-    let mut parts: Vec<&str> = Vec::new();
-    for part in joined.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    format!("/{}", parts.join("/"))
-}
-
 /// Copies directory `from` into `to` (created), with files, directories, symbolic links and
 /// modes.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -334,14 +313,6 @@ mod tests {
             let answer = status(a.as_ref(), a.api_key()).await.unwrap();
             assert_eq!(answer.status(), 200, "{provider} with its own key");
         }
-    }
-
-    #[test]
-    fn sandbox_paths_are_absolute_and_never_climb_above_the_root() {
-        assert_eq!(sandbox_path("/home/user", "a/./b/../c"), "/home/user/a/c");
-        assert_eq!(sandbox_path("/home/user", "/etc//x"), "/etc/x");
-        assert_eq!(sandbox_path("/w", "../../../x"), "/x");
-        assert_eq!(sandbox_path("/w", ""), "/w");
     }
 
     #[test]

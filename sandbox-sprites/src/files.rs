@@ -8,8 +8,8 @@
 //! the file (`fs/write` is atomic, §18.12); an upload streams its body (no spooling: the API
 //! takes a body of any length).
 
+use crate::config::HOME;
 use crate::config::PROVIDER;
-use crate::exec::resolve;
 use crate::lifecycle::Handle;
 use crate::wire::FsEntry;
 use futures::StreamExt;
@@ -26,18 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// above `/`); a `Validation` error for an empty path or one with a NUL byte.
 pub(crate) fn absolute(path: &str) -> Result<String> {
     sandbox_sdk_core::validate_path(path)?;
-    let joined = resolve(path);
-    let mut parts: Vec<&str> = Vec::new();
-    for part in joined.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            other => parts.push(other),
-        }
-    }
-    Ok(format!("/{}", parts.join("/")))
+    Ok(sandbox_sdk_core::absolute_path(HOME, path))
 }
 
 /// Writes `data` to `path`.

@@ -343,7 +343,7 @@ impl Sandbox {
     /// Resolves an envd path: relative against the home, `/home/user/...` into the sandbox's
     /// directory, any other absolute path as a host path. Returns (shown path, host path).
     pub fn resolve(&self, path: &str) -> (String, PathBuf) {
-        let shown = crate::sandbox_path(HOME, path);
+        let shown = sandbox_sdk_core::absolute_path(HOME, path);
         (shown.clone(), self.host_path(&shown))
     }
 

@@ -1,6 +1,6 @@
 //! The filesystem endpoints (PROTOCOL.md §7, §18.11, §18.12): `fs/read`, `fs/write`,
 //! `fs/list`, `fs/delete`, `fs/rename`. Paths resolve against `workingDir` (default the home,
-//! §18.11) with [`crate::sandbox_path`], then go through the sprite's `local` sandbox, whose
+//! §18.11) with [`sandbox_sdk_core::absolute_path`], then go through the sprite's `local` sandbox, whose
 //! file primitives never leave its directory (`..`, absolute paths and symbolic links included).
 
 // An endpoint's refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
@@ -49,8 +49,9 @@ fn from_local(e: &Error, path: &str) -> SimResponse {
 
 /// `path` against `working_dir` (itself against `/`; default the home) as the sprite shows it.
 pub(crate) fn shown(working_dir: Option<&str>, path: &str) -> String {
-    let base = crate::sandbox_path("/", working_dir.filter(|w| !w.is_empty()).unwrap_or(HOME));
-    crate::sandbox_path(&base, path)
+    let base =
+        sandbox_sdk_core::absolute_path("/", working_dir.filter(|w| !w.is_empty()).unwrap_or(HOME));
+    sandbox_sdk_core::absolute_path(&base, path)
 }
 
 /// The path the `local` sandbox takes for `shown`: relative to its directory, the sprite's `/`.
@@ -168,7 +169,7 @@ pub(crate) async fn write(sprite: Arc<Sprite>, request: &SimRequest) -> SimRespo
             _ => return fs_error("EINVAL", &format!("invalid mode {m:?}"), &path),
         },
     };
-    let parent = crate::sandbox_path(&path, "..");
+    let parent = sandbox_sdk_core::absolute_path(&path, "..");
     let name = path.rsplit('/').next().unwrap_or_default().to_owned();
     match sprite.local.stat(&local_path(&parent)).await {
         Ok(info) if info.kind == FileKind::Dir || info.kind == FileKind::Symlink => {}
@@ -185,7 +186,7 @@ pub(crate) async fn write(sprite: Arc<Sprite>, request: &SimRequest) -> SimRespo
     {
         return fs_error("EISDIR", &format!("{path} is a directory"), &path);
     }
-    let aside = crate::sandbox_path(
+    let aside = sandbox_sdk_core::absolute_path(
         &parent,
         &format!(".{name}.sprite-write-{}", crate::random_hex(8)),
     );
@@ -249,7 +250,7 @@ pub(crate) async fn list(sprite: Arc<Sprite>, request: &SimRequest) -> SimRespon
     let entries: Vec<Value> = infos
         .iter()
         .map(|info| {
-            let shown = crate::sandbox_path("/", &info.path);
+            let shown = sandbox_sdk_core::absolute_path("/", &info.path);
             entry(info, &shown)
         })
         .collect();

@@ -101,7 +101,7 @@ impl Disk {
     /// `path` (relative to `base`, itself absolute) as the sandbox shows it, normalised (`..`
     /// never climbs above `/`), and the host path behind it.
     pub fn resolve(&self, base: &str, path: &str) -> (String, PathBuf) {
-        let shown = crate::sandbox_path(base, path);
+        let shown = sandbox_sdk_core::absolute_path(base, path);
         let host = match shown.strip_prefix(CWD) {
             Some("") => self.work().to_owned(),
             Some(rest) if rest.starts_with('/') => self.work().join(&rest[1..]),

@@ -34,20 +34,6 @@ use std::sync::Arc;
 /// The user commands run as (§18.11).
 const USER: &str = "sprite";
 
-/// `path` against the sprite user's home.
-pub(crate) fn resolve(path: &str) -> String {
-    if path.starts_with('/') {
-        path.to_owned()
-    } else {
-        let rest = path.trim_start_matches("./");
-        if rest.is_empty() || rest == "." {
-            HOME.to_owned()
-        } else {
-            format!("{HOME}/{rest}")
-        }
-    }
-}
-
 /// The query of a spawn (§5.1) for `command`, with `grace` as `max_run_after_disconnect`.
 fn spawn_query(command: &Command, grace: &str) -> Result<Vec<(&'static str, String)>> {
     command.validate()?;
@@ -88,7 +74,8 @@ fn spawn_query(command: &Command, grace: &str) -> Result<Vec<(&'static str, Stri
     query.push(("path", argv[0].clone()));
     query.push(("stdin", command.stdin.to_string()));
     query.push(("tty", "false".into()));
-    query.push(("dir", resolve(command.cwd.as_deref().unwrap_or(HOME))));
+    let dir = sandbox_sdk_core::absolute_path(HOME, command.cwd.as_deref().unwrap_or(HOME));
+    query.push(("dir", dir));
     query.push(("max_run_after_disconnect", grace.to_owned()));
     Ok(query)
 }

@@ -34,21 +34,6 @@ use std::sync::Arc;
 /// The user commands run as when none is given (PROTOCOL.md §6.1).
 const DEFAULT_USER: &str = "vercel-sandbox";
 
-/// `path` against the session's working directory.
-pub(crate) fn resolve(session: &SessionRef, path: &str) -> String {
-    if path.starts_with('/') {
-        path.to_owned()
-    } else {
-        let base = session.cwd.trim_end_matches('/');
-        let rest = path.trim_start_matches("./");
-        if rest.is_empty() || rest == "." {
-            base.to_owned()
-        } else {
-            format!("{base}/{rest}")
-        }
-    }
-}
-
 /// The body of `POST …/cmd` for `command`.
 fn run_body(command: &Command, session: &SessionRef, wait: bool) -> Result<RunBody> {
     command.validate()?;
@@ -83,7 +68,10 @@ fn run_body(command: &Command, session: &SessionRef, wait: bool) -> Result<RunBo
     Ok(RunBody {
         command: program.clone(),
         args: args.to_vec(),
-        cwd: command.cwd.as_deref().map(|cwd| resolve(session, cwd)),
+        cwd: command
+            .cwd
+            .as_deref()
+            .map(|cwd| sandbox_sdk_core::absolute_path(&session.cwd, cwd)),
         env: command.env.clone(),
         sudo,
         wait,

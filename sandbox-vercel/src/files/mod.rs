@@ -16,7 +16,7 @@
 pub(crate) mod tar;
 
 use crate::config::{PROVIDER, SCRIPT_OUTPUT_LIMIT};
-use crate::exec::{self, resolve};
+use crate::exec;
 use crate::lifecycle::{Handle, SessionRef};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -33,18 +33,7 @@ use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 /// `/`); a `Validation` error for an empty path or one with a NUL byte.
 pub(crate) fn absolute(session: &SessionRef, path: &str) -> Result<String> {
     sandbox_sdk_core::validate_path(path)?;
-    let joined = resolve(session, path);
-    let mut parts: Vec<&str> = Vec::new();
-    for part in joined.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            other => parts.push(other),
-        }
-    }
-    Ok(format!("/{}", parts.join("/")))
+    Ok(sandbox_sdk_core::absolute_path(&session.cwd, path))
 }
 
 /// How much of an upload's body is spooled (and read back) at a time.
