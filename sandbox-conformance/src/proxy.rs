@@ -298,6 +298,25 @@ fn gateway_error(message: String) -> hyper::Response<ProxyBody> {
     resp
 }
 
+/// Logs `request` as failed at the gateway with `message` (query values redacted) and answers
+/// it 502.
+fn failed_exchange(
+    handler: &dyn Handler,
+    request: LoggedRequest,
+    message: &str,
+) -> hyper::Response<ProxyBody> {
+    let message = redact_queries(message);
+    handler.on_exchange(Exchange {
+        request,
+        status: 502,
+        headers: Vec::new(),
+        chunks: Vec::new(),
+        error: Some(message.clone()),
+        websocket: None,
+    });
+    gateway_error(message)
+}
+
 fn forbidden() -> hyper::Response<ProxyBody> {
     let body = serde_json::json!({
         "message": "this recording proxy forwards only its adapter's requests",
@@ -380,16 +399,7 @@ async fn handle(
     let base = match handler.upstream(&logged) {
         Ok(base) => base,
         Err(message) => {
-            let message = redact_queries(&message);
-            handler.on_exchange(Exchange {
-                request: logged,
-                status: 502,
-                headers: Vec::new(),
-                chunks: Vec::new(),
-                error: Some(message.clone()),
-                websocket: None,
-            });
-            return Ok(gateway_error(message));
+            return Ok(failed_exchange(&*handler, logged, &message));
         }
     };
     let target = format!(
@@ -572,18 +582,8 @@ async fn relay(
     handler: Arc<dyn Handler>,
 ) -> Result<hyper::Response<ProxyBody>, std::io::Error> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-    let fail = |logged: LoggedRequest, message: String| {
-        let message = redact_queries(&message);
-        handler.on_exchange(Exchange {
-            request: logged,
-            status: 502,
-            headers: Vec::new(),
-            chunks: Vec::new(),
-            error: Some(message.clone()),
-            websocket: None,
-        });
-        Ok(gateway_error(message))
-    };
+    let fail =
+        |logged: LoggedRequest, message: String| Ok(failed_exchange(&*handler, logged, &message));
     let base = match handler.upstream(&logged) {
         Ok(base) => base,
         Err(message) => return fail(logged, message),
