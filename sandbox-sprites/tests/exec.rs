@@ -126,6 +126,48 @@ async fn a_broken_socket_is_re_attached_and_the_replay_is_not_repeated() {
 }
 
 #[tokio::test]
+async fn re_attaches_that_only_replay_known_output_are_counted_and_end_following() {
+    let mut attach_again = attach(
+        41,
+        json!({"status": 101, "websocket": [
+            server_bin(1, b"seen"),
+            session_info(41),
+            "reset"
+        ]}),
+    );
+    attach_again["times"] = json!(2);
+    let (server, _) = replay(vec![
+        get_sprite(),
+        spawn(
+            "work",
+            vec![session_info(41), server_bin(1, b"seen"), json!("reset")],
+        ),
+        attach_again,
+    ])
+    .await;
+    let provider = SpritesProvider::builder()
+        .token(TOKEN)
+        .api_url(server.url())
+        .stream_idle_timeout(Duration::from_secs(5))
+        .max_reattaches(2)
+        .build()
+        .unwrap();
+    let sb = provider.connect(NAME).await.unwrap();
+    let mut process = sb.exec(&Command::shell("work")).await.unwrap();
+    assert_eq!(
+        process.next_event().await.unwrap().unwrap(),
+        ProcessEvent::Stdout("seen".into())
+    );
+    let err = process.next_event().await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport);
+    assert!(
+        err.message().contains("2 re-attaches brought nothing"),
+        "{err}"
+    );
+    server.verify().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_session_gone_while_detached_ends_the_process_with_an_ambiguous_transport_error() {
     let (server, provider) = replay(vec![
         get_sprite(),

@@ -25,6 +25,16 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+/// What passing a frame on did.
+enum Step {
+    /// Nothing reached the reader (a session name, replayed output already delivered).
+    Nothing,
+    /// New output reached the reader.
+    Delivered,
+    /// The command ended: the last event.
+    Exit(ProcessEvent),
+}
+
 /// How many events wait for the reader: a slow reader slows the socket.
 const EVENTS_BUFFER: usize = 16;
 
@@ -118,7 +128,7 @@ impl Follower {
         let mut timed_out: Option<Duration> = None;
         let mut fruitless = 0u32;
         for frame in std::mem::take(&mut self.early) {
-            if let Some(exit) = self.deliver(frame, tx, timed_out).await? {
+            if let Step::Exit(exit) = self.deliver(frame, tx, timed_out).await? {
                 return Ok(exit);
             }
         }
@@ -149,7 +159,10 @@ impl Follower {
                 _ = sleep_until(deadline.map(|(at, _)| at)) => {
                     let timeout = deadline.map(|(_, t)| t).unwrap_or_default();
                     timed_out = Some(timeout);
-                    self.kill_for_timeout().await;
+                    if !self.kill_for_timeout().await {
+                        // Nothing will end it for us: stop waiting now.
+                        return Err(self.timeout_error(timeout));
+                    }
                     continue;
                 }
             };
@@ -168,26 +181,24 @@ impl Follower {
                     }
                     self.reattach(&cause).await?;
                 }
-                Ok(frame) => {
-                    if matches!(frame, Frame::Stdout(_) | Frame::Stderr(_)) {
-                        fruitless = 0;
-                    }
-                    if let Some(exit) = self.deliver(frame, tx, timed_out).await? {
-                        return Ok(exit);
-                    }
-                }
+                Ok(frame) => match self.deliver(frame, tx, timed_out).await? {
+                    Step::Exit(exit) => return Ok(exit),
+                    // Only output not seen before counts: a replay of known bytes is nothing.
+                    Step::Delivered => fruitless = 0,
+                    Step::Nothing => {}
+                },
             }
         }
     }
 
     /// Passes one frame on: output (minus what a replay repeats), the session's name (which
-    /// ends a replay), or the exit. `Some` is the last event.
+    /// ends a replay), or the exit.
     async fn deliver(
         &mut self,
         frame: Frame,
         tx: &mpsc::Sender<Result<ProcessEvent>>,
         timed_out: Option<Duration>,
-    ) -> Result<Option<ProcessEvent>> {
+    ) -> Result<Step> {
         let event = match frame {
             Frame::Stdout(data) => self.fresh(data, true).map(ProcessEvent::Stdout),
             Frame::Stderr(data) => self.fresh(data, false).map(ProcessEvent::Stderr),
@@ -198,28 +209,33 @@ impl Follower {
             }
             Frame::Exit(code) => {
                 if let Some(timeout) = timed_out {
-                    return Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!("the command ran past its timeout of {timeout:?} and was killed"),
-                    )
-                    .with_provider(PROVIDER)
-                    .with_operation("exec")
-                    .with_sandbox_id(&self.handle.name));
+                    return Err(self.timeout_error(timeout));
                 }
-                return Ok(Some(ProcessEvent::Exit(ExitStatus::code(code))));
+                return Ok(Step::Exit(ProcessEvent::Exit(ExitStatus::code(code))));
             }
             Frame::Closed => None,
         };
-        if let Some(event) = event
-            && tx.send(Ok(event)).await.is_err()
-        {
+        let Some(event) = event else {
+            return Ok(Step::Nothing);
+        };
+        if tx.send(Ok(event)).await.is_err() {
             // The reader is gone: stop following.
             return Err(Error::new(
                 ErrorKind::Cancelled,
                 "the process handle was dropped",
             ));
         }
-        Ok(None)
+        Ok(Step::Delivered)
+    }
+
+    fn timeout_error(&self, timeout: Duration) -> Error {
+        Error::new(
+            ErrorKind::Timeout,
+            format!("the command ran past its timeout of {timeout:?} and was killed"),
+        )
+        .with_provider(PROVIDER)
+        .with_operation("exec")
+        .with_sandbox_id(&self.handle.name)
     }
 
     /// The part of `data` not yet delivered (a replay repeats what was), counted.
@@ -286,12 +302,18 @@ impl Follower {
         }
     }
 
-    async fn kill_for_timeout(&self) {
+    /// Kills the session whose time is up; `false` when it cannot be (no session id, or the
+    /// kill failed), so no exit will come of it.
+    async fn kill_for_timeout(&self) -> bool {
         let Some(id) = &self.session else {
-            return;
+            return false;
         };
-        if let Err(e) = kill(&self.handle, id, KILL_SIGNAL).await {
-            tracing::warn!(error = %e, "sprites: a command past its timeout could not be killed");
+        match kill(&self.handle, id, KILL_SIGNAL).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "sprites: a command past its timeout could not be killed");
+                false
+            }
         }
     }
 

@@ -60,7 +60,7 @@ impl SpritesCreate {
     /// Sprites' options for a core [`CreateSpec`]: metadata becomes labels, with the create
     /// fingerprint when the spec has an idempotency key; resources and region go in `config`;
     /// the key becomes the name [`idempotency_name`] unless the spec names the sprite. A
-    /// template is refused by [`create`] (every sprite starts from Fly's one base image), and
+    /// template is refused by the create (every sprite starts from Fly's one base image), and
     /// `timeout` is not sent: sprites have no lifetime (they hibernate when idle, §4.5).
     pub fn from_spec(spec: &CreateSpec) -> Self {
         let mut labels = spec.metadata.clone();
