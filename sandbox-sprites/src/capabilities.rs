@@ -7,8 +7,8 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// - No `stop`, `pause` or `set_timeout`: Sprites has no such calls; a sprite hibernates by
 ///   itself when idle and wakes on the next call, keeping its disk (§4.5).
 /// - `background`, `streaming` and `kill_process` are native: exec sessions outlive their
-///   socket, stream over a WebSocket, and are killed by signal (§5). stdin is native; the pty
-///   is not offered by this adapter.
+///   socket, stream over a WebSocket, and are killed by signal (§5). stdin and the pty (TTY
+///   sessions with resize, §5.3) are native.
 /// - `files_upload` is native for read, write, list, delete and rename (§7); stat reads the
 ///   parent's listing and mkdir runs `mkdir -p`.
 /// - `expose_port`: one public URL per sprite, reaching one port (§9), handed out only when
@@ -24,6 +24,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     background: Level::Native,
     streaming: Level::Native,
     kill_process: Level::Native,
+    pty: Level::Native,
     stdin: Level::Native,
     files_upload: Level::Native,
     expose_port: Level::Native,

@@ -25,7 +25,8 @@
 //! - **Sprites** (PROTOCOL.md §4): the sandbox id is the name. There is no start, stop or
 //!   pause: a sprite hibernates after 30 s idle and wakes on the next command or file call,
 //!   disk kept, processes lost once it goes cold.
-//! - **Exec** runs over a WebSocket (§5): stdout and stderr apart, stdin, a one-byte exit code.
+//! - **Exec** runs over a WebSocket (§5): stdout and stderr apart, stdin, a one-byte exit code,
+//!   or a pty (a TTY session with resize).
 //!   Sessions outlive a dropped socket, so a broken or silent stream is re-attached by session
 //!   id without repeating output; background commands can be listed, re-attached and killed.
 //!   There is no per-call rate limit, unlike Fly Machines' exec.

@@ -168,6 +168,51 @@ async fn re_attaches_that_only_replay_known_output_are_counted_and_end_following
 }
 
 #[tokio::test]
+async fn a_pty_reads_raw_terminal_bytes_sends_resizes_and_takes_the_exit_message() {
+    let spawn_tty = json!({
+        "request": {
+            "method": "GET",
+            "path": format!("/v1/sprites/{NAME}/exec"),
+            "query": {
+                "cmd": ["sh", "-c", "work"], "path": "sh", "stdin": "false", "tty": "true",
+                "cols": "80", "rows": "24", "dir": "/home/sprite",
+                "max_run_after_disconnect": "120s"
+            }
+        },
+        "response": {"status": 101, "websocket": [
+            {"server": {"text": json!({"type": "session_info", "session_id": 9, "tty": true}).to_string()}},
+            // Raw terminal bytes: no stream id, so a leading 0x01 is data.
+            {"server": {"binary_base64": b64(b"\x01raw\r\n")}},
+            {"client": {"json": {"type": "resize", "cols": 120, "rows": 40}}},
+            {"server": {"binary_base64": b64(b"40 120\r\n")}},
+            {"server": {"text": json!({"type": "exit", "exit_code": 4}).to_string()}},
+            {"client_close": null}
+        ]}
+    });
+    let (server, provider) = replay(vec![get_sprite(), spawn_tty]).await;
+    let sb = provider.connect(NAME).await.unwrap();
+    let mut process = sb
+        .exec(&Command::shell("work").pty(sandbox_sdk_core::PtySize { cols: 80, rows: 24 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        process.next_event().await.unwrap().unwrap(),
+        ProcessEvent::Stdout("\x01raw\r\n".into())
+    );
+    process
+        .resize(sandbox_sdk_core::PtySize {
+            cols: 120,
+            rows: 40,
+        })
+        .await
+        .unwrap();
+    let out = process.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "40 120\r\n");
+    assert_eq!(out.status.code, Some(4));
+    server.verify().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_session_gone_while_detached_ends_the_process_with_an_ambiguous_transport_error() {
     let (server, provider) = replay(vec![
         get_sprite(),

@@ -4,7 +4,9 @@
 //!
 //! Frames (§5.2): binary messages whose first byte is a stream id (1 stdout, 2 stderr, 3 exit
 //! with one code byte; 0 stdin and 4 stdin EOF from us); JSON text messages (`session_info`,
-//! `exit`, port notifications, §5.4). The exit may come in either form (§5.2). The server pings
+//! `exit`, port notifications, §5.4). The exit may come in either form (§5.2). In TTY mode
+//! (§5.3) binary messages are raw terminal bytes both ways, the exit is the `exit` JSON
+//! message, and we send `resize` messages. The server pings
 //! every 15 s (§18.10); silence for the idle bound is a dead socket. After the exit the server
 //! lingers about 5 s before closing (trap 5), so the reader stops at the exit.
 
@@ -50,6 +52,8 @@ pub(crate) enum Frame {
 /// An open exec socket.
 pub(crate) struct ExecSocket {
     ws: Ws,
+    /// A TTY session: raw binary frames, no stream ids (§5.3).
+    tty: bool,
     /// The longest silence before the socket counts as dead; a ping goes out after a third.
     idle: Duration,
     last_heard: Instant,
@@ -58,10 +62,15 @@ pub(crate) struct ExecSocket {
 
 /// What to open: a new command or an existing session.
 pub(crate) enum Target<'a> {
-    /// `GET /v1/sprites/{name}/exec?…` with these query pairs (§5.1).
-    Spawn(&'a [(&'static str, String)]),
-    /// `GET /v1/sprites/{name}/exec/{id}?stdin=` (§5.5).
-    Attach { id: &'a str, stdin: bool },
+    /// `GET /v1/sprites/{name}/exec?…` with these query pairs (§5.1); `tty` says whether
+    /// they ask for a terminal.
+    Spawn {
+        query: &'a [(&'static str, String)],
+        tty: bool,
+    },
+    /// `GET /v1/sprites/{name}/exec/{id}?stdin=` (§5.5) of a session with or without a
+    /// terminal.
+    Attach { id: &'a str, stdin: bool, tty: bool },
 }
 
 impl ExecSocket {
@@ -98,6 +107,11 @@ impl ExecSocket {
                 Some(Ok(message)) => message,
             };
             match message {
+                Message::Binary(data) if self.tty => {
+                    if !data.is_empty() {
+                        return Ok(Frame::Stdout(data));
+                    }
+                }
                 Message::Binary(data) => {
                     if let Some(frame) = binary_frame(data)? {
                         return Ok(frame);
@@ -114,22 +128,37 @@ impl ExecSocket {
         }
     }
 
-    /// Sends stdin bytes (stream id 0).
+    /// Sends stdin bytes (stream id 0; raw in TTY mode).
     pub async fn send_stdin(&mut self, data: &[u8]) -> Result<()> {
+        if self.tty {
+            return self
+                .send(Message::Binary(Bytes::copy_from_slice(data)))
+                .await;
+        }
         let mut frame = Vec::with_capacity(data.len() + 1);
         frame.push(STDIN);
         frame.extend_from_slice(data);
-        self.send(frame).await
+        self.send(Message::Binary(frame.into())).await
     }
 
-    /// Closes the command's stdin (stream id 4).
+    /// Closes the command's stdin (stream id 4). A terminal has no end of input of its own
+    /// (the program reads ^D as it likes), so in TTY mode nothing is sent.
     pub async fn send_eof(&mut self) -> Result<()> {
-        self.send(vec![STDIN_EOF]).await
+        if self.tty {
+            return Ok(());
+        }
+        self.send(Message::Binary(vec![STDIN_EOF].into())).await
     }
 
-    async fn send(&mut self, frame: Vec<u8>) -> Result<()> {
+    /// Resizes the session's terminal (§5.3).
+    pub async fn send_resize(&mut self, cols: u16, rows: u16) -> Result<()> {
+        let resize = serde_json::json!({"type": "resize", "cols": cols, "rows": rows});
+        self.send(Message::Text(resize.to_string().into())).await
+    }
+
+    async fn send(&mut self, message: Message) -> Result<()> {
         self.ws
-            .send(Message::Binary(frame.into()))
+            .send(message)
             .await
             .map_err(|e| ws_error("writing to the exec socket failed", e))
     }
@@ -217,11 +246,12 @@ pub(crate) async fn open(
 ) -> Result<ExecSocket> {
     let settings = &api.settings;
     let base = format!("{}/exec", Api::sprite_path(name));
-    let (path, query) = match target {
-        Target::Spawn(query) => (base, query.to_vec()),
-        Target::Attach { id, stdin } => (
+    let (path, query, tty) = match target {
+        Target::Spawn { query, tty } => (base, query.to_vec(), tty),
+        Target::Attach { id, stdin, tty } => (
             format!("{base}/{}", encode_path_segment(id)),
             vec![("stdin", stdin.to_string())],
+            tty,
         ),
     };
     let url = ws_url(&settings.base_url, &path, &query)?;
@@ -283,6 +313,7 @@ pub(crate) async fn open(
         )),
         Ok(Ok((ws, _))) => Ok(ExecSocket {
             ws,
+            tty,
             idle: settings.stream_idle,
             last_heard: Instant::now(),
             pinged: false,

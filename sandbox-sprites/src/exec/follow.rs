@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{
-    Error, ErrorKind, EventStream, ExitStatus, ProcessEvent, Result, StdinOutcome,
+    Error, ErrorKind, EventStream, ExitStatus, ProcessEvent, PtySize, Result, StdinOutcome,
 };
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -48,6 +48,10 @@ pub(crate) struct Follower {
     socket: Option<ExecSocket>,
     /// Whether the session was opened with stdin (re-attaches ask for it again).
     with_stdin: bool,
+    /// A TTY session (§5.3).
+    tty: bool,
+    /// Terminal sizes to send, from [`Follower::resizer`]'s sender.
+    resize: Option<mpsc::Receiver<PtySize>>,
     early: Vec<Frame>,
     stdin: Option<(mpsc::Receiver<Bytes>, StdinOutcome)>,
     deadline: Option<(Instant, Duration)>,
@@ -62,12 +66,15 @@ impl Follower {
         session: Option<String>,
         socket: ExecSocket,
         with_stdin: bool,
+        tty: bool,
     ) -> Self {
         Follower {
             handle,
             session,
             socket: Some(socket),
             with_stdin,
+            tty,
+            resize: None,
             early: Vec::new(),
             stdin: None,
             deadline: None,
@@ -92,6 +99,16 @@ impl Follower {
     pub fn deadline(mut self, deadline: Option<(Instant, Duration)>) -> Self {
         self.deadline = deadline;
         self
+    }
+
+    /// Where to send terminal sizes, for a TTY session (`None` without one).
+    pub fn resizer(&mut self) -> Option<mpsc::Sender<PtySize>> {
+        if !self.tty {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(4);
+        self.resize = Some(rx);
+        Some(tx)
     }
 
     /// The socket is an attach: its replay is delivered whole (nothing was delivered yet).
@@ -138,7 +155,20 @@ impl Follower {
             };
             let deadline = self.deadline.filter(|_| timed_out.is_none());
             let stdin = self.stdin.as_mut().map(|(rx, _)| rx);
+            let resize = self.resize.as_mut();
             let frame = tokio::select! {
+                size = recv(resize) => {
+                    match size {
+                        Some(size) => {
+                            if let Err(e) = socket.send_resize(size.cols, size.rows).await {
+                                tracing::debug!(error = %e, "sprites: a resize could not be sent");
+                            }
+                        }
+                        // The process handle is gone: nothing more to resize.
+                        None => self.resize = None,
+                    }
+                    continue;
+                }
                 frame = socket.next() => frame,
                 chunk = recv(stdin) => {
                     let sent = match chunk {
@@ -278,6 +308,7 @@ impl Follower {
             let target = Target::Attach {
                 id: &id,
                 stdin: self.with_stdin,
+                tty: self.tty,
             };
             match open(&self.handle.api, &self.handle.name, target, "exec").await {
                 Ok(socket) => {
@@ -334,8 +365,9 @@ fn copy(e: &Error) -> Error {
     Error::new(e.kind(), e.message().to_owned()).with_provider(PROVIDER)
 }
 
-async fn recv(stdin: Option<&mut mpsc::Receiver<Bytes>>) -> Option<Bytes> {
-    match stdin {
+/// The next item of `rx`, or never when there is none.
+async fn recv<T>(rx: Option<&mut mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
     }

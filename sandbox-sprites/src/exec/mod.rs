@@ -16,7 +16,10 @@
 //! - stdin is opened only when asked (`stdin=true`, trap 1); closing it sends the EOF frame.
 //! - A process timeout is kept here: when it passes the session is killed (SIGKILL) and the
 //!   process ends with a `Timeout` error.
-//! - There is no pty in this adapter (the TTY mode of §5.3 is not used) and no tag.
+//! - A pty (`Command::pty`) asks for a TTY session (§5.3): `tty=true` with the size, raw
+//!   terminal bytes both ways (stdout and stderr merged, as a terminal merges them), `resize`
+//!   messages from [`Process::resize`], the exit from the `exit` message.
+//! - Commands carry no tag.
 
 pub(crate) mod follow;
 
@@ -42,12 +45,6 @@ fn spawn_query(command: &Command, grace: &str) -> Result<Vec<(&'static str, Stri
             .with_provider(PROVIDER)
             .with_operation("exec"))
     };
-    if command.pty.is_some() {
-        return refuse(
-            ErrorKind::NotSupported,
-            "sprites: this adapter runs commands without a pty".into(),
-        );
-    }
     if let Some(user) = command.user.as_deref().filter(|u| *u != USER) {
         return refuse(
             ErrorKind::Validation,
@@ -73,17 +70,26 @@ fn spawn_query(command: &Command, grace: &str) -> Result<Vec<(&'static str, Stri
         argv.iter().map(|arg| ("cmd", arg.clone())).collect();
     query.push(("path", argv[0].clone()));
     query.push(("stdin", command.stdin.to_string()));
-    query.push(("tty", "false".into()));
+    match command.pty {
+        Some(size) => {
+            query.push(("tty", "true".into()));
+            query.push(("cols", size.cols.to_string()));
+            query.push(("rows", size.rows.to_string()));
+        }
+        None => query.push(("tty", "false".into())),
+    }
     let dir = sandbox_sdk_core::absolute_path(HOME, command.cwd.as_deref().unwrap_or(HOME));
     query.push(("dir", dir));
     query.push(("max_run_after_disconnect", grace.to_owned()));
     Ok(query)
 }
 
-/// Kills one session by signal.
+/// Kills one session by signal, and resizes its terminal through its follower.
 struct Control {
     handle: Handle,
     session: Option<String>,
+    /// To the follower, which owns the socket; `None` without a pty.
+    resize: Option<tokio::sync::mpsc::Sender<PtySize>>,
 }
 
 #[async_trait]
@@ -99,20 +105,30 @@ impl ProcessControl for Control {
         kill(&self.handle, session, KILL_SIGNAL).await
     }
 
-    async fn resize(&self, _size: PtySize) -> Result<()> {
-        Err(Error::not_supported(PROVIDER, "pty"))
+    async fn resize(&self, size: PtySize) -> Result<()> {
+        let Some(resize) = &self.resize else {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                "this command has no pty to resize (start it with Command::pty)",
+            )
+            .with_provider(PROVIDER));
+        };
+        resize.send(size).await.map_err(|_| {
+            Error::new(ErrorKind::NotRunning, "the command has ended").with_provider(PROVIDER)
+        })
     }
 }
 
 fn process(
     handle: &Handle,
     session: Option<String>,
-    follower: Follower,
+    mut follower: Follower,
     stdin: Option<Stdin>,
 ) -> Process {
     let control = Arc::new(Control {
         handle: handle.clone(),
         session: session.clone(),
+        resize: follower.resizer(),
     });
     Process::new(
         session.unwrap_or_default(),
@@ -131,7 +147,9 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
         go_duration(settings.detach_grace)
     };
     let query = spawn_query(command, &grace)?;
-    let mut socket = open(&handle.api, &handle.name, Target::Spawn(&query), "exec").await?;
+    let tty = command.pty.is_some();
+    let target = Target::Spawn { query: &query, tty };
+    let mut socket = open(&handle.api, &handle.name, target, "exec").await?;
     // `session_info` comes first (§18.6); output that comes before it is kept. A server that
     // sends none within the request timeout leaves the session unnamed (no re-attach, no kill).
     let mut early = Vec::new();
@@ -170,7 +188,7 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
             command.timeout,
         )
     });
-    let follower = Follower::new(handle.clone(), session.clone(), socket, command.stdin)
+    let follower = Follower::new(handle.clone(), session.clone(), socket, command.stdin, tty)
         .early(early)
         .stdin(stdin_rx)
         .deadline(deadline);
@@ -194,19 +212,20 @@ pub(crate) async fn processes(handle: &Handle) -> Result<Vec<ProcessInfo>> {
 }
 
 /// Follows session `pid` again: the server's replay of its recent output (§5.5, the last
-/// 1 MiB, §18.6), then live output and the exit.
+/// 1 MiB, §18.6), then live output and the exit. The session list says whether it has a
+/// terminal, which decides how its frames read (§5.3); a session no longer listed (finished,
+/// §18.7) is taken to have none.
 pub(crate) async fn attach(handle: &Handle, pid: &str) -> Result<Process> {
-    let socket = open(
-        &handle.api,
-        &handle.name,
-        Target::Attach {
-            id: pid,
-            stdin: false,
-        },
-        "attach",
-    )
-    .await?;
-    let follower = Follower::new(handle.clone(), Some(pid.to_owned()), socket, false).replaying();
+    let listed = handle.api.sessions(&handle.name, "attach").await?;
+    let tty = listed.sessions.iter().any(|s| s.id == pid && s.tty);
+    let target = Target::Attach {
+        id: pid,
+        stdin: false,
+        tty,
+    };
+    let socket = open(&handle.api, &handle.name, target, "attach").await?;
+    let follower =
+        Follower::new(handle.clone(), Some(pid.to_owned()), socket, false, tty).replaying();
     Ok(process(handle, Some(pid.to_owned()), follower, None))
 }
 
@@ -246,12 +265,15 @@ mod tests {
     }
 
     #[test]
-    fn what_sprites_cannot_do_is_refused() {
-        let pty = Command::new("bash").pty(PtySize { cols: 80, rows: 24 });
-        assert_eq!(
-            spawn_query(&pty, "0").unwrap_err().kind(),
-            ErrorKind::NotSupported
-        );
+    fn a_pty_asks_for_a_terminal_and_what_sprites_cannot_do_is_refused() {
+        let pty = Command::new("bash").pty(PtySize {
+            cols: 100,
+            rows: 30,
+        });
+        let q = pairs(&spawn_query(&pty, "0").unwrap());
+        for want in ["tty=true", "cols=100", "rows=30"] {
+            assert!(q.contains(&want.to_owned()), "{q:?}");
+        }
         let root = Command::new("id").user("root");
         assert_eq!(
             spawn_query(&root, "0").unwrap_err().kind(),
