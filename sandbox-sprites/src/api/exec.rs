@@ -107,11 +107,10 @@ impl ExecSocket {
                 Some(Ok(message)) => message,
             };
             match message {
-                Message::Binary(data) if self.tty => {
-                    if !data.is_empty() {
-                        return Ok(Frame::Stdout(data));
-                    }
+                Message::Binary(data) if self.tty && !data.is_empty() => {
+                    return Ok(Frame::Stdout(data));
                 }
+                Message::Binary(_) if self.tty => {}
                 Message::Binary(data) => {
                     if let Some(frame) = binary_frame(data)? {
                         return Ok(frame);
