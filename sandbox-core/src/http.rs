@@ -738,6 +738,28 @@ pub fn join_same_origin(base: &str, path: &str) -> Result<String> {
     Ok(joined)
 }
 
+/// The WebSocket form of an API base URL: `https://` becomes `wss://`, `http://` becomes
+/// `ws://`, a trailing `/` is dropped; anything else is a `Validation` error.
+///
+/// ```
+/// use sandbox_sdk_core::http::websocket_base;
+/// assert_eq!(websocket_base("https://api.example.com/").unwrap(), "wss://api.example.com");
+/// assert_eq!(websocket_base("http://127.0.0.1:9/t").unwrap(), "ws://127.0.0.1:9/t");
+/// assert!(websocket_base("ftp://x").is_err());
+/// ```
+pub fn websocket_base(base: &str) -> Result<String> {
+    let swapped = if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        return Err(Error::validation(format!(
+            "URL {base:?} is not http or https"
+        )));
+    };
+    Ok(swapped.trim_end_matches('/').to_owned())
+}
+
 /// Percent-encodes one path segment: everything but `A-Z a-z 0-9 - . _ ~` is escaped, so a `/`
 /// in an id cannot change the route. (An id of `.` or `..` cannot be escaped; [`HttpClient::request`]
 /// rejects such paths.)

@@ -213,6 +213,35 @@ async fn a_pty_reads_raw_terminal_bytes_sends_resizes_and_takes_the_exit_message
 }
 
 #[tokio::test]
+async fn a_command_past_its_timeout_whose_exit_never_comes_still_ends() {
+    // The kill is answered, but the socket stays open (pings answered) and no exit comes: the
+    // process ends with Timeout one idle bound after the kill instead of waiting for ever.
+    let (server, _) = replay(vec![
+        get_sprite(),
+        spawn("sleep 60", vec![session_info(41)]),
+        json!({
+            "request": {"method": "POST", "path": format!("/v1/sprites/{NAME}/exec/41/kill"),
+                        "query": {"signal": "SIGKILL"}},
+            "response": {"status": 200, "body": {"text": "{\"type\":\"complete\",\"exit_code\":137}\n"}}
+        }),
+    ])
+    .await;
+    let provider = SpritesProvider::builder()
+        .token(TOKEN)
+        .api_url(server.url())
+        .stream_idle_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let sb = provider.connect(NAME).await.unwrap();
+    let err = sb
+        .run(&Command::shell("sleep 60").timeout(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    server.verify().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_session_gone_while_detached_ends_the_process_with_an_ambiguous_transport_error() {
     let (server, provider) = replay(vec![
         get_sprite(),

@@ -131,16 +131,8 @@ fn scrub(data: &[u8], secrets: &[String]) -> Vec<u8> {
 
 /// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
 fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
-    let rest = if let Some(rest) = toolbox_base.strip_prefix("https://") {
-        format!("wss://{rest}")
-    } else if let Some(rest) = toolbox_base.strip_prefix("http://") {
-        format!("ws://{rest}")
-    } else {
-        return Err(Error::validation(format!(
-            "toolbox URL {toolbox_base:?} is not http or https"
-        )));
-    };
-    Ok(format!("{}{path}?follow=true", rest.trim_end_matches('/')))
+    let base = sandbox_sdk_core::http::websocket_base(toolbox_base)?;
+    Ok(format!("{base}{path}?follow=true"))
 }
 
 /// Opens the log stream of command `cid` in session `sid`, with the same headers as every

@@ -214,16 +214,7 @@ fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
 
 /// The WebSocket URL of `path` with `query`: the API base with `http` → `ws` (§2).
 fn ws_url(base: &str, path: &str, query: &[(&str, String)]) -> Result<String> {
-    let rest = if let Some(rest) = base.strip_prefix("https://") {
-        format!("wss://{rest}")
-    } else if let Some(rest) = base.strip_prefix("http://") {
-        format!("ws://{rest}")
-    } else {
-        return Err(Error::validation(format!(
-            "API URL {base:?} is not http or https"
-        )));
-    };
-    let mut url = format!("{rest}{path}");
+    let mut url = format!("{}{path}", sandbox_sdk_core::http::websocket_base(base)?);
     for (i, (key, value)) in query.iter().enumerate() {
         url.push(if i == 0 { '?' } else { '&' });
         url.push_str(key);

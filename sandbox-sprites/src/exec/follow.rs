@@ -153,7 +153,7 @@ impl Follower {
             let Some(socket) = self.socket.as_mut() else {
                 return Err(self.lost("the exec socket is gone"));
             };
-            let deadline = self.deadline.filter(|_| timed_out.is_none());
+            let deadline = self.deadline;
             let stdin = self.stdin.as_mut().map(|(rx, _)| rx);
             let resize = self.resize.as_mut();
             let frame = tokio::select! {
@@ -188,11 +188,14 @@ impl Follower {
                 }
                 _ = sleep_until(deadline.map(|(at, _)| at)) => {
                     let timeout = deadline.map(|(_, t)| t).unwrap_or_default();
-                    timed_out = Some(timeout);
-                    if !self.kill_for_timeout().await {
-                        // Nothing will end it for us: stop waiting now.
+                    // The kill was sent and no exit came within the idle bound, or nothing
+                    // will end it for us: stop waiting now.
+                    if timed_out.is_some() || !self.kill_for_timeout().await {
                         return Err(self.timeout_error(timeout));
                     }
+                    timed_out = Some(timeout);
+                    let grace = Instant::now() + self.handle.api.settings.stream_idle;
+                    self.deadline = Some((grace, timeout));
                     continue;
                 }
             };
