@@ -2,11 +2,14 @@
 //! step's name and the command that reproduces (or fixes) it.
 //!
 //! Every cargo command uses `--workspace --all-features`, so all steps share one build of each
-//! crate in `target/`. To add a step, add one line to [`steps`].
+//! crate in `target/`, built without incremental caches (a clean build gains nothing from them
+//! and they would double `target/`). After each step it prints how much `target/` holds and how
+//! much the disk has left, so a run that fills the disk shows where. To add a step, add one line
+//! to [`steps`].
 
 use crate::args::Args;
 use crate::{
-    Result, conformance, deps, faults, fixtures, mcp, outside, readme, shell, sim, skeleton,
+    Result, conformance, deps, disk, faults, fixtures, mcp, outside, readme, shell, sim, skeleton,
 };
 use std::time::{Duration, Instant};
 
@@ -162,6 +165,7 @@ fn test_step(nextest: bool) -> Step {
 /// Runs every step, failing fast.
 pub fn run(args: Args) -> Result {
     args.finish()?;
+    shell::without_incremental_caches();
     let steps = steps(shell::cargo_succeeds(&["nextest", "--version"]));
     let total = steps.len();
     let started = Instant::now();
@@ -183,9 +187,10 @@ pub fn run(args: Args) -> Result {
             return Err(message);
         }
         println!(
-            "    {} ok in {}",
+            "    {} ok in {}; {}",
             step.name,
-            seconds(step_started.elapsed())
+            seconds(step_started.elapsed()),
+            disk::report(&shell::workspace_root().join("target"))
         );
     }
     println!(

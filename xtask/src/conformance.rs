@@ -129,15 +129,18 @@ fn conformance(provider: Option<&str>) -> Result {
     std::fs::create_dir_all(&reports)
         .map_err(|e| format!("cannot create {}: {e}", reports.display()))?;
 
-    let mut cargo_args: Vec<String> = vec!["test".into()];
-    match provider {
-        None => cargo_args.extend(["--workspace".into(), "--all-features".into()]),
-        Some(_) => cargo_args.extend([
+    // One package selection for every cargo command here: a `-p` run of its own would unify
+    // features differently from `--workspace` and rebuild the crates it shares with CI's build.
+    let scope: Vec<String> = match provider {
+        None => vec!["--workspace".into(), "--all-features".into()],
+        Some(_) => vec![
             "-p".into(),
             present[0].package.into(),
             "--all-features".into(),
-        ]),
-    }
+        ],
+    };
+    let mut cargo_args: Vec<String> = vec!["test".into()];
+    cargo_args.extend(scope.iter().cloned());
     // Every provider's binary runs even when an earlier one fails, so every report is written.
     cargo_args.extend(["--test".into(), "conformance".into()]);
     for (_, test) in present.iter().flat_map(|t| t.more) {
@@ -149,42 +152,35 @@ fn conformance(provider: Option<&str>) -> Result {
     if let (Some(_), Some(filter)) = (provider, present[0].filter) {
         cargo_args.extend(["--".into(), filter.into()]);
     }
-    println!("==> cargo {}", cargo_args.join(" "));
-    let status = shell::cargo_command()
-        .args(&cargo_args)
-        .current_dir(&root)
-        .env(REPORT_DIR_ENV, &reports)
-        .status()
-        .map_err(|e| format!("could not start cargo: {e}"))?;
+    let status = run_tests(&root, &reports, &cargo_args)?;
 
     // The simulators' load scenario, alone: beside other tests it would starve their short
-    // timeouts (it is generated `#[ignore]`d for that reason).
-    let mut load_ok = true;
-    for t in &present {
-        for (label, bin) in t.more.iter().filter(|(label, _)| label.ends_with("-sim")) {
-            let args = [
-                "test",
-                "-p",
-                t.package,
-                "--all-features",
-                "--test",
-                bin,
-                "--",
-                "--ignored",
-                "--exact",
-                LOAD_SCENARIO,
-            ];
-            println!("==> {label}: cargo {}", args.join(" "));
-            let ok = shell::cargo_command()
-                .args(args)
-                .current_dir(&root)
-                .env(REPORT_DIR_ENV, &reports)
-                .status()
-                .map_err(|e| format!("could not start cargo: {e}"))?
-                .success();
-            load_ok &= ok;
-        }
+    // timeouts (it is generated `#[ignore]`d for that reason). Cargo runs one test binary at a
+    // time, so each simulator's load runs alone in one command.
+    let mut load_args: Vec<String> = vec!["test".into()];
+    load_args.extend(scope);
+    let mut sim_bins: Vec<&str> = present
+        .iter()
+        .flat_map(|t| t.more)
+        .filter(|(label, _)| label.ends_with("-sim"))
+        .map(|(_, bin)| *bin)
+        .collect();
+    sim_bins.sort_unstable();
+    sim_bins.dedup();
+    for bin in &sim_bins {
+        load_args.extend(["--test".into(), (*bin).into()]);
     }
+    load_args.extend(
+        [
+            "--no-fail-fast",
+            "--",
+            "--ignored",
+            "--exact",
+            LOAD_SCENARIO,
+        ]
+        .map(String::from),
+    );
+    let load_ok = sim_bins.is_empty() || run_tests(&root, &reports, &load_args)?.success();
 
     let names: Vec<&str> = present
         .iter()
@@ -211,6 +207,17 @@ fn conformance(provider: Option<&str>) -> Result {
     } else {
         Ok(())
     }
+}
+
+/// Runs `cargo ARGS` with the report directory set, echoing the command first.
+fn run_tests(root: &Path, reports: &Path, args: &[String]) -> Result<std::process::ExitStatus> {
+    println!("==> cargo {}", args.join(" "));
+    shell::cargo_command()
+        .args(args)
+        .current_dir(root)
+        .env(REPORT_DIR_ENV, reports)
+        .status()
+        .map_err(|e| format!("could not start cargo: {e}"))
 }
 
 #[derive(Debug, Default)]

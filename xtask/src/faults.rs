@@ -21,9 +21,7 @@ pub fn check() -> Result {
 }
 
 fn matrix(check_only: bool) -> Result {
-    let mut args = vec!["run", "--quiet", "-p", "sandbox-bench", "--bin", "faults"];
-    if check_only {
-        args.extend(["--", "--check"]);
-    }
-    shell::run_cargo(&args)
+    let faults = shell::workspace_binary("faults")?;
+    let args: &[&str] = if check_only { &["--check"] } else { &[] };
+    shell::run_program(&faults, args)
 }

@@ -12,6 +12,7 @@ mod capabilities;
 mod ci;
 mod conformance;
 mod deps;
+mod disk;
 mod faults;
 mod fixtures;
 mod fuzz;

@@ -38,10 +38,8 @@ pub fn run(args: Args) -> Result {
 /// The check as CI runs it: builds `sbox` with the workspace's flags, installs the clients,
 /// runs them.
 pub fn check() -> Result {
-    shell::run_cargo(&["build", "--workspace", "--all-features", "--bin", "sbox"])?;
-    let root = shell::workspace_root();
-    let sbox = root.join("target").join("debug").join("sbox");
-    let tools = root.join("tools");
+    let sbox = shell::workspace_binary("sbox")?;
+    let tools = shell::workspace_root().join("tools");
 
     let client = tools.join("mcp-client");
     npm_ci(&client)?;

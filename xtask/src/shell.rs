@@ -3,6 +3,18 @@
 use crate::Result;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether cargo commands from here build without incremental caches (see
+/// [`without_incremental_caches`]).
+static NO_INCREMENTAL: AtomicBool = AtomicBool::new(false);
+
+/// From now on, cargo commands from this process build without incremental caches: a build
+/// from a clean tree gains nothing from them, and they hold about as much disk as the build
+/// itself (4.8 of 11 GiB in a full CI run), which ran a CI machine out of space.
+pub fn without_incremental_caches() {
+    NO_INCREMENTAL.store(true, Ordering::Relaxed);
+}
 
 /// The workspace root (the parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
@@ -41,12 +53,16 @@ pub fn cargo_command() -> Command {
     shell_env(Command::new(cargo()))
 }
 
-/// `command` without the variables `cargo run` set for xtask (see [`cargo_command`]).
+/// `command` without the variables `cargo run` set for xtask (see [`cargo_command`]), and with
+/// `CARGO_INCREMENTAL=0` after [`without_incremental_caches`].
 pub fn shell_env(mut command: Command) -> Command {
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(set_by_cargo_run) {
             command.env_remove(&name);
         }
+    }
+    if NO_INCREMENTAL.load(Ordering::Relaxed) {
+        command.env("CARGO_INCREMENTAL", "0");
     }
     command
 }
@@ -58,6 +74,11 @@ pub fn run_cargo(args: &[&str]) -> Result {
         .current_dir(workspace_root())
         .status()
         .map_err(|e| format!("could not start cargo: {e}"))?;
+    exit_result(status)
+}
+
+/// `Ok` for a successful exit, else an error naming the exit code or the signal.
+fn exit_result(status: std::process::ExitStatus) -> Result {
     if status.success() {
         Ok(())
     } else {
@@ -66,6 +87,25 @@ pub fn run_cargo(args: &[&str]) -> Result {
             None => "killed by a signal".to_owned(),
         })
     }
+}
+
+/// Builds the binary `name` with the workspace's flags (`--workspace --all-features`, the build
+/// every CI step shares: a `cargo run -p` would unify features differently and rebuild the
+/// crates it shares) and returns its path.
+pub fn workspace_binary(name: &str) -> Result<PathBuf> {
+    run_cargo(&["build", "--workspace", "--all-features", "--bin", name])?;
+    Ok(workspace_root().join("target").join("debug").join(name))
+}
+
+/// Runs `program ARGS` in the workspace root with inherited output; an error names the exit
+/// status.
+pub fn run_program(program: &Path, args: &[&str]) -> Result {
+    let status = shell_env(Command::new(program))
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
+    exit_result(status)
 }
 
 /// Whether `cargo ARGS` runs and exits 0, with all output discarded.
