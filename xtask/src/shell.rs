@@ -89,11 +89,19 @@ fn exit_result(status: std::process::ExitStatus) -> Result {
     }
 }
 
-/// Builds the binary `name` with the workspace's flags (`--workspace --all-features`, the build
-/// every CI step shares: a `cargo run -p` would unify features differently and rebuild the
-/// crates it shares) and returns its path.
+/// Builds the binary `name` as the test build built it, and returns its path: with the
+/// workspace's flags (a `cargo run -p` would unify features differently) and with the examples,
+/// whose dev-dependencies turn on the same dependency features the tests turn on (without them
+/// cargo rebuilds tokio, reqwest and every crate above them for the binary alone).
 pub fn workspace_binary(name: &str) -> Result<PathBuf> {
-    run_cargo(&["build", "--workspace", "--all-features", "--bin", name])?;
+    run_cargo(&[
+        "build",
+        "--workspace",
+        "--all-features",
+        "--examples",
+        "--bin",
+        name,
+    ])?;
     Ok(workspace_root().join("target").join("debug").join(name))
 }
 

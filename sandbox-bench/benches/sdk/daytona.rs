@@ -63,7 +63,7 @@ pub async fn run(config: &Config) -> Result {
              session exec in a pooled session, like the baseline: the fewest requests that \
              keep stdout and stderr apart (a bare POST /process/execute is one request too, \
              without the daemon's session wrapper, but answers both streams merged, so run() \
-             cannot use it; sandbox-daytona's run_latency example measures the two)"
+             cannot use it; sandbox-daytona's daytona_run_latency example measures the two)"
                 .to_owned(),
         ),
         (

@@ -3,7 +3,7 @@
 //! one direct `/exec` of the same command through the same client.
 //!
 //! ```sh
-//! cargo run -p sandbox-fly --release --example run_latency [ITERATIONS]
+//! cargo run -p sandbox-fly --release --example fly_run_latency [ITERATIONS]
 //! ```
 //!
 //! Prints median and p95 of each path and the number of `/exec` calls per `run`. Nothing leaves

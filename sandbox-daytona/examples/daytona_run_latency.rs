@@ -10,7 +10,7 @@
 //!   WebSocket until both end marks).
 //!
 //! ```sh
-//! cargo run --release -p sandbox-daytona --example run_latency -- [RUNS]
+//! cargo run --release -p sandbox-daytona --example daytona_run_latency -- [RUNS]
 //! ```
 
 use sandbox_daytona::DaytonaProvider;
