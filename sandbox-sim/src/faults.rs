@@ -11,8 +11,8 @@
 //! | `reset-after` | acts, then closes the connection without answering (the ambiguous case) |
 //! | `delay:MS` | acts, then answers MS milliseconds later (a create answered late) |
 //! | `stall:MS` | waits MS milliseconds, then acts and answers (a slow operation) |
-//! | `cut:BYTES` | acts, answers, and closes the connection after BYTES bytes of body |
-//! | `silence` | acts, sends the head, then never sends a body byte |
+//! | `cut:BYTES` | acts, answers, and closes the connection after BYTES bytes of body (of frames, on a WebSocket) |
+//! | `silence` | acts, sends the head, then never sends a body byte (nor a frame, on a WebSocket) |
 //! | `malformed` | acts, answers its status with a body that is not valid JSON |
 //!
 //! `OPERATION` is the name the simulator gives the request (its docs list them) or `*` for any.

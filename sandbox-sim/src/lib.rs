@@ -50,6 +50,7 @@ pub mod faults;
 pub mod fly;
 mod server;
 pub mod sprites;
+mod upgrade;
 pub mod vercel;
 
 pub use faults::{Fault, FaultPlan, FaultRule};
@@ -57,6 +58,7 @@ pub use server::{
     Handler, LogEntry, MAX_REQUEST_BODY, RequestLog, SimBody, SimRequest, SimResponse, SimServer,
     decode,
 };
+pub use upgrade::{SimConnection, SimUpgrade};
 
 use sandbox_sdk_core::local::{LocalProvider, LocalSandbox};
 use sandbox_sdk_core::{CreateSpec, Result};

@@ -6,6 +6,7 @@
 //! stream).
 
 use super::faults::{Fault, FaultPlan};
+use super::upgrade::SimUpgrade;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -38,7 +39,7 @@ pub struct SimRequest {
     pub headers: HeaderMap,
     /// The whole body.
     pub body: Bytes,
-    upgrade: Option<hyper::upgrade::OnUpgrade>,
+    upgrade: Option<SimUpgrade>,
     /// The most items a page may hold ([`SimServer::set_page_cap`]), when capped.
     page_cap: Option<usize>,
 }
@@ -98,8 +99,9 @@ impl SimRequest {
         serde_json::from_slice(&self.body).map_err(|e| format!("invalid JSON body: {e}"))
     }
 
-    /// The connection upgrade of this request (a WebSocket), once.
-    pub fn take_upgrade(&mut self) -> Option<hyper::upgrade::OnUpgrade> {
+    /// The connection upgrade of this request (a WebSocket), once, with the request's fault
+    /// applied to the upgraded connection.
+    pub fn take_upgrade(&mut self) -> Option<SimUpgrade> {
         self.upgrade.take()
     }
 }
@@ -425,7 +427,10 @@ impl Shared {
             return Ok(reply(refused, None));
         }
         let (mut parts, body) = request.into_parts();
-        let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+        let upgrade = parts
+            .extensions
+            .remove::<hyper::upgrade::OnUpgrade>()
+            .map(SimUpgrade::new);
         let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) => {
@@ -440,7 +445,7 @@ impl Shared {
                 };
             }
         };
-        let request = SimRequest {
+        let mut request = SimRequest {
             method: parts.method,
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
@@ -454,6 +459,9 @@ impl Shared {
         };
         let operation = self.handler.operation(&request);
         let fault = self.faults.next(operation);
+        if let (Some(fault), Some(upgrade)) = (&fault, request.upgrade.as_mut()) {
+            upgrade.apply(fault);
+        }
         let index = self.log.push(LogEntry {
             at_ms: self.started.elapsed().as_millis() as u64,
             operation,

@@ -51,9 +51,18 @@ const FAULTS: &[(&str, &str)] = &[
         "reset-after",
         "connection reset after the server acted (the ambiguous case)",
     ),
-    ("cut:8", "answer cut after 8 bytes of body"),
-    ("malformed", "answer whose body is not valid JSON"),
-    ("silence", "head sent, then never a body byte"),
+    (
+        "cut:8",
+        "answer cut after 8 bytes of body (of frames, on a WebSocket)",
+    ),
+    (
+        "malformed",
+        "answer whose body is not valid JSON (no effect on a WebSocket's `101`)",
+    ),
+    (
+        "silence",
+        "head sent, then never a body byte (nor a frame, on a WebSocket)",
+    ),
     (
         "delay:3000",
         "answered 3 s late, past the 2 s request timeout",

@@ -8,9 +8,8 @@
 use super::call::Call;
 use super::logs::{Shape, Splitter};
 use super::session::{Session, SessionCommand};
-use crate::SimResponse;
+use crate::{SimResponse, SimUpgrade};
 use futures::{SinkExt, StreamExt};
-use hyper_util::rt::TokioIo;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,12 +27,7 @@ const CHUNK: usize = 1024;
 
 /// Answers the upgrade (101, or the daemon's 404 for an unknown session or command) and
 /// follows the log on the upgraded connection.
-pub(crate) fn upgrade(
-    call: Call,
-    upgrade: hyper::upgrade::OnUpgrade,
-    sid: &str,
-    cid: &str,
-) -> SimResponse {
+pub(crate) fn upgrade(call: Call, upgrade: SimUpgrade, sid: &str, cid: &str) -> SimResponse {
     let Some(session) = call
         .api
         .with(&call.sandbox_id, |r| r.sessions.get(sid).cloned())
@@ -65,10 +59,10 @@ pub(crate) fn upgrade(
         });
     let linger = call.api.config.follow_linger;
     call.api.rt.spawn(async move {
-        let Ok(upgraded) = upgrade.await else {
+        let Some(connection) = upgrade.connection().await else {
             return;
         };
-        let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        let ws = WebSocketStream::from_raw_socket(connection, Role::Server, None).await;
         follow(ws, session, command, shape, linger).await;
     });
     let mut answer = SimResponse::empty(101)

@@ -12,7 +12,6 @@ use super::{HOME, Settings, lock};
 use crate::{SimRequest, SimResponse};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,10 +60,10 @@ fn accept(
         return Err(error(400, "invalid_request", "not a websocket handshake"));
     };
     tokio::spawn(async move {
-        let Ok(upgraded) = upgrade.await else {
+        let Some(connection) = upgrade.connection().await else {
             return;
         };
-        let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        let ws = WebSocketStream::from_raw_socket(connection, Role::Server, None).await;
         serve(ws, session, conn).await;
     });
     Ok(SimResponse::empty(101)

@@ -724,3 +724,91 @@ fn durations_and_signals_parse_as_go_and_posix_write_them() {
     assert!(api::valid_name("a-1"));
     assert!(!api::valid_name(&"a".repeat(64)));
 }
+
+/// A simulator whose exec sockets take `fault` (one rule on `exec`; attaching is `exec.output`).
+async fn sim_with_exec_fault(fault: &str) -> SpritesSim {
+    SpritesSim::builder()
+        .linger(Duration::from_millis(50))
+        .idle(Duration::from_millis(300))
+        .faults(FaultPlan::parse(&format!("exec={fault}")).unwrap())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// The id of the one session running on `sprite` (listed from the moment its socket answers).
+async fn running_session(c: &Client, sprite: &str) -> u64 {
+    let (_, list) = c
+        .json(
+            reqwest::Method::GET,
+            &format!("/v1/sprites/{sprite}/exec"),
+            Value::Null,
+        )
+        .await;
+    list["sessions"][0]["id"]
+        .as_u64()
+        .expect("a running session")
+}
+
+/// Reads `ws` to its end: whether it ended without a close frame, and what it carried.
+async fn read_to_end<S>(ws: &mut S) -> (bool, Received)
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let mut got = Received::default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("timed out")
+        {
+            Some(Ok(Message::Close(_))) => return (false, got),
+            Some(Ok(message)) => got.take(message),
+            Some(Err(_)) | None => return (true, got),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_exec_socket_breaks_mid_frame_and_the_session_runs_on_to_be_attached() {
+    let sim = sim_with_exec_fault("cut:5").await;
+    let c = Client::of(&sim);
+    c.create("cut").await;
+    let mut ws = c
+        .ws("/v1/sprites/cut/exec?cmd=sh&cmd=-c&cmd=echo%20one%3B%20sleep%201%3B%20echo%20two")
+        .await;
+    let (broken, got) = read_to_end(&mut ws).await;
+    assert!(broken, "the socket ends without a close frame");
+    assert!(got.texts.is_empty() && got.exit.is_none(), "{got:?}");
+
+    // The session acted: attaching (another operation, not faulted) replays it whole.
+    let id = running_session(&c, "cut").await;
+    let mut ws = c.ws(&format!("/v1/sprites/cut/exec/{id}")).await;
+    let mut got = Received::default();
+    read_until(&mut ws, &mut got, |g| g.exit.is_some()).await;
+    assert_eq!(got.stdout, b"one\ntwo\n");
+    assert_eq!(got.exit, Some(0));
+    assert_eq!(sim.server().log().count("exec"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silenced_exec_socket_sends_no_frame_while_the_session_runs() {
+    let sim = sim_with_exec_fault("silence").await;
+    let c = Client::of(&sim);
+    c.create("quiet").await;
+    let mut silent = c
+        .ws("/v1/sprites/quiet/exec?cmd=sh&cmd=-c&cmd=echo%20one%3B%20sleep%201")
+        .await;
+    // The session ran to its exit: attaching shows it.
+    let id = running_session(&c, "quiet").await;
+    let mut ws = c.ws(&format!("/v1/sprites/quiet/exec/{id}")).await;
+    let mut got = Received::default();
+    read_until(&mut ws, &mut got, |g| g.exit.is_some()).await;
+    assert_eq!(got.stdout, b"one\n");
+    // The silenced socket carried nothing of it: not session_info, not the output, not the exit.
+    tokio::task::yield_now().await;
+    assert!(
+        futures::FutureExt::now_or_never(silent.next()).is_none(),
+        "the silenced socket sent a frame"
+    );
+}
