@@ -182,7 +182,13 @@ impl Follower {
                         }
                     };
                     if let Err(e) = sent {
+                        // Whether the server took the chunk is unknown, so it is neither lost in
+                        // silence nor sent twice: stdin closes with this error for its writer,
+                        // and the output is followed on through a re-attach.
                         tracing::debug!(error = %e, "sprites: stdin could not be sent; re-attaching");
+                        if let Some((_, outcome)) = self.stdin.take() {
+                            outcome.report(Err(stdin_broken(&e)));
+                        }
                     }
                     continue;
                 }
@@ -366,6 +372,21 @@ impl Follower {
 /// An error of the same kind and message, for a second reader (stdin's writer).
 fn copy(e: &Error) -> Error {
     Error::new(e.kind(), e.message().to_owned()).with_provider(PROVIDER)
+}
+
+/// The error stdin's writer gets when a chunk could not be sent (PROTOCOL.md §18.15).
+fn stdin_broken(e: &Error) -> Error {
+    Error::new(
+        ErrorKind::Transport,
+        format!(
+            "stdin closed: a chunk could not be sent ({}), and whether it arrived is unknown; \
+             the command runs on and its output is still followed",
+            e.message()
+        ),
+    )
+    .with_provider(PROVIDER)
+    .with_operation("exec")
+    .with_ambiguous(true)
 }
 
 /// The next item of `rx`, or never when there is none.
