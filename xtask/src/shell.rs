@@ -11,7 +11,7 @@ static NO_INCREMENTAL: AtomicBool = AtomicBool::new(false);
 
 /// From now on, cargo commands from this process build without incremental caches: a build
 /// from a clean tree gains nothing from them, and they hold about as much disk as the build
-/// itself (4.8 of 11 GiB in a full CI run), which ran a CI machine out of space.
+/// itself (6.0 of 13.2 GiB at the peak of a full CI run), which ran a CI machine out of space.
 pub fn without_incremental_caches() {
     NO_INCREMENTAL.store(true, Ordering::Relaxed);
 }
@@ -69,16 +69,18 @@ pub fn shell_env(mut command: Command) -> Command {
 
 /// Runs `cargo ARGS` in the workspace root with inherited output; an error names the exit status.
 pub fn run_cargo(args: &[&str]) -> Result {
-    let status = cargo_command()
-        .args(args)
-        .current_dir(workspace_root())
-        .status()
-        .map_err(|e| format!("could not start cargo: {e}"))?;
-    exit_result(status)
+    let mut cargo = cargo_command();
+    cargo.args(args);
+    run_in_root(cargo, "cargo")
 }
 
-/// `Ok` for a successful exit, else an error naming the exit code or the signal.
-fn exit_result(status: std::process::ExitStatus) -> Result {
+/// Runs `command` (named `what` in errors) in the workspace root with inherited output; an
+/// error names the exit code or the signal.
+fn run_in_root(mut command: Command, what: &str) -> Result {
+    let status = command
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("could not start {what}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -108,12 +110,9 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf> {
 /// Runs `program ARGS` in the workspace root with inherited output; an error names the exit
 /// status.
 pub fn run_program(program: &Path, args: &[&str]) -> Result {
-    let status = shell_env(Command::new(program))
-        .args(args)
-        .current_dir(workspace_root())
-        .status()
-        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
-    exit_result(status)
+    let mut command = shell_env(Command::new(program));
+    command.args(args);
+    run_in_root(command, &program.display().to_string())
 }
 
 /// Whether `cargo ARGS` runs and exits 0, with all output discarded.
