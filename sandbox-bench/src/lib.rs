@@ -44,6 +44,8 @@ pub fn adapter_for(sim: &dyn Simulator) -> Result<Arc<dyn Provider>> {
                 .request_timeout(REPLAY_REQUEST_TIMEOUT)
                 .create_lookup(REPLAY_CREATE_LOOKUP)
                 .stream_idle_timeout(SIM_STREAM_IDLE)
+                // The log socket's silence bound is its ping (every + answer), not the idle timeout.
+                .log_ping(SIM_STREAM_IDLE / 2, SIM_STREAM_IDLE / 2)
                 .build()?,
         ),
         "fly" => Arc::new(

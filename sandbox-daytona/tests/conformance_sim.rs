@@ -27,6 +27,8 @@ fn adapter(url: &str, key: &str) -> Result<Arc<dyn Provider>> {
         .request_timeout(REPLAY_REQUEST_TIMEOUT)
         .create_lookup(REPLAY_CREATE_LOOKUP)
         .stream_idle_timeout(SIM_STREAM_IDLE)
+        // The log socket's silence bound is its ping (every + answer), not the idle timeout.
+        .log_ping(SIM_STREAM_IDLE / 2, SIM_STREAM_IDLE / 2)
         .build()?;
     Ok(Arc::new(provider))
 }

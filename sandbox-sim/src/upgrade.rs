@@ -50,7 +50,7 @@ impl SimUpgrade {
     pub async fn connection(self) -> Option<SimConnection> {
         let upgraded = self.pending.await.ok()?;
         Some(SimConnection {
-            inner: TokioIo::new(upgraded),
+            inner: Some(TokioIo::new(upgraded)),
             outgoing: self.outgoing,
         })
     }
@@ -58,14 +58,50 @@ impl SimUpgrade {
 
 /// An upgraded connection whose outgoing bytes obey the request's fault.
 pub struct SimConnection {
-    inner: TokioIo<Upgraded>,
+    /// `None` only while dropping.
+    inner: Option<TokioIo<Upgraded>>,
     outgoing: Outgoing,
+}
+
+impl SimConnection {
+    fn inner(&mut self) -> Pin<&mut TokioIo<Upgraded>> {
+        Pin::new(
+            self.inner
+                .as_mut()
+                .expect("the connection is only taken on drop"),
+        )
+    }
+}
+
+/// A silenced connection stays open when its handler lets go of it, until the client leaves:
+/// the client must find out by its own idle bound, as with a silent HTTP body, not by the close
+/// the handler would have sent.
+impl Drop for SimConnection {
+    fn drop(&mut self) {
+        if self.outgoing != Outgoing::Swallowed {
+            return;
+        }
+        let (Some(mut inner), Ok(runtime)) =
+            (self.inner.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        runtime.spawn(async move {
+            let mut sink = [0u8; 1024];
+            while tokio::io::AsyncReadExt::read(&mut inner, &mut sink)
+                .await
+                .is_ok_and(|n| n > 0)
+            {}
+        });
+    }
 }
 
 fn cut() -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionReset, "cut by the simulator")
 }
 
+/// After a cut, reads fail too, so a handler waiting for the client notices the cut at once
+/// even when it has nothing more to write.
 impl AsyncRead for SimConnection {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -75,7 +111,7 @@ impl AsyncRead for SimConnection {
         if self.outgoing == Outgoing::CutAfter(0) {
             return Poll::Ready(Err(cut()));
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        self.inner().poll_read(cx, buf)
     }
 }
 
@@ -86,13 +122,12 @@ impl AsyncWrite for SimConnection {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.outgoing {
-            Outgoing::Sent => Pin::new(&mut self.inner).poll_write(cx, buf),
+            Outgoing::Sent => self.inner().poll_write(cx, buf),
             Outgoing::Swallowed => Poll::Ready(Ok(buf.len())),
             Outgoing::CutAfter(0) => Poll::Ready(Err(cut())),
             Outgoing::CutAfter(left) => {
                 let allowed = left.min(buf.len());
-                let written =
-                    std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, &buf[..allowed]))?;
+                let written = std::task::ready!(self.inner().poll_write(cx, &buf[..allowed]))?;
                 self.outgoing = Outgoing::CutAfter(left - written);
                 Poll::Ready(Ok(written))
             }
@@ -102,11 +137,15 @@ impl AsyncWrite for SimConnection {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.outgoing {
             Outgoing::Swallowed => Poll::Ready(Ok(())),
-            _ => Pin::new(&mut self.inner).poll_flush(cx),
+            _ => self.inner().poll_flush(cx),
         }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        match self.outgoing {
+            // Silence sends no FIN either; the drop keeps the connection open.
+            Outgoing::Swallowed => Poll::Ready(Ok(())),
+            _ => self.inner().poll_shutdown(cx),
+        }
     }
 }
