@@ -43,6 +43,9 @@ pub enum ErrorKind {
     Cancelled,
     /// The sandbox exists but is paused, stopped, or gone from the edge: it is not running.
     NotRunning,
+    /// A code context's state is gone: its kernel was killed or died. Restart or remove it;
+    /// the SDK never swaps in a fresh context silently.
+    ContextLost,
 }
 
 impl ErrorKind {
@@ -72,6 +75,7 @@ impl ErrorKind {
             ErrorKind::Transport => "transport error",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::NotRunning => "sandbox not running",
+            ErrorKind::ContextLost => "code context lost",
         }
     }
 }

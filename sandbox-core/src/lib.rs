@@ -7,6 +7,8 @@
 //! - the [`Capabilities`] map each provider declares, and the [`Error`] type with its [`ErrorKind`];
 //! - the exec model ([`Command`], [`Process`], [`ProcessEvent`]), files ([`FileInfo`], [`Download`]),
 //!   lifecycle ([`SandboxState`], [`CreateSpec`]), [`PreviewLink`] and [`SshAccess`];
+//! - stateful code ([`code`]): contexts, `run_code` events and rich results, and the emulated
+//!   kernel for providers without one;
 //! - fleet and cost ([`fleet`]): owner labels, the reaper, shapes and prices, usage;
 //! - the embedded `local` provider (feature `local`, on by default).
 //!
@@ -24,6 +26,7 @@ mod lifecycle;
 mod provider;
 
 pub mod client;
+pub mod code;
 pub mod emulate;
 pub mod fleet;
 #[cfg(feature = "http")]

@@ -127,6 +127,7 @@ pub fn kind_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Transport => "transport_error",
         ErrorKind::Cancelled => "cancelled",
         ErrorKind::NotRunning => "not_running",
+        ErrorKind::ContextLost => "context_lost",
         _ => "provider_error",
     }
 }
