@@ -262,14 +262,7 @@ impl RunCode {
                 "a context id is empty or contains '/' or NUL",
             ));
         }
-        for (key, value) in &self.env {
-            crate::exec::validate_env_name(key)?;
-            if value.contains('\0') {
-                return Err(Error::validation(format!(
-                    "value of environment variable {key} contains a NUL byte"
-                )));
-            }
-        }
+        crate::exec::validate_env(&self.env)?;
         Ok(())
     }
 }

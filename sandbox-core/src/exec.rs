@@ -216,14 +216,7 @@ impl Command {
                 return Err(Error::validation("cwd is empty"));
             }
         }
-        for (key, value) in &self.env {
-            validate_env_name(key)?;
-            if value.contains('\0') {
-                return Err(Error::validation(format!(
-                    "value of environment variable {key} contains a NUL byte"
-                )));
-            }
-        }
+        validate_env(&self.env)?;
         if let Some(user) = &self.user
             && (user.is_empty() || user.contains('\0'))
         {
@@ -231,6 +224,19 @@ impl Command {
         }
         Ok(())
     }
+}
+
+/// Checks every name in `env` with [`validate_env_name`] and that no value holds a NUL byte.
+pub(crate) fn validate_env(env: &BTreeMap<String, String>) -> Result<()> {
+    for (key, value) in env {
+        validate_env_name(key)?;
+        if value.contains('\0') {
+            return Err(Error::validation(format!(
+                "value of environment variable {key} contains a NUL byte"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks that `name` is a portable environment variable name.

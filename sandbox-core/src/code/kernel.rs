@@ -167,10 +167,7 @@ impl EmulatedKernels {
     pub async fn run_code(&self, host: &dyn Sandbox, request: &RunCode) -> Result<CodeRun> {
         request.validate()?;
         let kernel = self.kernel_for(host, request).await?;
-        kernel
-            .run(request)
-            .await
-            .map_err(|e| self.note_loss(e, &kernel))
+        kernel.run(request).await
     }
 
     async fn kernel_for(&self, host: &dyn Sandbox, request: &RunCode) -> Result<Arc<Kernel>> {
@@ -220,13 +217,6 @@ impl EmulatedKernels {
         // Another run may have started the default context meanwhile: keep the first.
         let kept = state.contexts.entry(id).or_insert(kernel).clone();
         Ok(kept)
-    }
-
-    fn note_loss(&self, error: Error, kernel: &Arc<Kernel>) -> Error {
-        if error.kind() == ErrorKind::ContextLost {
-            kernel.mark_lost("it stopped answering");
-        }
-        error
     }
 
     async fn start(&self, host: &dyn Sandbox, context: CodeContext) -> Result<Arc<Kernel>> {
@@ -335,46 +325,47 @@ impl Kernel {
             "inline_limit": INLINE_LIMIT,
             "spill_dir": ".sbox/out",
         });
-        write_line(&mut stdin, &hello).await?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        let start_timeout = || {
+            Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the emulated kernel did not start within {} s",
+                    START_TIMEOUT.as_secs()
+                ),
+            )
+        };
+        match tokio::time::timeout_at(deadline, write_line(&mut stdin, &hello)).await {
+            Ok(written) => written?,
+            Err(_) => {
+                let _ = process.kill().await;
+                return Err(start_timeout());
+            }
+        }
 
         // Read until the driver says it is ready (or why it cannot be).
         let prefix = format!("{key} ");
         let mut lines = LineReader::new(MAX_FRAME);
         let mut diagnostics = Diagnostics::default();
-        let deadline = Instant::now() + START_TIMEOUT;
-        let mut early = Vec::new();
         'ready: loop {
             let event = match tokio::time::timeout_at(deadline, process.next_event()).await {
                 Err(_) => {
                     let _ = process.kill().await;
-                    return Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!(
-                            "the emulated kernel did not start within {} s",
-                            START_TIMEOUT.as_secs()
-                        ),
-                    ));
+                    return Err(start_timeout());
                 }
                 Ok(event) => event,
             };
             match event {
                 Some(Ok(ProcessEvent::Stdout(chunk))) => {
                     for line in lines.push(&chunk) {
-                        let Some(frame) = keyed(&line, &prefix) else {
+                        let Some((_, Frame::Ready(ready))) = keyed(&line, &prefix) else {
                             continue;
                         };
-                        match frame {
-                            (_, Frame::Ready(ready)) => {
-                                if let Some(why) = ready.get("error").and_then(|v| v.as_str()) {
-                                    let _ = process.kill().await;
-                                    return Err(Error::validation(format!(
-                                        "code context cwd: {why}"
-                                    )));
-                                }
-                                break 'ready;
-                            }
-                            other => early.push(other),
+                        if let Some(why) = ready.get("error").and_then(|v| v.as_str()) {
+                            let _ = process.kill().await;
+                            return Err(Error::validation(format!("code context cwd: {why}")));
                         }
+                        break 'ready;
                     }
                 }
                 Some(Ok(ProcessEvent::Stderr(chunk))) => diagnostics.push(&chunk),
@@ -400,7 +391,6 @@ impl Kernel {
                 }
             }
         }
-        drop(early);
 
         let shared = Arc::new(Mutex::new(Shared {
             route: None,
@@ -430,11 +420,9 @@ impl Kernel {
     }
 
     async fn shut_down(&self) {
-        let _ = write_line(
-            &mut *self.stdin.lock().await,
-            &serde_json::json!({"type": "shutdown"}),
-        )
-        .await;
+        let _ = self
+            .send_control(serde_json::json!({"type": "shutdown"}))
+            .await;
         let _ = self.control.kill().await;
         self.mark_lost("it was shut down");
     }
@@ -478,11 +466,21 @@ impl Kernel {
     }
 
     async fn interrupt(&self, id: &str) -> Result<()> {
-        write_line(
-            &mut *self.stdin.lock().await,
-            &serde_json::json!({"type": "interrupt", "id": id}),
-        )
-        .await
+        self.send_control(serde_json::json!({"type": "interrupt", "id": id}))
+            .await
+    }
+
+    /// Writes a control line, bounded by [`INTERRUPT_GRACE`]: a kernel that no longer reads its
+    /// stdin is not waited on for ever.
+    async fn send_control(&self, line: serde_json::Value) -> Result<()> {
+        let write = async { write_line(&mut *self.stdin.lock().await, &line).await };
+        match tokio::time::timeout(INTERRUPT_GRACE, write).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                "the emulated kernel stopped reading its stdin",
+            )),
+        }
     }
 }
 
