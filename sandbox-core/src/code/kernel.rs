@@ -163,7 +163,8 @@ impl EmulatedKernels {
         }
     }
 
-    /// Runs one cell (see [`crate::Sandbox::run_code`]).
+    /// Runs one cell in the context it names, or in its language's default context (made on first
+    /// use).
     pub async fn run_code(&self, host: &dyn Sandbox, request: &RunCode) -> Result<CodeRun> {
         request.validate()?;
         let kernel = self.kernel_for(host, request).await?;
