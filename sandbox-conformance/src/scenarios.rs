@@ -102,6 +102,11 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("reap", Some(C::List), [List], live: true, record: false, sandbox: false, probe: false, "the reaper destroys the owner's sandbox outside the keep-set, nothing else"),
     scenario!("prepare_reuse", Some(C::Prepare), [Prepare], live: true, record: false, sandbox: false, probe: true, "a ready template is reused, one whose build failed is built again"),
     scenario!("prepare_failure", Some(C::Prepare), [Prepare], live: true, record: false, sandbox: false, probe: true, "a failed build is an error with the provider's reason"),
+    scenario!("code_state", Some(C::CodeInterpreter), [CodeInterpreter], live: true, record: false, sandbox: true, probe: true, "state across cells, an error with traceback, display and the last expression"),
+    scenario!("code_timeout", Some(C::CodeInterpreter), [CodeInterpreter], live: true, record: false, sandbox: true, probe: true, "a timed-out or dropped cell is interrupted and the state kept"),
+    scenario!("code_contexts", Some(C::StatefulKernel), [StatefulKernel], live: true, record: false, sandbox: true, probe: true, "two contexts apart, listed, restarted, removed"),
+    scenario!("code_output_bounded", Some(C::CodeInterpreter), [CodeInterpreter], live: true, record: false, sandbox: true, probe: true, "a flood of output is cut and reported"),
+    scenario!("code_lost", Some(C::StatefulKernel), [StatefulKernel], live: true, record: false, sandbox: true, probe: true, "a killed kernel is ContextLost until restarted"),
     scenario!("error_unauthorized", None, [], live: false, sandbox: false, probe: false, "401 is Unauthorized, token not shown"),
     scenario!("error_not_found", None, [], live: true, sandbox: false, probe: false, "404 is NotFound"),
     scenario!("error_conflict", None, [], live: false, sandbox: false, probe: false, "409 is Conflict, not retryable"),
@@ -183,6 +188,9 @@ macro_rules! ensure {
     };
 }
 
+// After `ensure!`, which its scenarios use.
+mod code;
+
 fn expect_kind<T>(
     result: sandbox_sdk_core::Result<T>,
     kind: ErrorKind,
@@ -251,6 +259,11 @@ pub(crate) fn body(name: &str) -> Option<Body> {
         "reap" => |c| Box::pin(reap_fleet(c, false)),
         "prepare_reuse" => |c| Box::pin(prepare_reuse(c)),
         "prepare_failure" => |c| Box::pin(prepare_failure(c)),
+        "code_state" => |c| Box::pin(code::code_state(c)),
+        "code_timeout" => |c| Box::pin(code::code_timeout(c)),
+        "code_contexts" => |c| Box::pin(code::code_contexts(c)),
+        "code_output_bounded" => |c| Box::pin(code::code_output_bounded(c)),
+        "code_lost" => |c| Box::pin(code::code_lost(c)),
         "error_unauthorized" => |c| Box::pin(error_unauthorized(c)),
         "error_not_found" => |c| Box::pin(error_not_found(c)),
         "error_conflict" => |c| Box::pin(error_conflict(c)),
@@ -1449,6 +1462,10 @@ async fn probe_call(sb: &dyn Sandbox, name: &str) -> Result<Error, String> {
         "preview_link" => err(sb.preview_link(8080).await),
         "ssh_access" => err(sb.ssh_access(Duration::from_secs(600)).await),
         "metrics" => err(sb.metrics().await),
+        "code_contexts" | "code_lost" => err(sb.list_code_contexts().await),
+        name if name.starts_with("code_") => err(sb
+            .run_code(&sandbox_sdk_core::code::RunCode::python("1"))
+            .await),
         _ => err(sb
             .write_file("conformance/bin/data.bin", binary_data().into())
             .await),

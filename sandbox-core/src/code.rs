@@ -2,42 +2,47 @@
 //! results (the "code interpreter").
 //!
 //! - A [`CodeContext`] is one kernel: a language, a working directory and the variables earlier
-//!   cells left behind. [`EmulatedKernels`] creates, lists, restarts (state cleared, same id)
-//!   and removes them; a run that names no context uses the language's default one.
-//! - A run returns a [`CodeRun`]: a stream of [`CodeEvent`]s (the execution count, stdout and
-//!   stderr chunks, rich [`CodeResult`]s, an [`ExecutionError`]) that ends when the cell ends.
-//!   [`CodeRun::execution`] collects it into an [`Execution`].
+//!   cells left behind. [`Sandbox::create_code_context`], [`list_code_contexts`],
+//!   [`restart_code_context`] (state cleared, same id) and [`remove_code_context`] manage them
+//!   (capability `stateful_kernel`); a run that names no context uses the language's default one.
+//! - [`Sandbox::run_code`] (capability `code_interpreter`) returns a [`CodeRun`]: a stream of
+//!   [`CodeEvent`]s (the execution count, stdout and stderr chunks, rich [`CodeResult`]s, an
+//!   [`ExecutionError`]) that ends when the cell ends. [`CodeRun::execution`] collects it into
+//!   an [`Execution`].
 //! - Three knobs, kept apart: [`RunCode::timeout`] bounds the cell (default
 //!   [`DEFAULT_EXECUTION_TIMEOUT`]; a cell past it is interrupted and the context keeps its
 //!   state), [`RunCode::request_timeout`] bounds only the request that starts it, and the
 //!   sandbox's own lifetime is [`CreateSpec::timeout`](crate::CreateSpec) /
-//!   [`Sandbox::set_timeout`](crate::Sandbox::set_timeout).
+//!   [`Sandbox::set_timeout`].
 //! - Dropping a [`CodeRun`] before it ends interrupts the cell; the context keeps its state.
 //!   When a context's state is gone (its kernel was killed or died) the next call on it fails
 //!   with [`ErrorKind::ContextLost`](crate::ErrorKind::ContextLost) — never a silent fresh
 //!   context.
 //!
 //! Providers without a kernel of their own run the [`kernel`] driver (a small standard-library
-//! Python program) over exec; everything that comes from it is marked
+//! Python program) over exec with stdin; everything that comes from it is marked
 //! [`emulated`](Execution::emulated).
 //!
-//! Until the [`Sandbox`](crate::Sandbox) trait carries these operations, the emulated kernel
-//! is reached directly, with any sandbox that has exec and stdin as its host:
-//!
 //! ```no_run
-//! # async fn demo(sandbox: &dyn sandbox_sdk_core::Sandbox) -> sandbox_sdk_core::Result<()> {
+//! # async fn demo(provider: &dyn sandbox_sdk_core::Provider) -> sandbox_sdk_core::Result<()> {
+//! use sandbox_sdk_core::CreateSpec;
 //! use sandbox_sdk_core::code::RunCode;
-//! use sandbox_sdk_core::code::kernel::EmulatedKernels;
 //!
-//! let kernels = EmulatedKernels::new();
-//! kernels.run_code(sandbox, &RunCode::python("x = 20")).await?.execution().await?;
-//! let run = kernels.run_code(sandbox, &RunCode::python("x * 2 + 2")).await?;
+//! let sandbox = provider.create(&CreateSpec::new()).await?;
+//! sandbox.run_code(&RunCode::python("x = 20")).await?.execution().await?;
+//! let run = sandbox.run_code(&RunCode::python("x * 2 + 2")).await?;
 //! let execution = run.execution().await?;
 //! assert_eq!(execution.text(), Some("42"));
+//! sandbox.destroy().await?;
 //! # Ok(()) }
 //! ```
 //!
-//! [`EmulatedKernels`]: kernel::EmulatedKernels
+//! [`Sandbox::create_code_context`]: crate::Sandbox::create_code_context
+//! [`list_code_contexts`]: crate::Sandbox::list_code_contexts
+//! [`restart_code_context`]: crate::Sandbox::restart_code_context
+//! [`remove_code_context`]: crate::Sandbox::remove_code_context
+//! [`Sandbox::run_code`]: crate::Sandbox::run_code
+//! [`Sandbox::set_timeout`]: crate::Sandbox::set_timeout
 
 use crate::error::{Error, Result};
 use base64::Engine;

@@ -29,6 +29,7 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Level};
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::Result;
 use crate::exec::{Command, EventStream, ExitStatus, Process, ProcessEvent, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
@@ -403,6 +404,21 @@ impl Sandbox for EmulateSandbox {
     }
     async fn metrics(&self) -> Result<Metrics> {
         self.inner.metrics().await
+    }
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.inner.create_code_context(spec).await
+    }
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.inner.list_code_contexts().await
+    }
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.inner.restart_code_context(id).await
+    }
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.inner.remove_code_context(id).await
+    }
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.inner.run_code(request).await
     }
 }
 

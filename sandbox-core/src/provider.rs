@@ -11,6 +11,7 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Capability};
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileEvent, FileInfo, ListOptions, Transfer, UploadBody};
@@ -176,7 +177,7 @@ macro_rules! optional {
 /// optional operations — each needs a capability an adapter may declare `Unsupported`:
 /// [`Provider::list`], the background and kill operations, the file operations, `watch`,
 /// `stop`/`pause`/`resume`, `set_timeout`, `preview_link`, `ssh_access`, `fork`, `snapshot`,
-/// `metrics` — have a default body that sends nothing and returns `NotSupported`.
+/// `metrics`, the code operations — have a default body that sends nothing and returns `NotSupported`.
 ///
 /// The defaults spare an adapter one stub per operation it does not offer (the conformance kit's fake
 /// adapter dropped 13), and they hide no mistake:
@@ -340,6 +341,35 @@ pub trait Sandbox: Any + Send + Sync + Debug {
     async fn metrics(&self) -> Result<Metrics> {
         optional!(self, "metrics", operation::METRICS)
     }
+
+    /// Starts a new code context: a kernel that keeps its state between
+    /// [`run_code`](Sandbox::run_code) calls. Needs `stateful_kernel`.
+    async fn create_code_context(&self, _spec: &ContextSpec) -> Result<CodeContext> {
+        optional!(self, "create_code_context", operation::CODE_CONTEXTS)
+    }
+
+    /// The code contexts of this sandbox. Needs `stateful_kernel`.
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        optional!(self, "list_code_contexts", operation::CODE_CONTEXTS)
+    }
+
+    /// Restarts a context's kernel: its state is cleared, its id kept; a lost context works
+    /// again. Needs `stateful_kernel`.
+    async fn restart_code_context(&self, _id: &str) -> Result<()> {
+        optional!(self, "restart_code_context", operation::CODE_CONTEXTS)
+    }
+
+    /// Stops a context's kernel and forgets it. Needs `stateful_kernel`.
+    async fn remove_code_context(&self, _id: &str) -> Result<()> {
+        optional!(self, "remove_code_context", operation::CODE_CONTEXTS)
+    }
+
+    /// Runs a cell in a context (the language's default one when the request names none) and
+    /// streams its output and results. Dropping the [`CodeRun`] interrupts the cell; the
+    /// context keeps its state. Needs `code_interpreter`.
+    async fn run_code(&self, _request: &RunCode) -> Result<CodeRun> {
+        optional!(self, "run_code", operation::RUN_CODE)
+    }
 }
 
 /// Which capability each gated operation needs; used by the gating layer and the conformance kit.
@@ -379,6 +409,10 @@ pub mod operation {
     pub const SNAPSHOT: Requirement = ("snapshot", Capability::Snapshot);
     /// `Sandbox::metrics`.
     pub const METRICS: Requirement = ("metrics", Capability::Metrics);
+    /// `Sandbox::run_code`.
+    pub const RUN_CODE: Requirement = ("run_code", Capability::CodeInterpreter);
+    /// `Sandbox::create_code_context` and the other context operations.
+    pub const CODE_CONTEXTS: Requirement = ("code_contexts", Capability::StatefulKernel);
     /// `Provider::usage`.
     pub const USAGE: Requirement = ("usage", Capability::Usage);
     /// `Provider::prepare`.

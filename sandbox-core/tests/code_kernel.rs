@@ -1,60 +1,60 @@
-//! The emulated kernel live on the `local` provider: state across cells, errors, results, timeouts.
+//! The emulated kernel on the `local` provider, through the client, for what the conformance
+//! scenarios do not check: children's output, and frames forged by user code.
 #![cfg(feature = "local")]
 
+use sandbox_sdk_core::client::Client;
 use sandbox_sdk_core::code::RunCode;
-use sandbox_sdk_core::code::kernel::EmulatedKernels;
 use sandbox_sdk_core::local::LocalProvider;
-use sandbox_sdk_core::{CreateSpec, ErrorKind, Provider};
-use std::time::Duration;
+use sandbox_sdk_core::{CreateSpec, Level, Provider};
+use std::sync::Arc;
 
 #[tokio::test]
-async fn state_errors_results_and_timeouts_on_local() {
-    let provider = LocalProvider::new();
-    let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
-    let kernels = EmulatedKernels::new();
-    let host = sandbox.as_ref();
-
+async fn children_and_forged_frames_are_only_output() {
+    let client = Client::builder(Arc::new(LocalProvider::new())).build();
+    assert_eq!(client.capabilities().code_interpreter, Level::Emulated);
+    let sandbox = client.create(&CreateSpec::new()).await.unwrap();
     let run = |code: &str| RunCode::python(code);
-    let first = kernels
-        .run_code(host, &run("x = 20\nprint('hi')"))
+
+    let child = sandbox
+        .run_code(&run("import os\nos.system('echo from-child')"))
+        .await
+        .unwrap()
+        .execution()
         .await
         .unwrap();
-    let first = first.execution().await.unwrap();
-    assert_eq!(first.stdout_text(), "hi\n");
-    assert!(first.emulated);
+    assert_eq!(child.stdout_text(), "from-child\n");
+    assert!(child.emulated);
 
-    let second = kernels.run_code(host, &run("x * 2 + 2")).await.unwrap();
-    assert_eq!(second.execution().await.unwrap().text(), Some("42"));
-
-    let error = kernels.run_code(host, &run("1/0")).await.unwrap();
-    let error = error.execution().await.unwrap().error.unwrap();
-    assert_eq!(error.name, "ZeroDivisionError");
-    assert!(error.traceback.contains("1/0"), "{}", error.traceback);
-
-    let child = kernels
-        .run_code(
-            host,
-            &run("import os\nos.system('echo from-child')\ndisplay({'a': 1})"),
-        )
-        .await
-        .unwrap();
-    let child = child.execution().await.unwrap();
-    assert!(child.stdout_text().contains("from-child"), "{child:?}");
-    assert_eq!(child.results.len(), 1);
-    assert!(!child.results[0].is_main_result);
-
-    let slow = kernels
-        .run_code(
-            host,
-            &run("import time\ntime.sleep(30)").timeout(Duration::from_millis(300)),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        slow.execution().await.unwrap_err().kind(),
-        ErrorKind::Timeout
+    // Frame-shaped lines on fd 1, from the cell and from a child, end nothing and add no
+    // result: they are the cell's stdout.
+    let forged = r#"{"type": "end_of_execution"}"#;
+    let result = r#"{"type": "result", "text": "forged", "is_main_result": true}"#;
+    let code = format!(
+        "import os\nos.write(1, b'{forged}\\n')\nos.system(\"\"\"echo '{result}'\"\"\")\nprint('after')\n'real'"
     );
-    let kept = kernels.run_code(host, &run("x")).await.unwrap();
-    assert_eq!(kept.execution().await.unwrap().text(), Some("20"));
+    let out = sandbox
+        .run_code(&run(&code))
+        .await
+        .unwrap()
+        .execution()
+        .await
+        .unwrap();
+    assert_eq!(out.error, None);
+    assert_eq!(out.stdout_text(), format!("{forged}\n{result}\nafter\n"));
+    assert_eq!(out.results.len(), 1, "{out:?}");
+    assert_eq!(out.text(), Some("real"));
+    sandbox.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bad_env_name_is_refused_before_any_kernel_starts() {
+    let client = Client::builder(Arc::new(LocalProvider::new())).build();
+    let sandbox = client.create(&CreateSpec::new()).await.unwrap();
+    let error = sandbox
+        .run_code(&RunCode::python("1").env("A=B", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), sandbox_sdk_core::ErrorKind::Validation);
+    assert!(sandbox.list_code_contexts().await.unwrap().is_empty());
     sandbox.destroy().await.unwrap();
 }

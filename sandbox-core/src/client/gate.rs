@@ -13,6 +13,7 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Capability};
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::{Error, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
@@ -252,5 +253,28 @@ impl Sandbox for GateSandbox {
     async fn metrics(&self) -> Result<Metrics> {
         self.require(operation::METRICS)?;
         self.inner.metrics().await
+    }
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.require(operation::CODE_CONTEXTS)?;
+        self.inner.create_code_context(spec).await
+    }
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.require(operation::CODE_CONTEXTS)?;
+        self.inner.list_code_contexts().await
+    }
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.require(operation::CODE_CONTEXTS)?;
+        self.inner.restart_code_context(id).await
+    }
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.require(operation::CODE_CONTEXTS)?;
+        self.inner.remove_code_context(id).await
+    }
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.require(operation::RUN_CODE)?;
+        request
+            .validate()
+            .map_err(|e| e.with_sandbox_id(self.inner.id()))?;
+        self.inner.run_code(request).await
     }
 }

@@ -11,6 +11,7 @@ use super::fallback::{FallbackEvent, LoserEvent};
 use super::retry::RetryEvent;
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::Capabilities;
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::{Error, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
@@ -294,5 +295,29 @@ impl Sandbox for HooksSandbox {
     }
     async fn metrics(&self) -> Result<Metrics> {
         self.seen("metrics", self.inner.metrics().await)
+    }
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.seen(
+            "create_code_context",
+            self.inner.create_code_context(spec).await,
+        )
+    }
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.seen("list_code_contexts", self.inner.list_code_contexts().await)
+    }
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.seen(
+            "restart_code_context",
+            self.inner.restart_code_context(id).await,
+        )
+    }
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.seen(
+            "remove_code_context",
+            self.inner.remove_code_context(id).await,
+        )
+    }
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.seen("run_code", self.inner.run_code(request).await)
     }
 }

@@ -27,6 +27,7 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::Capabilities;
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
@@ -559,5 +560,26 @@ impl Sandbox for RetrySandbox {
     }
     async fn metrics(&self) -> Result<Metrics> {
         self.retry("metrics", || self.inner.metrics()).await
+    }
+    /// Not retried: a second create would make a second kernel.
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.inner.create_code_context(spec).await
+    }
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.retry("list_code_contexts", || self.inner.list_code_contexts())
+            .await
+    }
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.retry("restart_code_context", || {
+            self.inner.restart_code_context(id)
+        })
+        .await
+    }
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.inner.remove_code_context(id).await
+    }
+    /// Not retried: a cell sent again would run its side effects twice.
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.inner.run_code(request).await
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::Capabilities;
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::Result;
 use crate::exec::{Command, Process, ProcessInfo};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody};
@@ -237,5 +238,36 @@ impl Sandbox for TraceSandbox {
     }
     async fn metrics(&self) -> Result<Metrics> {
         traced(self.span("metrics"), self.inner.metrics()).await
+    }
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        traced(
+            self.span("create_code_context"),
+            self.inner.create_code_context(spec),
+        )
+        .await
+    }
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        traced(
+            self.span("list_code_contexts"),
+            self.inner.list_code_contexts(),
+        )
+        .await
+    }
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        traced(
+            self.span("restart_code_context"),
+            self.inner.restart_code_context(id),
+        )
+        .await
+    }
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        traced(
+            self.span("remove_code_context"),
+            self.inner.remove_code_context(id),
+        )
+        .await
+    }
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        traced(self.span("run_code"), self.inner.run_code(request)).await
     }
 }

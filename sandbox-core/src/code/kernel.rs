@@ -304,6 +304,7 @@ impl Kernel {
             Err(e) if e.kind() == ErrorKind::NotFound => return Err(no_python(host)),
             Err(e) => return Err(e),
         };
+        let control = process.control();
         let Some(mut stdin) = process.take_stdin() else {
             return Err(Error::new(
                 ErrorKind::NotSupported,
@@ -339,7 +340,7 @@ impl Kernel {
         match tokio::time::timeout_at(deadline, write_line(&mut stdin, &hello)).await {
             Ok(written) => written?,
             Err(_) => {
-                let _ = process.kill().await;
+                let _ = control.kill().await;
                 return Err(start_timeout());
             }
         }
@@ -351,7 +352,7 @@ impl Kernel {
         'ready: loop {
             let event = match tokio::time::timeout_at(deadline, process.next_event()).await {
                 Err(_) => {
-                    let _ = process.kill().await;
+                    let _ = control.kill().await;
                     return Err(start_timeout());
                 }
                 Ok(event) => event,
@@ -363,7 +364,7 @@ impl Kernel {
                             continue;
                         };
                         if let Some(why) = ready.get("error").and_then(|v| v.as_str()) {
-                            let _ = process.kill().await;
+                            let _ = control.kill().await;
                             return Err(Error::validation(format!("code context cwd: {why}")));
                         }
                         break 'ready;
@@ -400,7 +401,7 @@ impl Kernel {
         let kernel = Arc::new(Kernel {
             context,
             stdin: tokio::sync::Mutex::new(stdin),
-            control: process.control(),
+            control,
             cells: Arc::new(tokio::sync::Mutex::new(())),
             shared: shared.clone(),
         });

@@ -117,6 +117,8 @@ mod process;
 
 use crate::access::{PreviewLink, SshAccess};
 use crate::capability::{Capabilities, Flags, Level, PreviewModel};
+use crate::code::kernel::EmulatedKernels;
+use crate::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{Command, EventStream, Process, ProcessInfo, Stdin};
 use crate::files::{Download, FileInfo, ListOptions, Transfer, UploadBody, validate_path};
@@ -143,7 +145,9 @@ const NAME: &str = "local";
 /// reaches.
 pub const SANDBOX_MARKER: &str = "SANDBOX_SDK_LOCAL_SANDBOX";
 
-/// What the `local` provider does. Everything not listed as native here is unsupported.
+/// What the `local` provider does. The code interpreter is core's emulated kernel
+/// ([`crate::code::kernel`]), run with the host's `python3`; everything not listed here is
+/// unsupported.
 pub const CAPABILITIES: Capabilities = Capabilities {
     list: Level::Native,
     pause: Level::Native,
@@ -153,6 +157,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     stdin: Level::Native,
     files_upload: Level::Native,
     expose_port: Level::Native,
+    code_interpreter: Level::Emulated,
+    stateful_kernel: Level::Emulated,
     flags: Flags {
         preserves_memory_on_pause: true,
         preserves_disk_on_stop: false,
@@ -356,6 +362,7 @@ impl LocalProvider {
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
             ended_groups: Default::default(),
+            kernels: EmulatedKernels::new(),
         });
         let inner = lock(&REGISTRY)
             .entry(id.to_owned())
@@ -443,6 +450,7 @@ impl LocalProvider {
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
             ended_groups: Default::default(),
+            kernels: EmulatedKernels::new(),
         });
         let existing = {
             let mut registry = lock(&REGISTRY);
@@ -583,6 +591,8 @@ struct Inner {
     next_output: std::sync::atomic::AtomicU64,
     /// The process groups whose leaders have been reaped (for destroy's sweep).
     ended_groups: Arc<Mutex<Vec<process::EndedGroup>>>,
+    /// The code contexts, run by core's emulated kernel over exec with stdin.
+    kernels: EmulatedKernels,
 }
 
 impl Inner {
@@ -1185,5 +1195,25 @@ impl Sandbox for LocalSandbox {
 
     async fn metrics(&self) -> Result<Metrics> {
         self.unsupported("metrics")
+    }
+
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.inner.kernels.create_context(self, spec).await
+    }
+
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.inner.kernels.list_contexts().await
+    }
+
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.inner.kernels.restart_context(self, id).await
+    }
+
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.inner.kernels.remove_context(self, id).await
+    }
+
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.inner.kernels.run_code(self, request).await
     }
 }
