@@ -289,6 +289,13 @@ fn resolve_template(
     if name == "base" || name == BASE_TEMPLATE_ID {
         return Some((BASE_TEMPLATE_ID.into(), Some("base".into()), None));
     }
+    if name == super::interpreter::TEMPLATE || name == super::INTERPRETER_TEMPLATE_ID {
+        return Some((
+            super::INTERPRETER_TEMPLATE_ID.into(),
+            Some(super::interpreter::TEMPLATE.into()),
+            None,
+        ));
+    }
     let bare = name.strip_suffix(":default").unwrap_or(name);
     let snapshots = lock(&state.snapshots);
     snapshots
@@ -348,6 +355,7 @@ async fn make_sandbox(
         processes: Mutex::new(BTreeMap::new()),
         file_meta: Mutex::new(HashMap::new()),
         watchers: Mutex::new(HashMap::new()),
+        interpreter: Default::default(),
     });
     lock(&state.sandboxes).insert(id, sb.clone());
     Ok(sb)

@@ -143,6 +143,9 @@ pub(crate) async fn handle(state: Arc<State>, request: SimRequest) -> SimRespons
                 );
             }
         }
+        if port == super::interpreter::PORT.to_string() && sb.serves_interpreter() {
+            return super::interpreter::handle(&sb, request).await;
+        }
         let port: u64 = port.parse().unwrap_or(0);
         return proxy_error(
             502,

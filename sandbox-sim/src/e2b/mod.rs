@@ -48,6 +48,15 @@
 //! | `filesystem.Filesystem/WatchDir`, `CreateWatcher`, `GetWatcherEvents`, `RemoveWatcher` | `files.watch` |
 //! | `GET /health`, `GET /envs`, `GET /metrics` | `health`, `other`, `other` |
 //!
+//! The code interpreter of template `code-interpreter-v1` (port 49999 behind the proxy; see
+//! `interpreter.rs` for what differs from the real server):
+//!
+//! | request | operation |
+//! | --- | --- |
+//! | `GET /health` | `health` |
+//! | `POST /execute` (NDJSON: `number_of_executions`, `stdout`, `stderr`, `result`, `error`, `keepalive`, `end_of_execution`) | `other` |
+//! | `POST /contexts`, `GET /contexts`, `POST /contexts/{id}/restart`, `DELETE /contexts/{id}` | `other` |
+//!
 //! Anything else is `other`. The proxy answers a sandbox that is gone or paused (without
 //! auto-resume) with its 502 body, one still pausing or resuming with 409, and its control
 //! endpoints (`/init`, …) with 404.
@@ -69,8 +78,8 @@
 //!
 //! ## Not simulated
 //!
-//! Templates and their builds (only `base` and snapshots of simulated sandboxes can be created
-//! from), volumes, egress rules (accepted and echoed, not enforced), logs, MCP, running as a
+//! Templates and their builds (only `base`, `code-interpreter-v1` and snapshots of simulated
+//! sandboxes can be created from), volumes, egress rules (accepted and echoed, not enforced), logs, MCP, running as a
 //! user other than the host user (`user` and `root` are accepted and both run as it), memory in
 //! forks and snapshots (they copy files only), xattrs (upload metadata is kept in memory),
 //! request-rate limits (inject them with a fault plan). `StreamInput` is applied when its
@@ -80,6 +89,7 @@ mod api;
 mod connect;
 mod envd;
 mod filesystem;
+mod interpreter;
 mod process;
 #[cfg(test)]
 mod tests;
@@ -100,6 +110,8 @@ use std::time::{Duration, SystemTime};
 pub const ENVD_VERSION: &str = "0.6.13";
 /// The id of the `base` template.
 pub const BASE_TEMPLATE_ID: &str = "rki5dems9wqfm4r03t7g";
+/// The id of the `code-interpreter-v1` template.
+pub const INTERPRETER_TEMPLATE_ID: &str = "nlhz8vlwyupq845jsdg9";
 /// The home directory of the sandbox's user, as envd shows it.
 pub const HOME: &str = "/home/user";
 /// The port envd listens on, as the routing header names it.
@@ -328,9 +340,17 @@ pub(crate) struct Sandbox {
     pub processes: Mutex<BTreeMap<u32, Arc<process::SimProcess>>>,
     pub file_meta: Mutex<HashMap<PathBuf, BTreeMap<String, String>>>,
     pub watchers: Mutex<HashMap<String, filesystem::Watcher>>,
+    /// The code interpreter's contexts (served when the template is `code-interpreter-v1`).
+    pub interpreter: interpreter::Contexts,
 }
 
 impl Sandbox {
+    /// Whether its template runs the code interpreter server (port 49999).
+    pub fn serves_interpreter(&self) -> bool {
+        self.template_id == INTERPRETER_TEMPLATE_ID
+            || self.alias.as_deref() == Some(interpreter::TEMPLATE)
+    }
+
     /// The host directory behind `/home/user`.
     pub fn home(&self) -> &Path {
         self.local.dir()

@@ -985,3 +985,109 @@ async fn the_registry_starts_it_and_env_points_clients_at_it() {
     assert!(env["E2B_API_KEY"].starts_with("e2b_"));
     assert!(crate::PROVIDERS.contains(&"e2b"));
 }
+
+/// A request to the interpreter server of `sb` (port 49999), with its access token.
+fn interpreter(
+    client: &Client,
+    sb: &Value,
+    method: reqwest::Method,
+    path: &str,
+) -> reqwest::RequestBuilder {
+    client
+        .http
+        .request(method, format!("{}{path}", client.url))
+        .header("e2b-sandbox-id", sb["sandboxID"].as_str().unwrap())
+        .header("e2b-sandbox-port", "49999")
+        .header("x-access-token", sb["envdAccessToken"].as_str().unwrap())
+}
+
+#[tokio::test]
+async fn the_interpreter_streams_ndjson_and_answers_its_errors_as_the_server_does() {
+    let sim = E2bSim::start().await.unwrap();
+    let client = Client::of(&sim);
+    let base = client.create(json!({"templateID": "base"})).await;
+    let answer = interpreter(&client, &base, reqwest::Method::GET, "/health")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 502, "a base template opens no port 49999");
+
+    let sb = client
+        .create(json!({"templateID": "code-interpreter-v1"}))
+        .await;
+    let health = interpreter(&client, &sb, reqwest::Method::GET, "/health")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.text().await.unwrap(), "\"OK\"");
+    let execute = |body: Value| {
+        interpreter(&client, &sb, reqwest::Method::POST, "/execute")
+            .json(&body)
+            .send()
+    };
+    let answer = execute(json!({"code": "x = 2\nprint('hi')\nx * 21"}))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let lines: Vec<Value> = answer
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "number_of_executions",
+            "stdout",
+            "result",
+            "end_of_execution"
+        ]
+    );
+    assert_eq!(lines[1]["text"], "hi\n");
+    assert!(lines[1]["timestamp"].as_str().unwrap().contains('T'));
+    assert_eq!(lines[2]["text"], "42");
+    assert_eq!(lines[2]["is_main_result"], true);
+
+    let both = execute(json!({"code": "1", "context_id": "c", "language": "python"}))
+        .await
+        .unwrap();
+    assert_eq!(both.status(), 400);
+    assert_eq!(
+        both.text().await.unwrap(),
+        "Only one of context_id or language can be provided"
+    );
+    let missing = execute(json!({"code": "1", "context_id": "nope"}))
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(missing.text().await.unwrap(), "Context nope not found");
+    let wrong = client
+        .http
+        .post(format!("{}/execute", client.url))
+        .header("e2b-sandbox-id", sb["sandboxID"].as_str().unwrap())
+        .header("e2b-sandbox-port", "49999")
+        .header("x-access-token", "wrong")
+        .json(&json!({"code": "1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let listed: Value = interpreter(&client, &sb, reqwest::Method::GET, "/contexts")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed[0]["language"], "python");
+    assert_eq!(listed[0]["cwd"], "/home/user");
+    let other = interpreter(&client, &sb, reqwest::Method::POST, "/contexts")
+        .json(&json!({"language": "r"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 500, "only python kernels are simulated");
+}

@@ -10,6 +10,7 @@ import {
   NotFoundError,
   Sandbox,
 } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 for (const name of ['E2B_API_KEY', 'E2B_API_URL', 'E2B_SANDBOX_URL']) {
   if (!process.env[name]) {
@@ -250,6 +251,87 @@ await check('kill destroys the sandboxes', async () => {
   await rejects(Sandbox.getInfo(sbx.sandboxId), NotFoundError, 'getInfo after kill')
   const left = await Sandbox.list({ query: { metadata: { run } } }).nextItems()
   equal(left.length, 0, 'sandboxes left')
+})
+
+// The code interpreter (npm `@e2b/code-interpreter`, pinned), on its default template
+// `code-interpreter-v1`, whose server the simulator runs on port 49999.
+let code
+await check('code interpreter: state across runs, streamed stdout', async () => {
+  code = await CodeSandbox.create({ metadata: { suite: 'sim-check', run: `${run}-code` } })
+  const seen = []
+  const first = await code.runCode('x = 41\nprint("hi")', { onStdout: (m) => seen.push(m.line) })
+  equal(first.logs.stdout, ['hi\n'], 'stdout of the first cell')
+  equal(seen, ['hi\n'], 'onStdout')
+  equal(first.results.length, 0, 'results of an assignment')
+  const second = await code.runCode('x + 1')
+  equal(second.text, '42', 'state across runs')
+  assert(second.executionCount > first.executionCount, `execution count ${first.executionCount} then ${second.executionCount}`)
+})
+
+await check('code interpreter: an error with its traceback, state kept', async () => {
+  const errors = []
+  const failed = await code.runCode('1/0', { onError: (e) => errors.push(e.name) })
+  equal(failed.error?.name, 'ZeroDivisionError', 'error name')
+  assert(failed.error.traceback.includes('ZeroDivisionError'), `traceback: ${failed.error.traceback}`)
+  equal(errors, ['ZeroDivisionError'], 'onError')
+  equal((await code.runCode('x')).text, '41', 'state after the error')
+})
+
+await check('code interpreter: display() results and the main result', async () => {
+  const results = []
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
+  const cell = [
+    'import base64',
+    'class Dot:',
+    '    def _repr_png_(self):',
+    `        return base64.b64decode('${png}')`,
+    "display({'a': 1})",
+    'display(Dot())',
+    "'done'",
+  ].join('\n')
+  const shown = await code.runCode(cell, { onResult: (r) => results.push(r) })
+  equal(shown.results.length, 3, 'results')
+  equal(shown.results.map((r) => r.isMainResult), [false, false, true], 'which is main')
+  equal(shown.results[1].png, png, 'png of the display result')
+  assert(shown.results[1].formats().includes('png'), `formats: ${shown.results[1].formats()}`)
+  equal(shown.text, 'done', 'main result')
+  equal(results.length, 3, 'onResult')
+})
+
+await check('code interpreter: contexts are apart, listed, restarted, removed', async () => {
+  const one = await code.createCodeContext()
+  const two = await code.createCodeContext({ cwd: '/home/user' })
+  assert(one.id !== two.id, 'two ids')
+  equal(two.cwd, '/home/user', 'cwd')
+  await code.runCode('a = 1', { context: one })
+  equal((await code.runCode('a', { context: one })).text, '1', 'state in its context')
+  equal((await code.runCode('a', { context: two })).error?.name, 'NameError', 'apart')
+  const listed = (await code.listCodeContexts()).map((c) => c.id)
+  assert(listed.includes(one.id) && listed.includes(two.id), `listed: ${listed}`)
+  await code.restartCodeContext(one)
+  equal((await code.runCode('a', { context: one })).error?.name, 'NameError', 'restart clears')
+  await code.removeCodeContext(two)
+  assert(!(await code.listCodeContexts()).some((c) => c.id === two.id), 'removed')
+})
+
+await check('code interpreter: a timeout interrupts the cell and keeps the state', async () => {
+  await code.runCode('y = 7')
+  const started = Date.now()
+  let timedOut = false
+  try {
+    await code.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 })
+  } catch (e) {
+    timedOut = e?.name === 'TimeoutError' || /timed out/i.test(e?.message ?? '')
+    if (!timedOut) throw e
+  }
+  assert(timedOut, 'sleep(30) with timeoutMs 1000 ended without a timeout')
+  // The next cell waits behind the interrupted one: it runs only once the interrupt worked.
+  equal((await code.runCode('y')).text, '7', 'state after the timeout')
+  assert(Date.now() - started < 20000, 'the interrupted cell held the context')
+})
+
+await check('code interpreter: kill', async () => {
+  equal(await code.kill(), true, 'kill')
 })
 
 console.log(`${passed} passed, ${failures} failed`)
