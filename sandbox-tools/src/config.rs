@@ -30,6 +30,12 @@ pub struct ToolConfig {
     /// The most bytes of one output stream (stdout, stderr, a file view) returned by one call;
     /// longer output keeps its head and tail and states what was cut. Default 16 KiB.
     pub max_output_bytes: usize,
+    /// The most images one result carries (the plots and pictures a code cell displayed);
+    /// the rest are named in the text as left out. Default 4.
+    pub max_images: usize,
+    /// The most image bytes (decoded) one result carries in all; an image that would go over
+    /// is left out and named in the text. Default 4 MiB.
+    pub max_image_bytes: usize,
     /// The largest file the read, view, editor and patch tools load. Default 8 MiB.
     pub max_file_bytes: u64,
     /// The most entries a listing returns. Default 500.
@@ -71,6 +77,8 @@ impl Default for ToolConfig {
         ToolConfig {
             read_only: false,
             max_output_bytes: 16 * 1024,
+            max_images: 4,
+            max_image_bytes: 4 * 1024 * 1024,
             max_file_bytes: 8 * 1024 * 1024,
             max_list_entries: 500,
             call_timeout: Duration::from_secs(120),

@@ -79,6 +79,6 @@ pub mod truncate;
 pub use config::{OWNER_LABEL, ToolConfig};
 pub use path::PathPolicy;
 pub use redact::Redactor;
-pub use result::{ToolError, ToolResult, kind_name};
+pub use result::{ToolError, ToolImage, ToolResult, kind_name};
 pub use set::{ToolInfo, ToolSet, ToolSetBuilder, catalogue_info};
 pub use tool::{Annotations, Family, Tool, ToolSpec, schema_for};

@@ -100,6 +100,7 @@ fn the_named_requirements_are_the_ones_documented() {
     assert_eq!(needs("sandbox_apply_patch_v1"), [Capability::FilesUpload]);
     assert_eq!(needs("apply_patch"), [Capability::FilesUpload]);
     assert_eq!(needs("sandbox_preview_link_v1"), [Capability::ExposePort]);
+    assert_eq!(needs("sandbox_run_code_v1"), [Capability::CodeInterpreter]);
     assert!(needs("sandbox_run_v1").is_empty());
     assert!(needs("bash").is_empty());
     assert!(needs("shell").is_empty());
@@ -143,6 +144,7 @@ fn destructive_tools_are_marked() {
     for name in [
         "sandbox_destroy_v1",
         "sandbox_run_v1",
+        "sandbox_run_code_v1",
         "sandbox_process_kill_v1",
         "sandbox_file_write_v1",
         "sandbox_file_move_v1",

@@ -277,3 +277,44 @@ async fn tool_commands_never_see_sboxs_credentials() {
     assert!(!ran.to_string().contains("_mcp_probe"), "{ran}");
     server.stop().await;
 }
+
+/// A 1x1 PNG.
+const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// `sandbox_run_code_v1` is listed on `local` (its emulated kernel), keeps state between calls,
+/// and a PNG the cell displays reaches the client as an MCP image block after the text.
+#[tokio::test]
+async fn run_code_is_listed_and_returns_images_as_image_blocks() {
+    let server = start(&[]).await;
+    let tools = server.client.list_all_tools().await.unwrap();
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "sandbox_run_code_v1")
+        .expect("sandbox_run_code_v1 listed");
+    assert_eq!(tool.input_schema["required"], json!(["code"]));
+    server
+        .ok("sandbox_create_v1", json!({"idempotency_key": "code"}))
+        .await;
+    server
+        .ok("sandbox_run_code_v1", json!({"code": "x = 41"}))
+        .await;
+    let code = format!(
+        "import base64\nclass Dot:\n    def _repr_png_(self):\n        return base64.b64decode('{PNG_1X1}')\ndisplay(Dot())\nx + 1"
+    );
+    let wire = server
+        .ok("sandbox_run_code_v1", json!({"code": code}))
+        .await;
+    let content = wire["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2, "{wire}");
+    assert_eq!(content[0]["type"], "text");
+    assert!(text(&wire).contains("\n42\n"), "{wire}");
+    assert_eq!(content[1]["type"], "image");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert_eq!(content[1]["data"], PNG_1X1);
+    assert_eq!(
+        wire["structuredContent"]["images"][0]["mime_type"],
+        "image/png"
+    );
+    assert!(!wire["structuredContent"].to_string().contains(PNG_1X1));
+    server.stop().await;
+}

@@ -1,6 +1,7 @@
 //! Every tool the crate offers, as a catalogue of definitions the set builder filters by
 //! family, capabilities, provider presence and read-only mode.
 
+mod code;
 mod commands;
 mod compat;
 mod editor;
@@ -75,6 +76,7 @@ pub(crate) fn catalogue() -> Vec<Def> {
     let mut all = Vec::new();
     all.extend(sandboxes::defs());
     all.extend(commands::defs());
+    all.extend(code::defs());
     all.extend(files::defs());
     all.extend(editor::defs());
     all.extend(patch::defs());

@@ -137,10 +137,17 @@ impl ToolServer {
     }
 }
 
-/// A tool result in MCP's shape: one text block, the structured form when it is an object, and
-/// `isError`.
+/// A tool result in MCP's shape: one text block, then one image block per image (the plots a
+/// code cell displayed: `{"type": "image", "data": base64, "mimeType"}`), the structured form
+/// when it is an object, and `isError`.
 pub fn to_call_result(result: &ToolResult) -> CallToolResult {
-    let content = vec![ContentBlock::text(result.text.clone())];
+    let mut content = vec![ContentBlock::text(result.text.clone())];
+    content.extend(
+        result
+            .images
+            .iter()
+            .map(|image| ContentBlock::image(image.data.clone(), image.mime_type.clone())),
+    );
     let mut out = if result.is_error {
         CallToolResult::error(content)
     } else {
@@ -184,6 +191,7 @@ impl ServerHandler for ToolServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandbox_tools::ToolImage;
     use serde_json::json;
 
     #[test]
@@ -198,9 +206,29 @@ mod tests {
             text: "error (not_found): nope".into(),
             structured: json!("not an object"),
             is_error: true,
+            images: Vec::new(),
         };
         let wire = serde_json::to_value(to_call_result(&failed)).unwrap();
         assert_eq!(wire["isError"], true);
         assert!(wire.get("structuredContent").is_none());
+    }
+
+    #[test]
+    fn images_are_image_blocks_after_the_text() {
+        let result = ToolResult::ok("a plot", json!({})).with_images(vec![ToolImage {
+            mime_type: "image/png".into(),
+            data: "iVBORw0K".into(),
+        }]);
+        let wire = serde_json::to_value(to_call_result(&result)).unwrap();
+        assert_eq!(
+            wire["content"][0],
+            json!({"type": "text", "text": "a plot"})
+        );
+        assert_eq!(
+            wire["content"][1],
+            json!({"type": "image", "data": "iVBORw0K", "mimeType": "image/png"})
+        );
+        // The same shape the tool set's own MCP form has.
+        assert_eq!(wire["content"], result.to_mcp()["content"]);
     }
 }
