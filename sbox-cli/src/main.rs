@@ -1,6 +1,7 @@
 //! `sbox`: drive sandboxes of any provider of `sandbox-sdk-core` from the shell, and serve the
 //! capability-gated agent tools of `sandbox-tools` over MCP.
 
+mod code;
 mod fleet;
 mod mcp;
 mod progress;
@@ -83,6 +84,38 @@ enum Cmd {
         /// The command and its arguments (after `--`).
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// Run code in a sandbox's stateful interpreter: stdout and stderr stream through live, the
+    /// result's text goes to stdout, an error's traceback to stderr with status 1.
+    Code {
+        #[command(flatten)]
+        provider: ProviderArg,
+        /// The sandbox id.
+        id: String,
+        /// A file of code to run, or - to read it from stdin.
+        #[arg(value_name = "FILE", required_unless_present = "code")]
+        file: Option<PathBuf>,
+        /// The code to run (instead of FILE).
+        #[arg(
+            short = 'c',
+            long = "code",
+            value_name = "CODE",
+            conflicts_with = "file"
+        )]
+        code: Option<String>,
+        /// The code context to run in (default: the language's default context).
+        #[arg(long, value_name = "ID")]
+        context: Option<String>,
+        /// The language: python (default), javascript, typescript, r, java, bash.
+        #[arg(long, short = 'l')]
+        language: Option<String>,
+        /// How long the cell may run before it is interrupted (90s, 30m; default 300s).
+        #[arg(long, value_parser = fleet::parse_duration)]
+        timeout: Option<std::time::Duration>,
+        /// Save the images the cell displays or returns in DIR (image-N.png, ...), printing
+        /// each path on stderr.
+        #[arg(long, value_name = "DIR")]
+        save_images: Option<PathBuf>,
     },
     /// Copy a file between this machine and a sandbox; the sandbox side is `ID:path`.
     Cp {
@@ -266,6 +299,27 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
         } => {
             let sandbox = connect(&provider, &id).await?;
             return exec(sandbox.as_ref(), &command).await;
+        }
+        Cmd::Code {
+            provider,
+            id,
+            file,
+            code,
+            context,
+            language,
+            timeout,
+            save_images,
+        } => {
+            let code = code::source(code, file.as_deref()).await?;
+            let sandbox = connect(&provider, &id).await?;
+            let request = code::CodeRequest {
+                code,
+                context,
+                language,
+                timeout,
+                save_images,
+            };
+            return code::run(sandbox.as_ref(), request).await;
         }
         Cmd::Cp { provider, src, dst } => {
             let registered = registry::provider(&provider.provider)?;

@@ -413,3 +413,135 @@ fn reap_without_a_rule_destroys_nothing_and_says_so() {
         "clap refuses the duration: {out:?}"
     );
 }
+
+/// `sbox` with `stdin` on its standard input.
+fn sbox_with_stdin(root: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sbox"))
+        .args(args)
+        .env("SBOX_LOCAL_ROOT", root.join("root"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A 1x1 PNG.
+const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+#[test]
+fn code_prints_output_and_the_result_and_fails_with_the_traceback() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let out = sbox(
+        dir.path(),
+        &[
+            "code",
+            "-p",
+            "local",
+            &id,
+            "-c",
+            "import sys\nprint('out')\nprint('err', file=sys.stderr)\n6 * 7",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(stdout(&out), "out\n42\n");
+    assert_eq!(stderr(&out), "err\n");
+
+    let out = sbox(
+        dir.path(),
+        &["code", "-p", "local", &id, "-c", "print('before')\n1 / 0"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(stdout(&out), "before\n");
+    assert!(stderr(&out).contains("ZeroDivisionError"), "{out:?}");
+
+    // From a file and from stdin.
+    let file = dir.path().join("cell.py");
+    std::fs::write(&file, "'from a file'").unwrap();
+    let out = sbox(
+        dir.path(),
+        &["code", "-p", "local", &id, file.to_str().unwrap()],
+    );
+    assert_eq!(stdout(&out), "from a file\n", "{out:?}");
+    let out = sbox_with_stdin(
+        dir.path(),
+        &["code", "-p", "local", &id, "-"],
+        "print('from stdin')",
+    );
+    assert_eq!(stdout(&out), "from stdin\n", "{out:?}");
+
+    // No code at all is a usage error.
+    let out = sbox(dir.path(), &["code", "-p", "local", &id]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    // A timeout interrupts the cell and fails.
+    let out = sbox(
+        dir.path(),
+        &[
+            "code",
+            "-p",
+            "local",
+            &id,
+            "--timeout",
+            "1s",
+            "-c",
+            "import time\ntime.sleep(30)",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("sbox: error: "), "{out:?}");
+}
+
+#[test]
+fn code_saves_images_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let cell = format!(
+        "import base64\nclass Dot:\n    def _repr_png_(self):\n        return base64.b64decode('{PNG_1X1}')\n    def __repr__(self):\n        return 'a dot'\ndisplay(Dot())\nDot()"
+    );
+    let out = sbox(dir.path(), &["code", "-p", "local", &id, "-c", &cell]);
+    assert!(out.status.success(), "{out:?}");
+    // The displayed figure prints nothing, the main result its text.
+    assert_eq!(stdout(&out), "a dot\n");
+    assert!(
+        stderr(&out).contains("2 image(s) not saved (pass --save-images DIR"),
+        "{out:?}"
+    );
+
+    let images = dir.path().join("images");
+    let out = sbox(
+        dir.path(),
+        &[
+            "code",
+            "-p",
+            "local",
+            &id,
+            "--save-images",
+            images.to_str().unwrap(),
+            "-c",
+            &cell,
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    for n in [1, 2] {
+        let path = images.join(format!("image-{n}.png"));
+        assert!(
+            stderr(&out).contains(&format!("saved image/png to {}", path.display())),
+            "{out:?}"
+        );
+        assert!(
+            std::fs::read(&path)
+                .unwrap()
+                .starts_with(b"\x89PNG\r\n\x1a\n")
+        );
+    }
+}
