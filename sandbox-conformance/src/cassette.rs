@@ -521,7 +521,18 @@ pub enum Frame {
     Connect(Value),
     /// A Connect end-of-stream envelope: flags `0x02`, then the end-stream JSON (`{}` or `{"error":..}`).
     ConnectEnd(Value),
+    /// One frame sent `times` times in a row (a flood of output without a flood of cassette),
+    /// at most [`MAX_REPEAT`] times.
+    Repeat {
+        /// How many times.
+        times: usize,
+        /// The frame.
+        frame: Box<Frame>,
+    },
 }
+
+/// The most times a [`Frame::Repeat`] repeats.
+pub const MAX_REPEAT: usize = 1 << 16;
 
 /// A transport failure the replayer produces instead of a clean response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -929,6 +940,14 @@ impl Frame {
             }
             Frame::Connect(v) => Ok(connect_envelope(0, v)),
             Frame::ConnectEnd(v) => Ok(connect_envelope(2, v)),
+            Frame::Repeat { times, frame } => {
+                if *times > MAX_REPEAT {
+                    return Err(format!(
+                        "a frame repeated {times} times (at most {MAX_REPEAT})"
+                    ));
+                }
+                Ok(frame.bytes()?.repeat(*times))
+            }
         }
     }
 

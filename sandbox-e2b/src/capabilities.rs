@@ -4,7 +4,9 @@
 //! except `egress_control` and `volumes`, which no core trait operation reaches: they are E2B
 //! inherent methods (`CreateOptions`, `E2bSandbox::update_network`,
 //! `E2bProvider::create_volume`) proven by `tests/create.rs` and marked `covered_elsewhere` in
-//! `tests/conformance.rs`.
+//! `tests/conformance.rs`. `code_interpreter` and `stateful_kernel` are native where the
+//! template serves the interpreter (`code-interpreter-v1` and templates built from it); on
+//! other templates the same calls run core's emulated kernel, and say so on every result.
 
 use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 
@@ -21,8 +23,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     stdin: Level::Native,
     files_watch: Level::Native,
     files_upload: Level::Native,
-    code_interpreter: Level::Unsupported,
-    stateful_kernel: Level::Unsupported,
+    code_interpreter: Level::Native,
+    stateful_kernel: Level::Native,
     expose_port: Level::Native,
     private_preview: Level::Native,
     egress_control: Level::Native,

@@ -66,6 +66,7 @@
 mod api;
 mod builder;
 mod capabilities;
+mod code;
 mod config;
 mod error;
 mod exec;

@@ -3,13 +3,16 @@
 
 use crate::api::Api;
 use crate::api::envd::{Envd, port_host};
+use crate::api::interpreter::Interpreter;
 use crate::capabilities::CAPABILITIES;
+use crate::code::Code;
 use crate::config::{PROVIDER, PauseMode};
 use crate::error::bad_response;
 use crate::lifecycle::{self, Answer, LogQuery, Reach};
 use crate::wire::{LogEntry, NetworkUpdate};
 use crate::{exec, files};
 use bytes::Bytes;
+use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileEventStream, FileInfo, ListOptions,
     Metrics, PreviewLink, Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo,
@@ -32,6 +35,7 @@ pub struct E2bSandbox {
     envd_version: Option<String>,
     template: Option<String>,
     ttl: Arc<Mutex<Option<Duration>>>,
+    code: Arc<Code>,
 }
 
 impl fmt::Debug for E2bSandbox {
@@ -76,6 +80,7 @@ impl E2bSandbox {
             envd_version: answer.envd_version,
             template: answer.template,
             ttl: Arc::new(Mutex::new(ttl)),
+            code: Arc::default(),
         }
     }
 
@@ -85,6 +90,23 @@ impl E2bSandbox {
 
     fn envd(&self) -> Envd {
         self.reach().envd
+    }
+
+    /// The interpreter server on port 49999, when the template serves it (asked once).
+    async fn interpreter(&self) -> Result<Option<Interpreter>> {
+        let reach = self.reach();
+        let interpreter = Interpreter::new(
+            &reach.envd,
+            self.api.config.sandbox_url.as_deref(),
+            &reach.domain,
+            reach.traffic_token,
+        )?;
+        let native = self
+            .code
+            .native(&interpreter)
+            .await
+            .map_err(|e| e.with_sandbox_id(&self.id))?;
+        Ok(native.then_some(interpreter))
     }
 
     fn ttl(&self) -> Option<Duration> {
@@ -335,6 +357,50 @@ impl Sandbox for E2bSandbox {
     async fn metrics(&self) -> Result<Metrics> {
         let mut samples = self.metrics_range(None, None).await?;
         Ok(samples.pop().unwrap_or_default())
+    }
+
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        match self.interpreter().await? {
+            Some(interpreter) => self.code.create(&interpreter, spec).await,
+            None => self.code.emulated.create_context(self, spec).await,
+        }
+    }
+
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        match self.interpreter().await? {
+            Some(interpreter) => self.code.list(&interpreter).await,
+            None => self.code.emulated.list_contexts().await,
+        }
+    }
+
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        match self.interpreter().await? {
+            Some(interpreter) => self.code.restart(&interpreter, id).await,
+            None => self.code.emulated.restart_context(self, id).await,
+        }
+    }
+
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        match self.interpreter().await? {
+            Some(interpreter) => self.code.remove(&interpreter, id).await,
+            None => self.code.emulated.remove_context(self, id).await,
+        }
+    }
+
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        let Some(interpreter) = self.interpreter().await? else {
+            return self.code.emulated.run_code(self, request).await;
+        };
+        let (api, id) = (self.api.clone(), self.id.clone());
+        let running = async move {
+            lifecycle::info(&api, &id)
+                .await
+                .is_ok_and(|info| info.state == sandbox_sdk_core::SandboxState::Running)
+        };
+        self.code
+            .run(&interpreter, request, running)
+            .await
+            .map_err(|e| e.with_sandbox_id(&self.id))
     }
 }
 

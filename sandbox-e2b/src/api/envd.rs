@@ -27,10 +27,20 @@ use std::time::Duration;
 /// The envd base URL of a sandbox: the override when set, else the shared host for known
 /// domains, else `https://{port}-{id}.{domain}` (PROTOCOL.md §3.1, §3.2).
 pub fn envd_base_url(sandbox_url: Option<&str>, domain: &str, sandbox_id: &str) -> String {
+    port_base_url(sandbox_url, domain, sandbox_id, ENVD_PORT)
+}
+
+/// The base URL of `port` on a sandbox, chosen as for envd; the routing headers name the port.
+pub(crate) fn port_base_url(
+    sandbox_url: Option<&str>,
+    domain: &str,
+    sandbox_id: &str,
+    port: u16,
+) -> String {
     match sandbox_url {
         Some(url) => url.trim_end_matches('/').to_owned(),
         None if SHARED_HOST_DOMAINS.contains(&domain) => format!("https://sandbox.{domain}"),
-        None => format!("https://{ENVD_PORT}-{sandbox_id}.{domain}"),
+        None => format!("https://{port}-{sandbox_id}.{domain}"),
     }
 }
 

@@ -5,6 +5,7 @@
 pub(crate) mod connect;
 pub(crate) mod control;
 pub(crate) mod envd;
+pub(crate) mod interpreter;
 
 use crate::config::{Config, PROVIDER};
 use crate::error::{Failure, map_error};
