@@ -9,6 +9,7 @@
 //! | `sandbox_create_v1`, `sandbox_connect_v1`, `sandbox_destroy_v1` | a provider | create: idempotent by key; destroy: destructive |
 //! | `sandbox_list_v1` | a provider, `list` | read-only |
 //! | `sandbox_run_v1` | — | destructive |
+//! | `sandbox_run_code_v1` (a stateful interpreter; images come back in [`ToolResult::images`]) | `code_interpreter` | destructive |
 //! | `sandbox_process_start_v1`, `sandbox_process_output_v1` | `background` | start: destructive; output: read-only |
 //! | `sandbox_process_kill_v1` | `kill_process` | destructive |
 //! | `sandbox_file_{read,list,stat}_v1` | `files_upload` | read-only |
@@ -19,8 +20,9 @@
 //!
 //! Every tool has a stable name (the `sandbox_*` ones versioned), a description written for a
 //! model, a JSON Schema of its input (from `schemars`), and [`Annotations`]. Calling one takes a
-//! JSON value and returns a [`ToolResult`]: text for the model, structured JSON, and an error
-//! flag. Failures (bad input, provider errors, timeouts, even a panic) come back as error results
+//! JSON value and returns a [`ToolResult`]: text for the model, images ([`ToolImage`]),
+//! structured JSON, and an error flag, in MCP's, Anthropic's or OpenAI's result shape
+//! ([`ToolResult::to_mcp`], [`ToolResult::to_anthropic`], [`ToolResult::to_openai`]). Failures (bad input, provider errors, timeouts, even a panic) come back as error results
 //! naming the error kind and what to do next, so an MCP server or agent loop can serve the tools
 //! generically: list [`ToolSet::specs`] ([`ToolSpec::to_mcp`]) and route calls to
 //! [`ToolSet::call`].

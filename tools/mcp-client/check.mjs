@@ -7,8 +7,9 @@
 //   connect-time `server/discover` must offer it, then stateless requests carrying the
 //   protocol version in `_meta`, no session.
 //
-// Each round trip lists the tools, calls run / write / str_replace / read / apply_patch, and
-// checks a failure comes back as a tool result with isError. Over HTTP, the client sends the
+// Each round trip lists the tools, calls run / write / str_replace / read / apply_patch, runs
+// code whose displayed PNG must come back as an image content block, and checks a failure
+// comes back as a tool result with isError. Over HTTP, the client sends the
 // server's bearer token (from a private `--token-file`) in `requestInit.headers`, and a client
 // without it (or with another) is refused in either era. Exits non-zero on any failure.
 //
@@ -68,6 +69,9 @@ function newModernClient() {
   );
 }
 
+// A 1x1 PNG, which a cell displays through an object's `_repr_png_`.
+const PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
 async function ok(client, name, args) {
   const result = await client.callTool({ name, arguments: args });
   assert.notEqual(result.isError, true, `${name} failed: ${JSON.stringify(result)}`);
@@ -120,6 +124,25 @@ async function roundTrip(label, client, { explicit = false } = {}) {
     assert.equal(r.content[0].text, "print('hi')\nx = 3\n");
     const n = await ok(client, "sandbox_run_v1", { ...target, command: "cat notes.md" });
     assert.equal(n.structuredContent.stdout.text, "# notes\n");
+  });
+  await step(`${label}: run_code keeps state and returns a displayed PNG as an image block`, async () => {
+    const { tools } = await client.listTools();
+    assert.ok(tools.some((t) => t.name === "sandbox_run_code_v1"), "sandbox_run_code_v1 not listed");
+    await ok(client, "sandbox_run_code_v1", { ...target, code: "x = 41" });
+    const code = [
+      "import base64",
+      "class Dot:",
+      `    def _repr_png_(self): return base64.b64decode('${PNG_1X1}')`,
+      "display(Dot())",
+      "x + 1",
+    ].join("\n");
+    const r = await ok(client, "sandbox_run_code_v1", { ...target, code });
+    assert.equal(r.content[0].type, "text");
+    assert.match(r.content[0].text, /\n42\n/);
+    const images = r.content.filter((c) => c.type === "image");
+    assert.equal(images.length, 1, JSON.stringify(r.content));
+    assert.equal(images[0].mimeType, "image/png");
+    assert.equal(images[0].data, PNG_1X1);
   });
   await step(`${label}: a failing call is a tool result with isError`, async () => {
     const r = await client.callTool({

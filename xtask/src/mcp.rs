@@ -4,8 +4,8 @@
 //!    drive `sbox mcp --provider local` over stdio and over streamable HTTP (`--http`), in
 //!    protocol 2025-11-25 (the 1.x SDK: initialize, sessions) and 2026-07-28
 //!    (`@modelcontextprotocol/client` 2.x pinned to it: `server/discover`, stateless
-//!    requests): list the tools, call run / write / str_replace / read / apply_patch, a
-//!    failure as a tool result, and (over HTTP) the bearer token (sent in the client's
+//!    requests): list the tools, call run / write / str_replace / read / apply_patch, run code
+//!    whose displayed PNG must come back as an image content block, a failure as a tool result, and (over HTTP) the bearer token (sent in the client's
 //!    `requestInit` headers; a client without it is refused) and, in 2025-11-25, one tool
 //!    state per session.
 //! 2. The server checks of `@modelcontextprotocol/conformance` (`tools/mcp-conformance`, pinned
