@@ -120,6 +120,23 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     scenario!("create_unavailable", None, [], live: false, sandbox: false, probe: false, "a create refused with 503 is sent again and makes one sandbox"),
 ];
 
+/// Why a replay skips `info` for an adapter whose kernel is core's emulated one, if it does:
+/// that kernel talks to its sandbox through exec with stdin, with a random session key per
+/// kernel, so no cassette can answer it; what it sends over the provider's wire is exec and
+/// stdin, which `exec_stdin` replays, and the kernel itself runs these scenarios live (against
+/// `local` and every simulator).
+pub(crate) fn emulated_elsewhere(info: &ScenarioInfo, caps: &Capabilities) -> Option<String> {
+    let cap = info.requires?;
+    (matches!(cap, C::CodeInterpreter | C::StatefulKernel) && caps.level(cap) == Level::Emulated)
+        .then(|| {
+            format!(
+                "{cap} is emulated (core's kernel over exec with stdin, keyed per kernel, which no \
+                 cassette can answer): replayed as exec_stdin, run live against local and the \
+                 simulators"
+            )
+        })
+}
+
 /// Whether a scenario's probe is a provider call made without connecting to a sandbox (so an
 /// unsupported one needs no cassette at all).
 pub(crate) fn provider_level(name: &str) -> bool {

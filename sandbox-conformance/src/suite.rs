@@ -369,6 +369,10 @@ async fn run_replay(
         report.outcome = Outcome::Skipped(format!("{cap} is unsupported"));
         return report;
     }
+    if let Some(why) = scenarios::emulated_elsewhere(info, &caps) {
+        report.outcome = Outcome::Skipped(why);
+        return report;
+    }
     let cassette = if missing_cap.is_some() && scenarios::provider_level(info.name) {
         Ok(Cassette {
             provider: raw.name().to_owned(),

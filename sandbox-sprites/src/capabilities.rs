@@ -15,6 +15,8 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 ///   it is public (`private_preview` unsupported: the token it needs is the organisation's).
 /// - `snapshot` is a checkpoint (§8), restored in place; no `fork`. `region` is sent in the
 ///   create's `config` (whether Sprites honours it is unconfirmed, §15).
+/// - `code_interpreter` and `stateful_kernel` are emulated: Sprites has no kernel, so core's
+///   driver runs over an exec session with stdin (the sprite needs `python3`).
 ///
 /// Flags: commands take env and cwd natively (env through `env(1)`, which keeps the sprite's
 /// environment); exit codes come from the exit frame; `preserves_disk_on_stop` is true
@@ -30,6 +32,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     expose_port: Level::Native,
     snapshot: Level::Native,
     region: Level::Native,
+    code_interpreter: Level::Emulated,
+    stateful_kernel: Level::Emulated,
     flags: Flags {
         preserves_memory_on_pause: false,
         preserves_disk_on_stop: true,

@@ -7,6 +7,8 @@ use crate::wire::{Checkpoint, ExecSession, Sprite};
 use crate::{exec, files};
 use async_trait::async_trait;
 use bytes::Bytes;
+use sandbox_sdk_core::code::kernel::EmulatedKernels;
+use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, FileInfo, ListOptions, PreviewLink, Process, ProcessInfo,
     Result, Sandbox, SandboxInfo, SnapshotInfo, Transfer, UploadBody,
@@ -17,6 +19,8 @@ use std::fmt;
 #[derive(Clone)]
 pub struct SpritesSandbox {
     handle: Handle,
+    /// The code contexts, run by core's emulated kernel over exec with stdin.
+    kernels: EmulatedKernels,
 }
 
 impl fmt::Debug for SpritesSandbox {
@@ -30,7 +34,10 @@ impl fmt::Debug for SpritesSandbox {
 
 impl SpritesSandbox {
     pub(crate) fn new(handle: Handle) -> SpritesSandbox {
-        SpritesSandbox { handle }
+        SpritesSandbox {
+            handle,
+            kernels: EmulatedKernels::new(),
+        }
     }
 
     /// The sprite's name (its id).
@@ -165,5 +172,25 @@ impl Sandbox for SpritesSandbox {
     /// [`SpritesSandbox::restore`] rewinds to it.
     async fn snapshot(&self, name: Option<&str>) -> Result<SnapshotInfo> {
         lifecycle::snapshot(&self.handle, name).await
+    }
+
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.kernels.create_context(self, spec).await
+    }
+
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.kernels.list_contexts().await
+    }
+
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.kernels.restart_context(self, id).await
+    }
+
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.kernels.remove_context(self, id).await
+    }
+
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.kernels.run_code(self, request).await
     }
 }
