@@ -3,12 +3,13 @@
 //! `BENCHMARKS.md` by `cargo xtask bench`) and a readable summary on stderr.
 //!
 //! ```sh
-//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [e2b] [daytona] [fly] [vercel] [sprites] [load]
+//! cargo bench -p sandbox-bench --bench sdk -- [--quick] [http] [local] [code] [e2b] [daytona] [fly] [vercel] [sprites] [load]
 //! ```
 //!
 //! `--quick` uses small sizes and few iterations; naming groups runs only those.
 
 mod adapter;
+mod code;
 mod daytona;
 mod e2b;
 mod fly;
@@ -25,7 +26,7 @@ use harness::{Config, PROBE_FLAG, Result};
 
 /// The groups, in the order they run.
 const GROUPS: &[&str] = &[
-    "http", "local", "e2b", "daytona", "fly", "vercel", "sprites", "load",
+    "http", "local", "code", "e2b", "daytona", "fly", "vercel", "sprites", "load",
 ];
 
 #[tokio::main]
@@ -85,6 +86,9 @@ async fn main() -> Result {
     }
     if wanted("local") {
         local::run(&config).await?;
+    }
+    if wanted("code") {
+        code::run(&config).await?;
     }
     if wanted("e2b") {
         e2b::run(&config).await?;
