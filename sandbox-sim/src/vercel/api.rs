@@ -115,6 +115,7 @@ impl Handler for VercelHandler {
             Route::CommandAction(_, _, a) => match a.as_str() {
                 "logs" => "exec.output",
                 "kill" => "kill",
+                "stdin" => "stdin",
                 _ => "other",
             },
             Route::Fs(_, op) => match op.as_str() {
@@ -205,6 +206,17 @@ async fn serve(state: &Arc<State>, request: SimRequest) -> SimResponse {
             command::get(&state.settings, cmd, wait).await
         }
         (m, Route::CommandAction(id, cmd, action)) => {
+            // The body cap comes before any look-up (auth was checked above, from headers).
+            if action == "stdin" && request.body.len() > command::MAX_STDIN_BODY {
+                return error(
+                    413,
+                    "payload_too_large",
+                    &format!(
+                        "The request body is over {} bytes.",
+                        command::MAX_STDIN_BODY
+                    ),
+                );
+            }
             let cmd = match command_of(state, &id, &cmd) {
                 Ok(c) => c,
                 Err(refused) => return refused,
@@ -219,6 +231,7 @@ async fn serve(state: &Arc<State>, request: SimRequest) -> SimResponse {
                     Ok(body) => command::kill(&cmd, &body),
                     Err(refused) => refused,
                 },
+                (Method::POST, "stdin") => command::stdin(&cmd, &request.body).await,
                 _ => no_route(),
             }
         }

@@ -9,12 +9,14 @@ use super::output::{Cmd, NDJSON};
 use super::state::{Session, error};
 use super::{CWD, Settings};
 use crate::SimResponse;
+use base64::Engine as _;
 use futures::StreamExt;
 use sandbox_sdk_core::{ErrorKind, ExitStatus, ProcessEvent};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 /// `POST …/cmd` (PROTOCOL.md §6.1): starts the command; detached answers `{command}`, `wait`
@@ -49,6 +51,11 @@ pub(crate) async fn start(
     };
     let flag = |k: &str| body.get(k).and_then(Value::as_bool).unwrap_or(false);
     let (wait, logs) = (flag("wait"), flag("logs"));
+    let attach_stdin = match body.get("attachStdin") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return bad("`attachStdin` must be a boolean."),
+    };
     let timeout = match body.get("timeout") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
@@ -73,17 +80,21 @@ pub(crate) async fn start(
         .cwd(host.to_string_lossy())
         .env("HOME", session.disk.work().to_string_lossy())
         .background();
+    if attach_stdin {
+        command = command.stdin();
+    }
     for (k, v) in session.env.iter().chain(env.iter()) {
         command = command.env(k, v);
     }
     let began = Instant::now();
     let started = sandbox_sdk_core::Sandbox::exec(&session.disk.local, &command).await;
-    let (process, pgid) = match started {
-        Ok(p) => {
+    let (process, pgid, stdin) = match started {
+        Ok(mut p) => {
             let pgid = p.pid().parse().unwrap_or(0);
-            (Some(p), pgid)
+            let stdin = p.take_stdin();
+            (Some(p), pgid, stdin)
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => (None, 0),
+        Err(e) if e.kind() == ErrorKind::NotFound => (None, 0, None),
         Err(e) => return error(500, "internal_server_error", &e.to_string()),
     };
     let cmd = Arc::new(Cmd::new(
@@ -92,6 +103,8 @@ pub(crate) async fn start(
         shown,
         session.id.clone(),
         pgid,
+        attach_stdin,
+        stdin,
     ));
     lock(&session.commands).push(cmd.clone());
     match process {
@@ -192,4 +205,138 @@ pub(crate) fn kill(cmd: &Cmd, body: &Map<String, Value>) -> SimResponse {
     };
     cmd.signal(signal);
     SimResponse::json(200, &json!({ "command": cmd.to_json() }))
+}
+
+/// The largest stdin request body taken: the API's 1 MB body limit, under which the official
+/// SDK keeps its 512 KiB chunks (PROTOCOL.md §6.6).
+pub(crate) const MAX_STDIN_BODY: usize = 1_000_000;
+
+/// How long one stdin write may wait on a process that does not read before answering 504 with
+/// the progress made (PROTOCOL.md §6.6).
+const STDIN_WRITE_WAIT: Duration = Duration::from_secs(10);
+
+/// The 400 of a command whose stdin takes no input: started without `attachStdin`, exited, or
+/// closed (PROTOCOL.md §6.6).
+fn stdin_unavailable(why: &str) -> SimResponse {
+    error(400, "command_stdin_unavailable", why)
+}
+
+/// `{"command", "bytesWritten"}`, the answer of a stdin request.
+fn stdin_answer(cmd: &Cmd, written: u64) -> SimResponse {
+    SimResponse::json(
+        200,
+        &json!({ "command": cmd.to_json(), "bytesWritten": written }),
+    )
+}
+
+/// `POST …/cmd/{id}/stdin` `{"data"?: base64, "offset"?: n, "close"?: bool}` (PROTOCOL.md §6.6):
+/// writes the bytes past what the stream already took (a chunk whose `offset` is below
+/// `bytesWritten` skips the overlap, so a resend is harmless; one above it is a 400), then
+/// closes stdin with `close`. Answers `{command, bytesWritten}`. An empty request writes
+/// nothing and reports the count.
+pub(crate) async fn stdin(cmd: &Cmd, body: &[u8]) -> SimResponse {
+    if body.len() > MAX_STDIN_BODY {
+        return error(
+            413,
+            "payload_too_large",
+            &format!("The request body is over {MAX_STDIN_BODY} bytes."),
+        );
+    }
+    let body = match super::state::body_object(body) {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let bad = |m: &str| error(400, "bad_request", m);
+    let data = match body.get("data") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) => {
+            match base64::engine::general_purpose::STANDARD.decode(text.as_bytes()) {
+                Ok(bytes) => bytes,
+                Err(_) => return bad("`data` must be base64."),
+            }
+        }
+        Some(_) => return bad("`data` must be a base64 string."),
+    };
+    let offset = match body.get("offset") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(n) => Some(n),
+            None => return bad("`offset` must be a non-negative integer."),
+        },
+    };
+    let close = match body.get("close") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return bad("`close` must be a boolean."),
+    };
+    let mut pipe = cmd.stdin.lock().await;
+    if !pipe.attached {
+        return stdin_unavailable("The command was not started with stdin attached.");
+    }
+    if cmd.exited() {
+        return stdin_unavailable("The command has exited and is not reading stdin.");
+    }
+    let start = offset.unwrap_or(pipe.written);
+    if start > pipe.written {
+        return SimResponse::json(
+            400,
+            &json!({ "error": {
+                "code": "bad_request",
+                "message": format!(
+                    "`offset` {start} is past the {} bytes written to stdin.",
+                    pipe.written
+                ),
+                "bytesWritten": pipe.written,
+            }}),
+        );
+    }
+    let skip = usize::try_from(pipe.written - start).unwrap_or(usize::MAX);
+    let fresh = data.get(skip..).unwrap_or_default();
+    if pipe.closed || pipe.writer.is_none() {
+        // A resent close (or empty read) of a stream already closed takes nothing new.
+        if pipe.closed && fresh.is_empty() {
+            return stdin_answer(cmd, pipe.written);
+        }
+        return stdin_unavailable("The command's stdin is closed.");
+    }
+    let mut sent = 0;
+    let deadline = Instant::now() + STDIN_WRITE_WAIT;
+    while sent < fresh.len() {
+        let Some(writer) = pipe.writer.as_mut() else {
+            break;
+        };
+        match tokio::time::timeout_at(deadline, writer.write(&fresh[sent..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                // The process stopped reading (a broken pipe).
+                pipe.writer = None;
+                pipe.written += sent as u64;
+                return stdin_unavailable("The command stopped reading stdin.");
+            }
+            Ok(Ok(n)) => sent += n,
+            Err(_) => {
+                pipe.written += sent as u64;
+                return SimResponse::json(
+                    504,
+                    &json!({ "error": {
+                        "code": "gateway_timeout",
+                        "message": "The command is not reading stdin fast enough.",
+                        "bytesWritten": pipe.written,
+                    }}),
+                );
+            }
+        }
+    }
+    pipe.written += sent as u64;
+    if let Some(writer) = pipe.writer.as_mut()
+        && sent > 0
+    {
+        let _ = writer.flush().await;
+    }
+    if close {
+        if let Some(mut writer) = pipe.writer.take() {
+            let _ = writer.shutdown().await;
+        }
+        pipe.closed = true;
+    }
+    stdin_answer(cmd, pipe.written)
 }

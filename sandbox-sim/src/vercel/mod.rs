@@ -42,6 +42,7 @@
 //! | `GET …/sessions/{id}/cmd` | `exec.list` |
 //! | `GET …/cmd/{cmdId}` (`wait=true`: a long poll), `GET …/cmd/{cmdId}/logs` (NDJSON) | `exec.output` |
 //! | `POST …/cmd/{cmdId}/kill` (`{"signal"}`, a POSIX number) | `kill` |
+//! | `POST …/cmd/{cmdId}/stdin` (`{"data"?, "offset"?, "close"?}`, a command started with `attachStdin`) | `stdin` |
 //! | `POST …/fs/write` (a gzip tar, `x-cwd`) | `files.write` |
 //! | `POST …/fs/read` (`{"path", "cwd"}`: the bytes, streamed; 404 when missing) | `files.read` |
 //! | `POST …/fs/mkdir` (`{"path", "cwd", "recursive"}`) | `files.mkdir` |
@@ -82,6 +83,14 @@
 //!   then `{"command"}` with `exitCode` and `durationMs`. A `timeout` kills the command with
 //!   SIGKILL (exit 137). A kill sends the signal to the process group; a command killed by
 //!   signal `n` exits `128 + n`. Killing a finished command answers it as it is.
+//! - **Stdin** (§6.6): a command started with `attachStdin: true` has a pipe for stdin; each
+//!   `POST …/stdin` writes its base64 `data` at once (not held until `close`), skipping the
+//!   bytes before `bytesWritten` when `offset` is below it (a resend), and answers
+//!   `{command, bytesWritten}`; an `offset` past `bytesWritten` is 400 `bad_request` (with
+//!   `bytesWritten` in the error), `close` closes the pipe (a resent close is answered again), a
+//!   body over 1 MB is 413, and a command without `attachStdin`, exited, or whose stdin is
+//!   closed or broken answers 400 `command_stdin_unavailable`. A write the process does not
+//!   read within 10 s answers 504 with the `bytesWritten` reached.
 //! - **Files** (§7): write extracts a gzip tar under `x-cwd` (default: the session cwd),
 //!   creating parents, with the entries' modes; read answers `application/octet-stream` with
 //!   `Content-Disposition`, 404 `file_not_found` when missing, 400 for a directory; mkdir makes

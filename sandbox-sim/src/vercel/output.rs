@@ -62,12 +62,38 @@ pub(crate) struct Cmd {
     pgid: i32,
     out: Mutex<Out>,
     changed: tokio::sync::watch::Sender<u64>,
+    /// The process's stdin when it was started with `attachStdin` (PROTOCOL.md §6.6). An async
+    /// lock: writes are applied one at a time, in the order they arrive.
+    pub stdin: tokio::sync::Mutex<StdinPipe>,
+}
+
+/// A command's stdin as the server holds it: the writer while it is open, and how many bytes
+/// it has taken (the `offset` a next chunk starts at, PROTOCOL.md §6.6).
+pub(crate) struct StdinPipe {
+    /// Whether the command was started with `attachStdin`.
+    pub attached: bool,
+    /// The process's stdin; `None` once closed (by a `close`, or a process that stopped
+    /// reading).
+    pub writer: Option<sandbox_sdk_core::Stdin>,
+    /// Bytes written so far.
+    pub written: u64,
+    /// Whether a `close` went through.
+    pub closed: bool,
 }
 
 impl Cmd {
     /// A record of `program args` just started in `cwd` (as the sandbox shows it) of
-    /// `session`, its process group `pgid` (0 for one that never started).
-    pub fn new(program: String, args: Vec<String>, cwd: String, session: String, pgid: i32) -> Cmd {
+    /// `session`, its process group `pgid` (0 for one that never started), with `stdin` when it
+    /// was started with `attachStdin` (`attached`).
+    pub fn new(
+        program: String,
+        args: Vec<String>,
+        cwd: String,
+        session: String,
+        pgid: i32,
+        attached: bool,
+        stdin: Option<sandbox_sdk_core::Stdin>,
+    ) -> Cmd {
         Cmd {
             id: format!(
                 "cmd_{}",
@@ -81,6 +107,12 @@ impl Cmd {
             pgid,
             out: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
+            stdin: tokio::sync::Mutex::new(StdinPipe {
+                attached,
+                writer: stdin,
+                written: 0,
+                closed: false,
+            }),
         }
     }
 
@@ -137,6 +169,10 @@ impl Cmd {
             }
             out.exit = Some(code);
             out.duration = Some(began.elapsed().as_millis() as u64);
+        }
+        // An exited command's stdin is gone (a write in flight keeps its own until it answers).
+        if let Ok(mut pipe) = self.stdin.try_lock() {
+            pipe.writer = None;
         }
         self.changed.send_modify(|n| *n += 1);
     }

@@ -436,6 +436,136 @@ async fn commands_stream_ndjson_keep_streams_apart_and_replay_logs() {
     );
 }
 
+/// A detached command with `attachStdin`, its id.
+async fn start_with_stdin(c: &Client, session: &str, script: &str, attach: bool) -> String {
+    let started = c
+        .post(
+            &format!("/v2/sandboxes/sessions/{session}/cmd"),
+            json!({ "command": "sh", "args": ["-c", script], "attachStdin": attach }),
+        )
+        .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    started.body["command"]["id"].as_str().unwrap().to_owned()
+}
+
+fn b64(data: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_takes_ordered_chunks_by_offset_delivers_at_once_and_closes() {
+    let sim = VercelSim::start().await.unwrap();
+    let c = Client::new(&sim);
+    let (_, session) = c.create(json!({})).await;
+    // `head -n 1` answers the first line before stdin closes: input arrives as it is sent.
+    let id = start_with_stdin(&c, &session, "head -n 1; cat", true).await;
+    let stdin = format!("/v2/sandboxes/sessions/{session}/cmd/{id}/stdin");
+    let logs = format!("/v2/sandboxes/sessions/{session}/cmd/{id}/logs");
+    // An empty request reads the count.
+    let read = c.post(&stdin, json!({})).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body["bytesWritten"], 0);
+    assert_eq!(read.body["command"]["id"], id.as_str());
+    let first = c
+        .post(&stdin, json!({ "data": b64(b"one\n"), "offset": 0 }))
+        .await;
+    assert_eq!(first.body["bytesWritten"], 4, "{}", first.body);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = c
+            .http
+            .get(c.url(&logs))
+            .bearer_auth(&c.token)
+            .send()
+            .await
+            .unwrap();
+        let chunk = tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await;
+        if let Ok(Ok(Some(chunk))) = chunk {
+            assert_eq!(
+                ndjson(&chunk)[0],
+                json!({ "stream": "stdout", "data": "one\n" })
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first line never came out"
+        );
+    }
+    // A resend of the same chunk writes nothing; an overlapping one only its new bytes.
+    let resent = c
+        .post(&stdin, json!({ "data": b64(b"one\n"), "offset": 0 }))
+        .await;
+    assert_eq!(resent.body["bytesWritten"], 4);
+    let overlap = c
+        .post(&stdin, json!({ "data": b64(b"\ntwo\n"), "offset": 3 }))
+        .await;
+    assert_eq!(overlap.body["bytesWritten"], 8);
+    // Past what was written: refused, with the count.
+    let gap = c
+        .post(&stdin, json!({ "data": b64(b"x"), "offset": 20 }))
+        .await;
+    assert_eq!(gap.status, 400);
+    assert_eq!(gap.body["error"]["code"], "bad_request");
+    assert_eq!(gap.body["error"]["bytesWritten"], 8);
+    let bad = c.post(&stdin, json!({ "data": "not base64!" })).await;
+    assert_eq!(bad.status, 400);
+    // Close: the process reads end of file and exits; a resent close is answered again.
+    let closed = c.post(&stdin, json!({ "offset": 8, "close": true })).await;
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    assert_eq!(closed.body["bytesWritten"], 8);
+    let again = c.post(&stdin, json!({ "offset": 8, "close": true })).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let more = c
+        .post(&stdin, json!({ "data": b64(b"late"), "offset": 8 }))
+        .await;
+    assert_eq!(more.status, 400);
+    assert_eq!(more.body["error"]["code"], "command_stdin_unavailable");
+    let done = c
+        .get(&format!(
+            "/v2/sandboxes/sessions/{session}/cmd/{id}?wait=true"
+        ))
+        .await;
+    assert_eq!(done.body["command"]["exitCode"], 0);
+    let out: String = ndjson(&c.get(&logs).await.raw)
+        .iter()
+        .filter_map(|l| l["data"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(out, "one\ntwo\n");
+    // Exited: unavailable.
+    let exited = c.post(&stdin, json!({ "offset": 8 })).await;
+    assert_eq!(exited.body["error"]["code"], "command_stdin_unavailable");
+    // Without attachStdin: unavailable; the process sees an empty stdin.
+    let plain = start_with_stdin(&c, &session, "cat; echo end", false).await;
+    let refused = c
+        .post(
+            &format!("/v2/sandboxes/sessions/{session}/cmd/{plain}/stdin"),
+            json!({ "data": b64(b"x"), "offset": 0 }),
+        )
+        .await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.body["error"]["code"], "command_stdin_unavailable");
+    // An unknown command is 404; a body over the cap 413; a wrong token 401 before anything.
+    let unknown = c
+        .post(
+            &format!("/v2/sandboxes/sessions/{session}/cmd/cmd_nope/stdin"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(unknown.status, 404);
+    let big = c
+        .post(
+            &stdin,
+            json!({ "data": "A".repeat(1_100_000), "offset": 8 }),
+        )
+        .await;
+    assert_eq!(big.status, 413);
+    assert_eq!(big.body["error"]["code"], "payload_too_large");
+    let anonymous = c.send(c.http.post(c.url(&stdin)).json(&json!({}))).await;
+    assert_eq!(anonymous.status, 401);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_sends_the_signal_and_a_timeout_kills_with_137() {
     let sim = VercelSim::start().await.unwrap();
