@@ -73,6 +73,10 @@
 //!   directory's host path is what `GET /work-dir` and `GET /user-home-dir` report).
 //! - `GET /system/metrics` (`metrics`) (host-wide memory and load, the sandbox directory's
 //!   disk use).
+//! - The stateful interpreter: `GET /process/interpreter/execute` upgraded to a WebSocket
+//!   (`run_code`), `POST`/`GET /process/interpreter/context` and `DELETE …/context/{id}`
+//!   (`code_contexts`); cells run in core's emulated kernel, answered in the daemon's
+//!   vocabulary and close codes (see `interpreter.rs`).
 //!
 //! Every API request needs `Authorization: Bearer <key>` (401 otherwise, in the API's error
 //! body); toolbox requests take the key or the sandbox's preview token
@@ -86,7 +90,7 @@
 //! (`sshCommand` names the simulator's own port, where no SSH server answers), the Socket.IO
 //! event stream (404: the official SDK falls back to polling), build logs and `buildInfo`
 //! builds, snapshots and volumes as resources, recover, resize, auto-archive, PTY, code-run,
-//! interpreter contexts, git, LSP, computer use, the `failed-auth` throttler, JWT
+//! git, LSP, computer use, the `failed-auth` throttler, JWT
 //! organizations.
 
 mod access;
@@ -94,6 +98,7 @@ mod api;
 mod call;
 mod files;
 mod follow;
+mod interpreter;
 mod logs;
 mod record;
 mod session;

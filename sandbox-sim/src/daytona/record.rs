@@ -51,6 +51,8 @@ pub(crate) struct Record {
     pub sessions: HashMap<String, Arc<Session>>,
     /// Host pids of running `process/execute` commands (killed on stop).
     pub executing: Vec<String>,
+    /// The interpreter's contexts.
+    pub interpreter: std::sync::Arc<super::interpreter::Contexts>,
 }
 
 impl Record {
@@ -90,6 +92,7 @@ impl Record {
             ssh: None,
             sessions: HashMap::new(),
             executing: Vec::new(),
+            interpreter: Default::default(),
         }
     }
 

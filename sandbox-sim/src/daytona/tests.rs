@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::{Fault, FaultRule};
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -761,4 +761,115 @@ async fn injected_faults_use_the_toolbox_error_body_and_resets_close_the_connect
     assert_eq!(c.get(&format!("/api/sandbox/{id}")).await.0, 200);
     let log = sim.server().log().entries();
     assert_eq!(log.iter().filter(|e| e.fault.is_some()).count(), 2);
+}
+
+/// Runs one cell over the interpreter WebSocket: the frames' `(type, text or name)` and the
+/// close code and reason.
+async fn interpret(
+    sim: &DaytonaSim,
+    id: &str,
+    first: Value,
+) -> (Vec<(String, String)>, u16, String) {
+    let url = format!(
+        "{}/toolbox/{id}/process/interpreter/execute",
+        sim.url().replace("http", "ws")
+    );
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Authorization",
+        format!("Bearer {}", sim.api_key()).parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    ws.send(Message::text(first.to_string())).await.unwrap();
+    let mut frames = Vec::new();
+    while let Some(message) = ws.next().await {
+        match message.unwrap() {
+            Message::Text(text) => {
+                let v: Value = serde_json::from_str(&text).unwrap();
+                for field in ["type", "text", "name", "value", "traceback"] {
+                    assert!(v.get(field).is_some(), "every field is present: {v}");
+                }
+                let detail = if v["type"] == "error" {
+                    &v["name"]
+                } else {
+                    &v["text"]
+                };
+                frames.push((
+                    v["type"].as_str().unwrap().to_owned(),
+                    detail.as_str().unwrap().to_owned(),
+                ));
+            }
+            Message::Close(Some(frame)) => {
+                return (frames, u16::from(frame.code), frame.reason.to_string());
+            }
+            _ => {}
+        }
+    }
+    panic!("the socket ended without a close frame");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interpreter_runs_cells_in_contexts_and_closes_with_the_daemons_codes() {
+    let sim = sim().await;
+    let c = Client::of(&sim);
+    let id = c.started(json!({})).await;
+    let (frames, code, _) = interpret(&sim, &id, json!({"code": "x = 6\nprint(x * 7)\nx"})).await;
+    assert_eq!(
+        frames,
+        [
+            ("stdout".into(), "42\n".into()),
+            ("control".into(), "completed".into())
+        ],
+        "no result for the last expression: the daemon has none"
+    );
+    assert_eq!(code, 1000);
+    let (frames, code, _) = interpret(&sim, &id, json!({"code": "1/0"})).await;
+    assert_eq!(frames[0], ("error".into(), "ZeroDivisionError".into()));
+    assert_eq!(code, 1000);
+    let (frames, code, _) = interpret(
+        &sim,
+        &id,
+        json!({"code": "import time\ntime.sleep(30)", "timeout": 1}),
+    )
+    .await;
+    assert_eq!(
+        frames.last().unwrap(),
+        &("control".into(), "interrupted".into())
+    );
+    assert_eq!(code, 4008);
+    let (_, code, reason) =
+        interpret(&sim, &id, json!({"code": "print(x)", "contextId": "nope"})).await;
+    assert_eq!((code, reason.as_str()), (1008, "context not found: nope"));
+    let (_, code, reason) = interpret(&sim, &id, json!({"code": "  "})).await;
+    assert_eq!((code, reason.as_str()), (1008, "code is required"));
+
+    let t = format!("/toolbox/{id}/process/interpreter/context");
+    let (status, made) = c.post(&t, json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (made["language"].clone(), made["active"].clone()),
+        (json!("python"), json!(true))
+    );
+    let ctx = made["id"].as_str().unwrap().to_owned();
+    let (frames, _, _) = interpret(&sim, &id, json!({"code": "print(x)", "contextId": ctx})).await;
+    assert_eq!(
+        frames[0],
+        ("error".into(), "NameError".into()),
+        "contexts are apart"
+    );
+    let (_, listed) = c.get(&t).await;
+    assert_eq!(
+        listed["contexts"].as_array().unwrap().len(),
+        1,
+        "the default is not listed"
+    );
+    assert_eq!(c.post(&t, json!({"language": "javascript"})).await.0, 400);
+    for (which, status) in [("default", 400), (ctx.as_str(), 200), (ctx.as_str(), 404)] {
+        let path = format!("{t}/{which}");
+        assert_eq!(
+            c.call(reqwest::Method::DELETE, &path, None).await.0,
+            status,
+            "{which}"
+        );
+    }
 }

@@ -37,6 +37,8 @@ pub(crate) fn operation(method: &Method, s: &[&str]) -> &'static str {
         ["process", "session", _] if m == "DELETE" => "kill",
         ["process", "session", _, "command", _, "logs"] => "exec.output",
         ["process", "session", _, "command", _, "input"] => "stdin",
+        ["process", "interpreter", "execute"] => "run_code",
+        ["process", "interpreter", ..] => "code_contexts",
         ["process", "session", ..] => "exec.status",
         ["files"] if m == "GET" => "files.list",
         ["files"] if m == "DELETE" => "files.remove",
@@ -111,6 +113,19 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
         let (sid, cid) = (s[2].to_owned(), s[4].to_owned());
         return super::follow::upgrade(call, upgrade, &sid, &cid);
     }
+    if s == ["process", "interpreter", "execute"]
+        && method == "GET"
+        && let Some(upgrade) = request.take_upgrade()
+        && is_websocket(&request)
+    {
+        let call = Call {
+            api,
+            request,
+            sandbox_id: id,
+            backing,
+        };
+        return super::interpreter::upgrade(call, upgrade);
+    }
     let call = Call {
         api,
         request,
@@ -118,6 +133,12 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
         backing,
     };
     match (method.as_str(), s.as_slice()) {
+        ("POST", ["process", "interpreter", "context"]) => super::interpreter::create(call).await,
+        ("GET", ["process", "interpreter", "context"]) => super::interpreter::list(call).await,
+        ("DELETE", ["process", "interpreter", "context", id]) => {
+            let id = id.to_string();
+            super::interpreter::delete(call, &id).await
+        }
         ("POST", ["process", "execute"]) => execute(call).await,
         ("POST", ["process", "session"]) => create_session(call).await,
         ("GET", ["process", "session"]) => list_sessions(call),

@@ -157,6 +157,54 @@ await check('labels, autostop, previews and ssh access', async () => {
   expect(!(await sandbox.validateSshAccess(second.token)).valid, 'revoked')
 })
 
+await check('code interpreter: state across runs, streamed stdout', async () => {
+  const ci = sandbox.codeInterpreter
+  const seen = []
+  const first = await ci.runCode('x = 41\nprint("hi")', { onStdout: (m) => seen.push(m.output) })
+  expectEq(first.stdout, 'hi\n', 'stdout')
+  expectEq(seen.join(''), 'hi\n', 'onStdout')
+  const second = await ci.runCode('print(x + 1)')
+  expectEq(second.stdout, '42\n', 'state across runs')
+})
+
+await check('code interpreter: an error with its traceback, state kept', async () => {
+  const ci = sandbox.codeInterpreter
+  const failed = await ci.runCode('1/0')
+  expectEq(failed.error?.name, 'ZeroDivisionError', 'error name')
+  expect(failed.error.traceback.includes('ZeroDivisionError'), `traceback: ${failed.error.traceback}`)
+  expectEq((await ci.runCode('print(x)')).stdout, '41\n', 'state after the error')
+})
+
+await check('code interpreter: contexts are apart, listed and deleted', async () => {
+  const ci = sandbox.codeInterpreter
+  const ctx = await ci.createContext()
+  expect(ctx.id && ctx.language === 'python' && ctx.active, `context: ${JSON.stringify(ctx)}`)
+  await ci.runCode('a = 1', { context: ctx })
+  expectEq((await ci.runCode('print(a)', { context: ctx })).stdout, '1\n', 'state in its context')
+  expectEq((await ci.runCode('print(a)')).error?.name, 'NameError', 'the default context is apart')
+  const listed = (await ci.listContexts()).map((c) => c.id)
+  expectEq(listed, [ctx.id], 'listed without the default')
+  await ci.deleteContext(ctx)
+  expectEq(await ci.listContexts(), [], 'deleted')
+})
+
+// The TS SDK settles on the `control: interrupted` frame, which comes before the 4008 close,
+// so a timed-out cell resolves (the Python SDK, waiting for the close, raises its timeout error).
+await check('code interpreter: a timeout interrupts the cell and keeps the state', async () => {
+  const ci = sandbox.codeInterpreter
+  await ci.runCode('y = 7')
+  const started = Date.now()
+  await ci.runCode('import time\ntime.sleep(30)', { timeout: 1 })
+  expect(Date.now() - started < 15000, `the cell ran ${Date.now() - started} ms past a 1 s timeout`)
+  expectEq((await ci.runCode('print(y)')).stdout, '7\n', 'state after the timeout')
+})
+
+await check('code interpreter: an unknown context is a close with its reason', async () => {
+  const ci = sandbox.codeInterpreter
+  const e = await rejects(ci.runCode('1', { context: { id: 'no-such-context' } }), Error, 'unknown context')
+  expect(e.message.includes('context not found: no-such-context'), e.message)
+})
+
 await check('list by labels finds the sandbox', async () => {
   const found = []
   for await (const s of daytona.list({ labels: { run } })) found.push(s.id)
