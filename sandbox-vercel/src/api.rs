@@ -7,7 +7,7 @@ use crate::config::{MAX_JSON, MAX_LIST_JSON, PAGE_LIMIT, PROVIDER, REQUEST_ID_HE
 use crate::error::{FailedResponse, map_error};
 use crate::wire::{
     CommandEnvelope, CommandList, CreateBody, RunBody, SandboxEnvelope, SandboxPage,
-    SessionEnvelope, SnapshotEnvelope, SnapshotPage,
+    SessionEnvelope, SnapshotEnvelope, SnapshotPage, StdinAnswer, StdinBody,
 };
 use sandbox_sdk_core::ByteStream;
 use sandbox_sdk_core::Result;
@@ -332,6 +332,23 @@ impl Api {
             .json(&json!({ "signal": signal }))
             .max_body(MAX_JSON)
             .send_empty()
+            .await
+    }
+
+    /// `POST …/cmd/{id}/stdin {data?, offset, close?}` (PROTOCOL.md §6.6): one chunk of stdin, or the close.
+    /// Safe to send again with the same offset (the server skips what it already has).
+    pub async fn write_stdin(
+        &self,
+        name: &str,
+        session: &str,
+        command: &str,
+        body: &StdinBody,
+    ) -> Result<StdinAnswer> {
+        let path = format!("{}/stdin", Self::command_path(session, command));
+        self.req(Method::Post, &path, "stdin", Some(name))
+            .json(body)
+            .max_body(MAX_JSON)
+            .send_json()
             .await
     }
 

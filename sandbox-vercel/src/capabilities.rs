@@ -9,7 +9,9 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// - `set_timeout` extends the running session (`extend-timeout` only adds, §5.1): the session
 ///   is made to last until now plus the time asked; a shorter time cannot be set and is left.
 /// - `background`, `streaming` and `kill_process` are native: detached commands, NDJSON logs,
-///   kill by signal (§6). There is no stdin and no pty in the REST API.
+///   kill by signal (§6). `stdin` is native: a command started with `attachStdin` takes its
+///   input as ordered, offset-carrying `POST …/stdin` requests (§6.6). There is no pty in the
+///   REST API.
 /// - `files_upload` is native for what moves bytes: write (a gzip tar), read (streamed) and
 ///   mkdir (§7). The API has no list, stat, remove or rename (§7.4): those run as commands
 ///   through the core's files-over-exec scripts.
@@ -28,6 +30,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     background: Level::Native,
     streaming: Level::Native,
     kill_process: Level::Native,
+    stdin: Level::Native,
     files_upload: Level::Native,
     expose_port: Level::Native,
     snapshot: Level::Native,

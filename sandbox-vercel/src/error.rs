@@ -59,6 +59,10 @@ fn parse(body: &[u8]) -> (String, Option<String>, Option<Duration>) {
     }
 }
 
+/// The code of a stdin request to a command that takes no input: started without
+/// `attachStdin`, exited, or its stdin closed (PROTOCOL.md §6.6).
+pub(crate) const STDIN_UNAVAILABLE: &str = "command_stdin_unavailable";
+
 /// Whether a 400 says the name is taken (PROTOCOL.md §4.2: Vercel answers a duplicate name with
 /// `400 bad_request` "A sandbox with the name '…' already exists for this project").
 fn is_duplicate_name(code: Option<&str>, message: &str) -> bool {
@@ -73,6 +77,7 @@ fn is_duplicate_name(code: Option<&str>, message: &str) -> bool {
 /// | status | kind |
 /// | --- | --- |
 /// | 400 duplicate name (§4.2) | `Conflict` |
+/// | 400 `command_stdin_unavailable` (the command takes no more input; §6.6) | `Conflict` |
 /// | 422 `sandbox_stopping`, `sandbox_snapshotting` (the session is going down; §16) | `NotRunning` |
 /// | other 400, 422 | `Validation` |
 /// | 401, 403 | `Unauthorized` |
@@ -85,6 +90,7 @@ pub(crate) fn map_error(resp: FailedResponse<'_>) -> Error {
     let (text, code, reset) = parse(resp.body);
     let kind = match resp.status {
         400 if is_duplicate_name(code.as_deref(), &text) => ErrorKind::Conflict,
+        400 if code.as_deref() == Some(STDIN_UNAVAILABLE) => ErrorKind::Conflict,
         422 if matches!(
             code.as_deref(),
             Some("sandbox_stopping" | "sandbox_snapshotting")
@@ -175,6 +181,17 @@ mod tests {
         }
         assert!(map_error(resp(503, "")).is_retryable());
         assert!(!map_error(resp(409, "")).is_retryable());
+    }
+
+    #[test]
+    fn stdin_unavailable_is_a_conflict() {
+        let e = map_error(resp(
+            400,
+            r#"{"error":{"code":"command_stdin_unavailable","message":"The command is not reading stdin."}}"#,
+        ));
+        assert_eq!(e.kind(), ErrorKind::Conflict);
+        assert_eq!(e.status(), Some(400));
+        assert!(e.message().contains("command_stdin_unavailable"), "{e}");
     }
 
     #[test]

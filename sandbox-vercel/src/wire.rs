@@ -345,6 +345,29 @@ pub(crate) struct RunBody {
     pub logs: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// The command reads stdin from `POST …/stdin` (PROTOCOL.md §6.6); sent only when true, as
+    /// the official SDK does.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub attach_stdin: bool,
+}
+
+/// `POST …/cmd/{id}/stdin` (PROTOCOL.md §6.6): `data` (base64) written at `offset`, the bytes
+/// the stream took before it; `close` closes stdin after it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StdinBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    pub offset: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub close: bool,
+}
+
+/// The answer to a stdin request: the bytes the stream has taken in all (PROTOCOL.md §6.6).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StdinAnswer {
+    #[serde(default)]
+    pub bytes_written: Option<u64>,
 }
 
 impl fmt::Debug for RunBody {

@@ -57,14 +57,14 @@ async fn a_command_sends_env_cwd_sudo_and_timeout_and_keeps_stdout_and_stderr_ap
 }
 
 #[tokio::test]
-async fn users_other_than_root_and_stdin_or_pty_are_refused_before_sending() {
+async fn users_other_than_root_and_a_pty_are_refused_before_sending() {
     let server = MockServer::start().await;
     let sb = connected(&server).await;
     let before = server.received_requests().await.unwrap().len();
     let err = sb.run(&Command::new("id").user("alice")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
     assert_eq!(
-        sb.exec(&Command::new("cat").stdin())
+        sb.exec(&Command::new("top").pty(sandbox_sdk_core::PtySize { cols: 80, rows: 24 }))
             .await
             .unwrap_err()
             .kind(),
@@ -272,4 +272,135 @@ async fn a_stream_cut_before_the_command_started_is_ambiguous() {
         requests[2].starts_with("GET /v2/sandboxes/sessions/sbx_1/cmd?"),
         "{requests:?}"
     );
+}
+
+/// Answers stdin requests as the service does (PROTOCOL.md §6.6): `bytesWritten` is the
+/// offset plus the decoded data; the first request of all answers 503 instead.
+struct StdinServer {
+    failed_once: std::sync::atomic::AtomicBool,
+}
+
+impl wiremock::Respond for StdinServer {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        use base64::Engine as _;
+        if !self
+            .failed_once
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return ResponseTemplate::new(503)
+                .set_body_json(error_json("service_unavailable", "try again"));
+        }
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let data = body["data"].as_str().map_or(0, |d| {
+            base64::engine::general_purpose::STANDARD
+                .decode(d)
+                .unwrap()
+                .len()
+        });
+        let written = body["offset"].as_u64().unwrap() + data as u64;
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"command": command_json("c1", None), "bytesWritten": written}))
+    }
+}
+
+/// A command with stdin is started with `attachStdin`; its writes go out in order as
+/// `{data, offset}` with at most 512 KiB each, a request that failed (503) is sent again with
+/// the same offset and data, and shutdown sends `{offset, close: true}` once everything is in.
+#[tokio::test]
+async fn stdin_goes_out_in_ordered_offset_chunks_resends_alike_and_closes() {
+    use base64::Engine as _;
+    use tokio::io::AsyncWriteExt;
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd")))
+        .respond_with(stream_answer(&[
+            json!({"command": command_json("c1", None)}),
+            json!({"stream": "stdout", "data": "echoed"}),
+            json!({"command": command_json("c1", Some(0))}),
+        ]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd/c1/stdin")))
+        .respond_with(StdinServer {
+            failed_once: false.into(),
+        })
+        .mount(&server)
+        .await;
+    let mut process = sb.exec(&Command::new("cat").stdin()).await.unwrap();
+    let mut stdin = process.take_stdin().expect("a stdin writer");
+    let big: Vec<u8> = (0..600 * 1024).map(|i| (i % 251) as u8).collect();
+    let mut all = b"line one\n".to_vec();
+    stdin.write_all(b"line one\n").await.unwrap();
+    stdin.write_all(&big).await.unwrap();
+    all.extend_from_slice(&big);
+    stdin.shutdown().await.unwrap();
+    let out = process.output().await.unwrap();
+    assert_eq!(out.stdout_lossy(), "echoed");
+    assert_eq!(
+        bodies(&server, "POST", &session_path("/cmd")).await[0]["attachStdin"],
+        true
+    );
+    let sent = bodies(&server, "POST", &session_path("/cmd/c1/stdin")).await;
+    // The first request failed and went again unchanged.
+    assert_eq!(sent[0], sent[1]);
+    let (close, writes) = sent[1..].split_last().unwrap();
+    assert_eq!(close, &json!({"offset": all.len(), "close": true}));
+    let mut got = Vec::new();
+    for w in writes {
+        assert_eq!(w["offset"].as_u64().unwrap(), got.len() as u64, "{w}");
+        assert!(w.get("close").is_none());
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(w["data"].as_str().unwrap())
+            .unwrap();
+        assert!(!data.is_empty() && data.len() <= 512 * 1024);
+        got.extend_from_slice(&data);
+    }
+    assert_eq!(got, all);
+}
+
+/// A command that takes no more input (`command_stdin_unavailable`, §6.6) fails the write as a
+/// closed pipe would; a close then is not an error.
+#[tokio::test]
+async fn stdin_to_a_command_that_stopped_reading_fails_the_write_not_the_close() {
+    use tokio::io::AsyncWriteExt;
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd")))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"command": command_json("c2", None)})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd/c2/stdin")))
+        .respond_with(ResponseTemplate::new(400).set_body_json(error_json(
+            "command_stdin_unavailable",
+            "The command is not reading stdin.",
+        )))
+        .mount(&server)
+        .await;
+    let mut process = sb
+        .exec(&Command::new("true").stdin().background())
+        .await
+        .unwrap();
+    let mut stdin = process.take_stdin().unwrap();
+    stdin.write_all(b"x").await.unwrap();
+    let err = stdin.shutdown().await.unwrap_err();
+    let err = sandbox_sdk_core::Error::from(err);
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    assert!(err.message().contains("no longer reads stdin"), "{err}");
+    // One write, no retry of a refusal.
+    assert_eq!(
+        bodies(&server, "POST", &session_path("/cmd/c2/stdin")).await,
+        [json!({"data": "eA==", "offset": 0})]
+    );
+    let mut process = sb
+        .exec(&Command::new("true").stdin().background())
+        .await
+        .unwrap();
+    process.take_stdin().unwrap().shutdown().await.unwrap();
 }

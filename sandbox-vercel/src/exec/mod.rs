@@ -12,11 +12,15 @@
 //! - env and cwd travel natively; a relative cwd is resolved against the session's working
 //!   directory. `user` may be `root` (sent as `sudo`) or the default `vercel-sandbox`. The
 //!   process timeout is sent as `timeout` (the server kills the command, §6.1). There is no
-//!   stdin and no pty.
+//!   pty.
+//! - A command with [`Command::stdin`] is started with `attachStdin` and its [`Process`] gets a
+//!   [`sandbox_sdk_core::Stdin`] whose writes go out as ordered, offset-carrying stdin requests
+//!   ([`stdin`], §6.6).
 //! - A command's `tag` is not stored anywhere (Vercel commands carry none).
 
 pub(crate) mod follow;
 pub(crate) mod ndjson;
+pub(crate) mod stdin;
 
 use crate::api::Api;
 use crate::config::{KILL_SIGNAL, PROVIDER};
@@ -25,9 +29,11 @@ use crate::lifecycle::{Handle, SessionRef};
 use crate::wire::{LogLine, RunBody, VercelCommand};
 use async_trait::async_trait;
 use follow::Follower;
+use futures::StreamExt;
 use ndjson::Lines;
 use sandbox_sdk_core::{
-    Command, Error, ErrorKind, Process, ProcessControl, ProcessInfo, PtySize, Result,
+    Command, Error, ErrorKind, EventStream, Process, ProcessControl, ProcessEvent, ProcessInfo,
+    PtySize, Result,
 };
 use std::sync::Arc;
 
@@ -44,9 +50,6 @@ fn run_body(command: &Command, session: &SessionRef, wait: bool) -> Result<RunBo
     };
     if command.pty.is_some() {
         return invalid("vercel: commands have no pty (PROTOCOL.md §9)".into());
-    }
-    if command.stdin {
-        return invalid("vercel: commands take no stdin (PROTOCOL.md §6)".into());
     }
     let sudo = match command.user.as_deref() {
         None | Some(DEFAULT_USER) => false,
@@ -77,6 +80,7 @@ fn run_body(command: &Command, session: &SessionRef, wait: bool) -> Result<RunBo
         wait,
         logs: wait,
         timeout,
+        attach_stdin: command.stdin,
     })
 }
 
@@ -101,14 +105,52 @@ impl ProcessControl for Control {
     }
 }
 
-fn process(handle: &Handle, session: &str, command: &str, follower: Follower) -> Process {
+/// The process of command `command`, with its stdin writer when it was started with
+/// `attachStdin` (`stdin`, PROTOCOL.md §6.6).
+fn process(
+    handle: &Handle,
+    session: &str,
+    command: &str,
+    follower: Follower,
+    stdin: bool,
+) -> Process {
     let control = Arc::new(Control {
         api: handle.api.clone(),
         name: handle.name.clone(),
         session: session.to_owned(),
         command: command.to_owned(),
     });
-    Process::new(command, follower.into_events(), None, control)
+    if !stdin {
+        return Process::new(command, follower.into_events(), None, control);
+    }
+    let (writer, pump) = stdin::pump(
+        handle.api.clone(),
+        handle.name.clone(),
+        session.to_owned(),
+        command.to_owned(),
+    );
+    Process::new(
+        command,
+        with_pump(follower.into_events(), pump),
+        Some(writer),
+        control,
+    )
+}
+
+/// `events`, telling `pump` once they end (an exit, an error or the end) and waiting until it
+/// has sent what was already written, so no stdin task outlives the process.
+fn with_pump(events: EventStream, pump: stdin::Pump) -> EventStream {
+    futures::stream::unfold(Some((events, Some(pump))), |state| async move {
+        let (mut events, mut pump) = state?;
+        let event = events.next().await;
+        let ended = !matches!(event, Some(Ok(ref e)) if !matches!(e, ProcessEvent::Exit(_)));
+        if ended && let Some(p) = pump.take() {
+            p.finish().await;
+        }
+        let event = event?;
+        Some((event, Some((events, pump))))
+    })
+    .boxed()
 }
 
 /// Starts `command` and follows it.
@@ -125,7 +167,7 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
             session.id.clone(),
             id.clone(),
         );
-        return Ok(process(handle, &session.id, &id, follower));
+        return Ok(process(handle, &session.id, &id, follower, command.stdin));
     }
     let body = run_body(command, &session, true)?;
     let sent_at = std::time::SystemTime::now();
@@ -174,7 +216,7 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
         id.clone(),
         lines,
     );
-    Ok(process(handle, &session.id, &id, follower))
+    Ok(process(handle, &session.id, &id, follower, command.stdin))
 }
 
 /// How far a lost command's `startedAt` may be from this machine's clock when it was sent
@@ -224,7 +266,13 @@ async fn settle_lost_start(
                 session.id.clone(),
                 only.id.clone(),
             );
-            Ok(process(handle, &session.id, &only.id, follower))
+            Ok(process(
+                handle,
+                &session.id,
+                &only.id,
+                follower,
+                body.attach_stdin,
+            ))
         }
         _ => Err(error),
     }
@@ -256,7 +304,7 @@ pub(crate) async fn attach(handle: &Handle, pid: &str) -> Result<Process> {
         session.id.clone(),
         pid.to_owned(),
     );
-    Ok(process(handle, &session.id, pid, follower))
+    Ok(process(handle, &session.id, pid, follower, false))
 }
 
 /// Sends `signal` to command `pid`.
