@@ -482,6 +482,55 @@ impl Execution {
     }
 }
 
+/// Stdout and stderr of one cell kept up to a byte limit; what is past it is counted, for a
+/// [`CodeEvent::Truncated`] at the end. Adapters reading a provider's kernel use it so a native
+/// cell is bounded as the emulated kernel bounds its own ([`kernel::MAX_OUTPUT`]).
+#[derive(Debug, Clone)]
+pub struct OutputBudget {
+    limit: usize,
+    kept: usize,
+    dropped: u64,
+}
+
+impl OutputBudget {
+    /// Room for `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        OutputBudget {
+            limit,
+            kept: 0,
+            dropped: 0,
+        }
+    }
+
+    /// The part of `text` that still fits (cut at a character boundary); the rest is counted.
+    pub fn admit(&mut self, text: String) -> Option<String> {
+        let room = self.limit.saturating_sub(self.kept);
+        if text.len() <= room {
+            self.kept += text.len();
+            return (!text.is_empty()).then_some(text);
+        }
+        let mut cut = room;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.kept += cut;
+        self.dropped += (text.len() - cut) as u64;
+        (cut > 0).then(|| text[..cut].to_owned())
+    }
+
+    /// Counts `bytes` left out for another reason (a line over a frame bound).
+    pub fn count_dropped(&mut self, bytes: u64) {
+        self.dropped += bytes;
+    }
+
+    /// The event that reports what was left out, if anything was.
+    pub fn truncated(&self) -> Option<CodeEvent> {
+        (self.dropped > 0).then_some(CodeEvent::Truncated {
+            dropped: self.dropped,
+        })
+    }
+}
+
 /// The stream a provider hands to [`CodeRun::new`]: the cell's events, ending after the last
 /// one (`None`) when the cell ended, or with an error when it could not end cleanly (a
 /// `Timeout`, a lost connection, a `ContextLost` kernel).
@@ -548,6 +597,17 @@ impl Stream for CodeRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_budget_cuts_at_a_character_boundary_and_counts_the_rest() {
+        let mut budget = OutputBudget::new(5);
+        assert_eq!(budget.admit("abc".into()).as_deref(), Some("abc"));
+        // "é" is two bytes: only one byte of room is left after "d", so it is cut before it.
+        assert_eq!(budget.admit("dé!".into()).as_deref(), Some("d"));
+        assert_eq!(budget.admit("more".into()), None);
+        assert_eq!(budget.truncated(), Some(CodeEvent::Truncated { dropped: 7 }));
+        assert_eq!(OutputBudget::new(1).truncated(), None);
+    }
 
     #[test]
     fn languages_parse_as_e2b_names_them() {

@@ -17,6 +17,11 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// meter behind `Provider::usage` (estimated on an installation without one) and the
 /// organization's limits ([`DaytonaProvider::limits`](crate::DaytonaProvider::limits));
 /// `prepare` makes snapshots by content hash (`Provider::prepare`).
+///
+/// `stateful_kernel` is native (the daemon's interpreter contexts and WebSocket, PROTOCOL.md
+/// §12); `code_interpreter` is emulated: the daemon returns text only, and a prelude the
+/// adapter runs in each context adds results (the last expression, `display()`, matplotlib
+/// figures), marked emulated.
 pub const CAPABILITIES: Capabilities = Capabilities {
     list: Level::Native,
     stop: Level::Native,
@@ -38,6 +43,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     gpu: Level::Native,
     usage: Level::Native,
     prepare: Level::Native,
+    stateful_kernel: Level::Native,
+    code_interpreter: Level::Emulated,
     flags: FLAGS,
     ..Capabilities::NONE
 };

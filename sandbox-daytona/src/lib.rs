@@ -86,6 +86,7 @@ mod lifecycle;
 mod api;
 
 mod capabilities;
+mod code;
 mod config;
 mod error;
 mod wire;

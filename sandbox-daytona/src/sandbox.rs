@@ -4,6 +4,7 @@
 
 use crate::api::client::Api;
 use crate::api::toolbox::Toolbox;
+use crate::code::Code;
 use crate::config::{ExecTransport, LOG_ANSWER, PROVIDER, deadline_after};
 use crate::exec::session::{SessionPool, Sessions};
 use crate::files::{DaytonaFileInfo, FileMatch};
@@ -14,6 +15,7 @@ use crate::{exec, files};
 use bytes::Bytes;
 use sandbox_sdk_core::http::Response;
 use sandbox_sdk_core::time::parse_rfc3339;
+use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Metrics, PreviewLink,
     Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo, SshAccess, Transfer,
@@ -36,6 +38,8 @@ pub struct DaytonaSandbox {
     pool: Arc<SessionPool>,
     id: String,
     sessions: Arc<Sessions>,
+    /// Code contexts: which have the prelude, which lost their state.
+    code: Arc<Code>,
     /// The caller's deadline for lifecycle calls on this handle (waits for a state change in
     /// progress and for the call's own transition); the builder's timeouts when unset.
     deadline: Option<Duration>,
@@ -117,6 +121,7 @@ impl DaytonaSandbox {
         let tb = Arc::new(Toolbox::open(api.clone(), dto).await?);
         Ok(DaytonaSandbox {
             sessions: Arc::new(Sessions::new(tb, pool.clone())),
+            code: Arc::default(),
             api,
             pool,
             id: dto.id.clone(),
@@ -651,5 +656,28 @@ impl Sandbox for DaytonaSandbox {
             disk_used_bytes: dto.disk_used,
             disk_total_bytes: dto.disk_total,
         })
+    }
+
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.code.create(self.tb(), spec).await
+    }
+
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.code.list(self.tb()).await
+    }
+
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.code.restart(self.tb(), id).await
+    }
+
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.code.remove(self.tb(), id).await
+    }
+
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.code
+            .run(self, self.tb(), request)
+            .await
+            .map_err(|e| e.with_sandbox_id(&self.id))
     }
 }

@@ -510,3 +510,58 @@ mod tests {
         );
     }
 }
+
+/// `POST /process/interpreter/context`'s body (PROTOCOL.md §12).
+#[derive(Debug, Serialize)]
+pub struct CreateContextBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+}
+
+/// An interpreter context as the daemon shows it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterpreterContextDto {
+    pub id: String,
+    #[serde(default)]
+    pub cwd: String,
+    #[serde(default)]
+    pub language: String,
+}
+
+/// `GET /process/interpreter/context`'s answer.
+#[derive(Debug, Deserialize)]
+pub struct ContextsAnswer {
+    #[serde(default)]
+    pub contexts: Vec<InterpreterContextDto>,
+}
+
+/// The first message of an interpreter socket (PROTOCOL.md §12).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterpreterRequest<'a> {
+    pub code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub envs: &'a BTreeMap<String, String>,
+    /// Seconds; `0` is no limit.
+    pub timeout: u64,
+}
+
+/// One frame of an interpreter socket: every field is always there.
+#[derive(Debug, Deserialize)]
+pub struct InterpreterFrame {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub traceback: String,
+}

@@ -16,7 +16,9 @@ use futures::StreamExt;
 use sandbox_sdk_core::ByteStream;
 use sandbox_sdk_core::code::frames::{Frame, Line, LineReader, parse_line};
 use sandbox_sdk_core::code::kernel::{EmulatedKernels, MAX_FRAME, MAX_OUTPUT, default_context_id};
-use sandbox_sdk_core::code::{CodeContext, CodeEvent, CodeRun, ContextSpec, Language, RunCode};
+use sandbox_sdk_core::code::{
+    CodeContext, CodeEvent, CodeRun, ContextSpec, Language, OutputBudget, RunCode,
+};
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -169,8 +171,7 @@ impl Code {
             body: open,
             lines: LineReader::new(MAX_FRAME),
             queue: VecDeque::new(),
-            kept: 0,
-            dropped: 0,
+            budget: OutputBudget::new(MAX_OUTPUT),
             ended: false,
             key,
             lost: self.lost.clone(),
@@ -217,9 +218,7 @@ struct Cell {
     body: ByteStream,
     lines: LineReader,
     queue: VecDeque<Result<CodeEvent>>,
-    /// Output bytes passed on, and dropped past the cap.
-    kept: usize,
-    dropped: u64,
+    budget: OutputBudget,
     ended: bool,
     key: String,
     lost: Arc<Mutex<BTreeMap<String, String>>>,
@@ -278,7 +277,7 @@ impl Cell {
             Line::Whole(bytes) => bytes,
             Line::TooLong => {
                 // A line over the frame bound (a huge result): left out, and said.
-                self.dropped += MAX_FRAME as u64;
+                self.budget.count_dropped(MAX_FRAME as u64);
                 return;
             }
         };
@@ -305,10 +304,8 @@ impl Cell {
             Frame::Event(event) => self.queue.push_back(Ok(event)),
             Frame::End(_) => {
                 self.ended = true;
-                if self.dropped > 0 {
-                    self.queue.push_back(Ok(CodeEvent::Truncated {
-                        dropped: self.dropped,
-                    }));
+                if let Some(truncated) = self.budget.truncated() {
+                    self.queue.push_back(Ok(truncated));
                 }
             }
             Frame::Keepalive | Frame::Ready(_) | Frame::Unknown(_) => {}
@@ -317,20 +314,8 @@ impl Cell {
 
     /// Passes output on up to the cap, counting the rest.
     fn output(&mut self, text: String, event: fn(String) -> CodeEvent) {
-        let room = MAX_OUTPUT.saturating_sub(self.kept);
-        if text.len() <= room {
-            self.kept += text.len();
-            self.queue.push_back(Ok(event(text)));
-            return;
+        if let Some(kept) = self.budget.admit(text) {
+            self.queue.push_back(Ok(event(kept)));
         }
-        let mut cut = room;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        if cut > 0 {
-            self.kept += cut;
-            self.queue.push_back(Ok(event(text[..cut].to_owned())));
-        }
-        self.dropped += (text.len() - cut) as u64;
     }
 }

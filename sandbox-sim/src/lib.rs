@@ -72,6 +72,9 @@ use std::path::Path;
 ///
 /// When the operating system has no random source to give (a simulator does not fall back to
 /// guessable secrets).
+/// The most output one simulated code cell sends.
+const SIM_CODE_OUTPUT: usize = 64 << 20;
+
 pub(crate) fn random_from(alphabet: &[u8], n: usize) -> String {
     assert!(
         (1..=256).contains(&alphabet.len()),
@@ -159,7 +162,9 @@ impl Backing {
         }
         let root = builder.tempdir_in(parent)?;
         Ok(Backing {
-            provider: LocalProvider::with_root(root.path()),
+            // The services do not cap a cell's output (the SDKs' adapters do), so neither do
+            // their simulated kernels, short of a bound that keeps the simulator's memory sane.
+            provider: LocalProvider::with_root(root.path()).code_output_cap(SIM_CODE_OUTPUT),
             root,
         })
     }

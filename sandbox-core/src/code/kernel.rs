@@ -74,9 +74,17 @@ pub fn driver_path() -> String {
 
 /// The code contexts of one sandbox handle, run by the emulated driver. Cheap to clone; clones
 /// share the contexts.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct EmulatedKernels {
     state: Arc<tokio::sync::Mutex<State>>,
+    /// Bytes of stdout and stderr one cell may send.
+    max_output: usize,
+}
+
+impl Default for EmulatedKernels {
+    fn default() -> Self {
+        EmulatedKernels::with_max_output(MAX_OUTPUT)
+    }
 }
 
 #[derive(Default)]
@@ -94,9 +102,17 @@ impl fmt::Debug for EmulatedKernels {
 }
 
 impl EmulatedKernels {
-    /// No contexts yet.
+    /// No contexts yet; cells send at most [`MAX_OUTPUT`] bytes of output.
     pub fn new() -> Self {
         EmulatedKernels::default()
+    }
+
+    /// No contexts yet; cells send at most `max_output` bytes of stdout and stderr.
+    pub fn with_max_output(max_output: usize) -> Self {
+        EmulatedKernels {
+            state: Arc::default(),
+            max_output,
+        }
     }
 
     /// Creates a context and starts its kernel.
@@ -227,7 +243,7 @@ impl EmulatedKernels {
             install(host, &path).await?;
             self.state.lock().await.installed = true;
         }
-        Kernel::start(host, &path, context).await
+        Kernel::start(host, &path, context, self.max_output).await
     }
 }
 
@@ -297,7 +313,12 @@ struct Kernel {
 }
 
 impl Kernel {
-    async fn start(host: &dyn Sandbox, path: &str, context: CodeContext) -> Result<Arc<Kernel>> {
+    async fn start(
+        host: &dyn Sandbox,
+        path: &str,
+        context: CodeContext,
+        max_output: usize,
+    ) -> Result<Arc<Kernel>> {
         let command = Command::new("python3").arg("-u").arg(path).stdin();
         let mut process = match host.exec(&command).await {
             Ok(process) => process,
@@ -323,7 +344,7 @@ impl Kernel {
             "type": "hello",
             "key": key,
             "cwd": context.cwd,
-            "max_output": MAX_OUTPUT,
+            "max_output": max_output,
             "inline_limit": INLINE_LIMIT,
             "spill_dir": ".sbox/out",
         });

@@ -182,6 +182,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct LocalProvider {
     root: PathBuf,
     host_env: HostEnv,
+    /// Bytes of output one code cell may send.
+    code_output_cap: usize,
 }
 
 /// The variables of the host environment a sandbox's processes get by default (besides every
@@ -232,6 +234,7 @@ impl LocalProvider {
         LocalProvider {
             root: root.into(),
             host_env: HostEnv::Listed(Default::default()),
+            code_output_cap: crate::code::kernel::MAX_OUTPUT,
         }
     }
 
@@ -254,6 +257,13 @@ impl LocalProvider {
     /// processes of the sandboxes this provider creates, as a plain child process would get it.
     pub fn inherit_all_env(mut self) -> Self {
         self.host_env = HostEnv::All;
+        self
+    }
+
+    /// How many bytes of stdout and stderr one `run_code` cell may send before the rest is
+    /// dropped and reported (default [`MAX_OUTPUT`](crate::code::kernel::MAX_OUTPUT)).
+    pub fn code_output_cap(mut self, bytes: usize) -> Self {
+        self.code_output_cap = bytes;
         self
     }
 
@@ -362,7 +372,7 @@ impl LocalProvider {
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
             ended_groups: Default::default(),
-            kernels: EmulatedKernels::new(),
+            kernels: EmulatedKernels::with_max_output(self.code_output_cap),
         });
         let inner = lock(&REGISTRY)
             .entry(id.to_owned())
@@ -450,7 +460,7 @@ impl LocalProvider {
             processes: Mutex::new(BTreeMap::new()),
             next_output: std::sync::atomic::AtomicU64::new(0),
             ended_groups: Default::default(),
-            kernels: EmulatedKernels::new(),
+            kernels: EmulatedKernels::with_max_output(self.code_output_cap),
         });
         let existing = {
             let mut registry = lock(&REGISTRY);

@@ -6,8 +6,8 @@ use crate::api::client::Api;
 use crate::config::{LARGE_ANSWER, PROVIDER, TOOLBOX_ANSWER};
 use crate::error::is_empty_bad_gateway;
 use crate::wire::{
-    BulkUploadAnswer, CreateSessionBody, ExecuteAnswer, ExecuteBody, FileInfoDto, InputBody,
-    MatchDto, SandboxDto, SearchAnswer, SessionCommandDto, SessionDto, SessionExecAnswer,
+    BulkUploadAnswer, ContextsAnswer, CreateContextBody, CreateSessionBody, ExecuteAnswer, ExecuteBody, FileInfoDto, InputBody,
+    InterpreterContextDto, MatchDto, SandboxDto, SearchAnswer, SessionCommandDto, SessionDto, SessionExecAnswer,
     SessionExecBody, SystemMetricsDto,
 };
 use bytes::Bytes;
@@ -122,6 +122,35 @@ impl Toolbox {
             .json(&CreateSessionBody {
                 session_id: sid.to_owned(),
             })
+            .send_empty()
+            .await
+    }
+
+    /// `POST /process/interpreter/context` (PROTOCOL.md §12).
+    pub async fn create_interpreter_context(&self, cwd: Option<&str>) -> Result<InterpreterContextDto> {
+        self.request(Method::Post, "/process/interpreter/context", "create_code_context")
+            .json(&CreateContextBody {
+                cwd: cwd.map(str::to_owned),
+                language: Some("python".into()),
+            })
+            .send_json()
+            .await
+    }
+
+    /// `GET /process/interpreter/context`: every context but the default one.
+    pub async fn list_interpreter_contexts(&self) -> Result<Vec<InterpreterContextDto>> {
+        let answer: ContextsAnswer = self
+            .request(Method::Get, "/process/interpreter/context", "list_code_contexts")
+            .max_body(LARGE_ANSWER)
+            .send_json()
+            .await?;
+        Ok(answer.contexts)
+    }
+
+    /// `DELETE /process/interpreter/context/{id}`.
+    pub async fn delete_interpreter_context(&self, id: &str) -> Result<()> {
+        let path = format!("/process/interpreter/context/{}", encode_path_segment(id));
+        self.request(Method::Delete, &path, "remove_code_context")
             .send_empty()
             .await
     }

@@ -1,6 +1,8 @@
-//! The log WebSocket (`GET …/command/{cid}/logs?follow=true` upgraded, PROTOCOL.md §8.2):
-//! [`connect_logs`] opens it with the toolbox's headers, [`LogSocket::next`] reads its frames
-//! and keeps it alive with pings (the server answers pings but sends none).
+//! The toolbox's WebSockets: the log follow (`GET …/command/{cid}/logs?follow=true` upgraded,
+//! PROTOCOL.md §8.2) and the interpreter (`GET /process/interpreter/execute`, §12).
+//! [`connect_logs`] and [`connect_interpreter`] open them with the toolbox's headers,
+//! [`LogSocket::next`] reads their frames and keeps them alive with pings (the server answers
+//! pings but sends none).
 
 use crate::api::toolbox::{Toolbox, command_path};
 use crate::config::{LOG_MESSAGE_MAX, PROVIDER, SOURCE};
@@ -22,8 +24,8 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub(crate) enum LogEvent {
     /// Log bytes (a binary or text frame).
     Data(Bytes),
-    /// A Close frame, with its code when it had one.
-    Close(Option<u16>),
+    /// A Close frame, with its code when it had one, and its reason.
+    Close(Option<u16>, String),
     /// The connection ended without a Close frame.
     End,
     /// A ping, pong or other control frame: nothing for the reader.
@@ -87,11 +89,33 @@ impl LogSocket {
             Some(Ok(Message::Text(text))) => {
                 LogEvent::Data(Bytes::copy_from_slice(text.as_bytes()))
             }
-            Some(Ok(Message::Close(frame))) => LogEvent::Close(frame.map(|f| u16::from(f.code))),
+            Some(Ok(Message::Close(frame))) => match frame {
+                Some(f) => LogEvent::Close(Some(u16::from(f.code)), f.reason.to_string()),
+                None => LogEvent::Close(None, String::new()),
+            },
             Some(Ok(_)) => LogEvent::Other,
             None => LogEvent::End,
             Some(Err(e)) => LogEvent::Broken(ws_error("log stream failed", e)),
         })
+    }
+}
+
+impl LogSocket {
+    /// Sends one text message, bounded by the request timeout.
+    pub async fn send_text(&mut self, text: String, limit: Duration) -> Result<()> {
+        match tokio::time::timeout(limit, self.ws.send(Message::text(text))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ws_error("sending on the socket failed", e)),
+            Err(_) => Err(Error::new(
+                ErrorKind::Transport,
+                format!("the socket took no message within {limit:?}"),
+            )),
+        }
+    }
+
+    /// Closes the socket (best effort, not waited on for long).
+    pub async fn close(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(None)).await;
     }
 }
 
@@ -132,7 +156,7 @@ fn scrub(data: &[u8], secrets: &[String]) -> Vec<u8> {
 /// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
 fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
     let base = sandbox_sdk_core::http::websocket_base(toolbox_base)?;
-    Ok(format!("{base}{path}?follow=true"))
+    Ok(format!("{base}{path}"))
 }
 
 /// Opens the log stream of command `cid` in session `sid`, with the same headers as every
@@ -144,18 +168,57 @@ fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
 /// so. Those three are errors, mapped like any other toolbox answer (the caller checks them
 /// against the sandbox's state with [`Toolbox::explain`]).
 pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<Option<LogSocket>> {
-    let config = &tb.api.config;
     let path = format!("{}/logs", command_path(sid, cid));
-    let url = ws_url(&tb.base, &path)?;
+    let url = format!("{}?follow=true", ws_url(&tb.base, &path)?);
+    let fallback = |reason: String| {
+        tracing::warn!(
+            provider = PROVIDER,
+            sandbox_id = %tb.sandbox_id,
+            reason = %reason,
+            "the log stream WebSocket upgrade was refused; following the command by polling instead"
+        );
+        Ok(None)
+    };
+    match open(tb, &url, &path, "exec").await {
+        Ok(socket) => Ok(Some(socket)),
+        Err(Refused::Decisive(e)) => Err(e),
+        Err(Refused::Other(reason)) => fallback(reason),
+    }
+}
+
+/// Opens the interpreter's socket (PROTOCOL.md §12); any refusal is an error.
+pub(crate) async fn connect_interpreter(tb: &Toolbox) -> Result<LogSocket> {
+    let path = "/process/interpreter/execute";
+    let url = ws_url(&tb.base, path)?;
+    open(tb, &url, path, "run_code").await.map_err(|refused| match refused {
+        Refused::Decisive(e) => e,
+        Refused::Other(reason) => Error::new(
+            ErrorKind::Provider,
+            format!("the interpreter WebSocket upgrade was refused: {reason}"),
+        )
+        .with_provider(PROVIDER)
+        .with_operation("run_code"),
+    })
+}
+
+/// Why an upgrade did not happen: an answer that settles it (401/403, 404, the proxy's empty
+/// 502, a timeout, a broken connection), or a refusal a caller may work around.
+enum Refused {
+    Decisive(Error),
+    Other(String),
+}
+
+/// Opens a toolbox WebSocket at `url` (for `path`) with the toolbox's headers.
+async fn open(tb: &Toolbox, url: &str, path: &str, operation: &str) -> std::result::Result<LogSocket, Refused> {
+    let config = &tb.api.config;
     let mut request = url
-        .as_str()
         .into_client_request()
-        .map_err(|e| ws_error("invalid log stream URL", e))?;
+        .map_err(|e| Refused::Decisive(ws_error("invalid WebSocket URL", e)))?;
     let headers = request.headers_mut();
-    let mut put = |name: &'static str, value: &str| -> Result<()> {
-        let value = value
-            .parse()
-            .map_err(|_| Error::validation(format!("invalid value for header {name}")))?;
+    let mut put = |name: &'static str, value: &str| -> std::result::Result<(), Refused> {
+        let value = value.parse().map_err(|_| {
+            Refused::Decisive(Error::validation(format!("invalid value for header {name}")))
+        })?;
         headers.insert(name, value);
         Ok(())
     };
@@ -172,20 +235,11 @@ pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<O
         .max_message_size(Some(LOG_MESSAGE_MAX))
         .max_frame_size(Some(LOG_MESSAGE_MAX));
     let connect = tokio_tungstenite::connect_async_with_config(request, Some(limits), false);
-    let fallback = |reason: String| {
-        tracing::warn!(
-            provider = PROVIDER,
-            sandbox_id = %tb.sandbox_id,
-            reason = %reason,
-            "the log stream WebSocket upgrade was refused; following the command by polling instead"
-        );
-        Ok(None)
-    };
     match tokio::time::timeout(config.request_timeout, connect).await {
-        Err(_) => Err(Error::new(
+        Err(_) => Err(Refused::Decisive(Error::new(
             ErrorKind::Timeout,
-            "log stream upgrade timed out",
-        )),
+            "WebSocket upgrade timed out",
+        ))),
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
             // A server that echoes the credential must not get it into our errors or logs (the
             // HTTP transport scrubs its error answers the same way).
@@ -204,11 +258,11 @@ pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<O
                 status,
                 headers: h,
                 body,
-                operation: "exec".into(),
+                operation: operation.into(),
                 sandbox_id: Some(tb.sandbox_id.clone()),
                 request_id: None,
                 method: "GET".into(),
-                path,
+                path: path.to_owned(),
                 provider: PROVIDER.into(),
             });
             let decisive = matches!(
@@ -216,17 +270,20 @@ pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<O
                 ErrorKind::Unauthorized | ErrorKind::NotFound | ErrorKind::NotRunning
             ) || is_empty_bad_gateway(&error);
             if decisive {
-                return Err(error);
+                Err(Refused::Decisive(error))
+            } else {
+                Err(Refused::Other(error.to_string()))
             }
-            fallback(error.to_string())
         }
-        Ok(Err(e @ tokio_tungstenite::tungstenite::Error::Protocol(_))) => fallback(e.to_string()),
-        Ok(Err(e)) => Err(ws_error("log stream upgrade failed", e)),
-        Ok(Ok((ws, _))) => Ok(Some(LogSocket {
+        Ok(Err(e @ tokio_tungstenite::tungstenite::Error::Protocol(_))) => {
+            Err(Refused::Other(e.to_string()))
+        }
+        Ok(Err(e)) => Err(Refused::Decisive(ws_error("WebSocket upgrade failed", e))),
+        Ok(Ok((ws, _))) => Ok(LogSocket {
             ws,
             ping: config.log_ping,
             ping_sent: None,
-        })),
+        }),
     }
 }
 
@@ -252,11 +309,11 @@ mod tests {
                 "/process/session/s/command/c/logs"
             )
             .unwrap(),
-            "wss://proxy.app.daytona.io/toolbox/sb/process/session/s/command/c/logs?follow=true"
+            "wss://proxy.app.daytona.io/toolbox/sb/process/session/s/command/c/logs"
         );
         assert_eq!(
             ws_url("http://127.0.0.1:9/t/sb", "/x").unwrap(),
-            "ws://127.0.0.1:9/t/sb/x?follow=true"
+            "ws://127.0.0.1:9/t/sb/x"
         );
         assert!(ws_url("ftp://x", "/x").is_err());
     }

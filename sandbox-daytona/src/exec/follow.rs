@@ -220,7 +220,7 @@ impl Follower {
                 self.push_pieces(pieces);
                 self.pace(bytes.len()).await;
             }
-            LogEvent::Close(code) => {
+            LogEvent::Close(code, _) => {
                 self.end_stream();
                 if let Some(code) = code.filter(|c| *c != 1000 && *c != 1005)
                     && !self.state.killed()

@@ -202,10 +202,15 @@ struct Execute {
     timeout: Option<i64>,
 }
 
+/// A close frame; its reason is cut to fit a control frame (123 bytes).
 fn close(code: u16, reason: &str) -> Message {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
     Message::Close(Some(CloseFrame {
         code: CloseCode::from(code),
-        reason: Utf8Bytes::from(reason.to_owned()),
+        reason: Utf8Bytes::from(reason[..end].to_owned()),
     }))
 }
 
@@ -280,7 +285,17 @@ where
     for (key, value) in request.envs {
         cell = cell.env(key, value);
     }
-    let mut run = match call.backing.run_code(&cell).await {
+    let started = match call.backing.run_code(&cell).await {
+        // The daemon starts a dead worker again, silently, with empty globals.
+        Err(e) if e.kind() == ErrorKind::ContextLost => {
+            match call.backing.restart_code_context(&context.local_id).await {
+                Ok(()) => call.backing.run_code(&cell).await,
+                Err(e) => Err(e),
+            }
+        }
+        other => other,
+    };
+    let mut run = match started {
         Ok(run) => run,
         Err(e) => {
             let _ = sink.send(close(1011, &e.to_string())).await;
