@@ -107,7 +107,8 @@
 //!   `{"json": ...}` (a text frame holding this JSON, compared like an exact JSON body, so
 //!   `"{{any}}"` matches any value) or `{"binary_base64": "..."}` (a binary frame, standard
 //!   base64).
-//! - `{"close": 1000}` sends a close frame with that code and ends the script;
+//! - `{"close": 1000}` sends a close frame with that code and ends the script
+//!   (`{"close_with_reason": {"code": 1008, "reason": "..."}}` with a reason too);
 //!   `{"client_close": 1000}` waits for the client to close with that code (`null`: any code,
 //!   or the client just going away).
 //! - `{"delay_ms": N}` pauses the script; `"silent"` stops reading and writing without closing
@@ -358,6 +359,14 @@ pub enum WsStep {
     Client(WsMessage),
     /// The server sends a close frame with this code; the script ends.
     Close(u16),
+    /// The server sends a close frame with this code and reason (at most 123 bytes); the
+    /// script ends.
+    CloseWithReason {
+        /// The close code.
+        code: u16,
+        /// The reason.
+        reason: String,
+    },
     /// The client closes with this code (`None`: any code, or the connection just ending); the
     /// script ends.
     ClientClose(Option<u16>),
@@ -375,7 +384,11 @@ impl WsStep {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            WsStep::Close(_) | WsStep::ClientClose(_) | WsStep::Silent | WsStep::Reset
+            WsStep::Close(_)
+                | WsStep::CloseWithReason { .. }
+                | WsStep::ClientClose(_)
+                | WsStep::Silent
+                | WsStep::Reset
         )
     }
 }
@@ -849,7 +862,15 @@ fn check_websocket(req: &RequestSpec, resp: &ResponseSpec, steps: &[WsStep]) -> 
             WsStep::Server(m) | WsStep::Client(m) => {
                 m.bytes().map_err(at)?;
             }
-            WsStep::Close(code) | WsStep::ClientClose(Some(code)) => {
+            WsStep::CloseWithReason { reason, .. } if reason.len() > 123 => {
+                return Err(at(format!(
+                    "a close reason of {} bytes does not fit a control frame (123)",
+                    reason.len()
+                )));
+            }
+            WsStep::Close(code)
+            | WsStep::CloseWithReason { code, .. }
+            | WsStep::ClientClose(Some(code)) => {
                 if !close_code_ok(*code) {
                     return Err(at(format!(
                         "close code {code} cannot be sent (1000-1003, 1007-1014 or 3000-4999)"

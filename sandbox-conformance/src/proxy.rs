@@ -746,7 +746,13 @@ async fn pump<C, U>(
                     }
                 }
                 Some(Ok(Message::Close(frame))) => {
-                    push(WsStep::Close(close_code(frame.as_ref())));
+                    let code = close_code(frame.as_ref());
+                    match frame.as_ref().map(|f| f.reason.to_string()) {
+                        Some(reason) if !reason.is_empty() => {
+                            push(WsStep::CloseWithReason { code, reason });
+                        }
+                        _ => push(WsStep::Close(code)),
+                    }
                     let _ = client.send(Message::Close(frame)).await;
                     finish(upstream, client).await;
                     return;

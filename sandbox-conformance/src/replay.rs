@@ -288,11 +288,16 @@ impl Script<'_> {
                         return self.end(Some(failure));
                     }
                 }
-                WsStep::Close(code) => {
+                WsStep::Close(_) | WsStep::CloseWithReason { .. } => {
+                    let (code, reason) = match step {
+                        WsStep::CloseWithReason { code, reason } => (*code, reason.as_str()),
+                        WsStep::Close(code) => (*code, ""),
+                        _ => unreachable!("matched above"),
+                    };
                     let _ = conn
                         .send(Message::Close(Some(CloseFrame {
-                            code: (*code).into(),
-                            reason: "".into(),
+                            code: code.into(),
+                            reason: reason.to_owned().into(),
                         })))
                         .await;
                     self.end(None);
@@ -411,6 +416,7 @@ fn describe_step(step: &WsStep) -> String {
         WsStep::Server(m) => format!("sending {}", m.describe()),
         WsStep::Client(m) => format!("waiting for the client to send {}", m.describe()),
         WsStep::Close(code) => format!("closing with {code}"),
+        WsStep::CloseWithReason { code, reason } => format!("closing with {code} ({reason})"),
         WsStep::ClientClose(Some(code)) => format!("waiting for the client to close with {code}"),
         WsStep::ClientClose(None) => "waiting for the client to close".to_owned(),
         WsStep::DelayMs(ms) => format!("pausing {ms} ms"),

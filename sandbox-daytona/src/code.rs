@@ -78,7 +78,11 @@ fn context_lost(id: &str, why: &str) -> Error {
 fn native_context(dto: InterpreterContextDto) -> CodeContext {
     CodeContext {
         id: dto.id,
-        language: Language::parse(if dto.language.is_empty() { "python" } else { &dto.language }),
+        language: Language::parse(if dto.language.is_empty() {
+            "python"
+        } else {
+            &dto.language
+        }),
         cwd: Some(dto.cwd).filter(|c| !c.is_empty()),
         emulated: false,
     }
@@ -104,7 +108,9 @@ impl Code {
     /// `POST /process/interpreter/context`.
     pub async fn create(&self, tb: &Toolbox, spec: &ContextSpec) -> Result<CodeContext> {
         python_only(&spec.language)?;
-        Ok(native_context(tb.create_interpreter_context(spec.cwd.as_deref()).await?))
+        Ok(native_context(
+            tb.create_interpreter_context(spec.cwd.as_deref()).await?,
+        ))
     }
 
     /// `GET /process/interpreter/context` (the daemon leaves out the default context).
@@ -119,7 +125,9 @@ impl Code {
         let installed = lock(&self.installed).contains_key(id);
         let lost = lock(&self.lost).contains_key(id);
         if installed && !lost {
-            let outcome = self.cell(tb, id, "__sbox_reset()", &BTreeMap::new(), None).await?;
+            let outcome = self
+                .cell(tb, id, "__sbox_reset()", &BTreeMap::new(), None)
+                .await?;
             if outcome.error.is_none() {
                 return Ok(());
             }
@@ -195,7 +203,9 @@ impl Code {
         };
         let text = serde_json::to_string(&request)
             .map_err(|e| Error::new(ErrorKind::Validation, format!("the cell: {e}")))?;
-        socket.send_text(text, tb.api.config.request_timeout).await?;
+        socket
+            .send_text(text, tb.api.config.request_timeout)
+            .await?;
         Ok(Cell {
             socket: Some(socket),
             context: id.to_owned(),
@@ -204,7 +214,8 @@ impl Code {
             marker: None,
             queue: VecDeque::new(),
             budget: OutputBudget::new(MAX_OUTPUT),
-            deadline: timeout.map(|t| tokio::time::Instant::now() + t + INTERRUPT_GRACE + CLOSE_GRACE),
+            deadline: timeout
+                .map(|t| tokio::time::Instant::now() + t + INTERRUPT_GRACE + CLOSE_GRACE),
             pid: None,
             ended: false,
         })
@@ -245,9 +256,8 @@ impl Code {
             emulated: false,
         };
         let lost = self.lost.clone();
-        let events = futures::stream::unfold(
-            Some((cell, interrupt, lost, id)),
-            |state| async move {
+        let events =
+            futures::stream::unfold(Some((cell, interrupt, lost, id)), |state| async move {
                 let (mut cell, mut interrupt, lost, id) = state?;
                 match cell.next().await {
                     Some(Ok(CodeEvent::Error(error))) if is_lost(&error) => {
@@ -269,8 +279,7 @@ impl Code {
                         None
                     }
                 }
-            },
-        );
+            });
         Ok(CodeRun::new(context, Box::pin(events)))
     }
 }
@@ -411,7 +420,10 @@ impl Cell {
             )),
             Some(1001) => Some(Error::new(
                 ErrorKind::ContextLost,
-                format!("code context {} lost its state (the worker process ended)", self.context),
+                format!(
+                    "code context {} lost its state (the worker process ended)",
+                    self.context
+                ),
             )),
             Some(1008) if reason.starts_with("context not found") => {
                 Some(Error::new(ErrorKind::NotFound, reason.to_owned()))

@@ -13,9 +13,9 @@ use crate::lifecycle::{calls, preview, wait};
 use crate::wire::{ExecuteBody, ResizeBody, SandboxDto};
 use crate::{exec, files};
 use bytes::Bytes;
+use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::http::Response;
 use sandbox_sdk_core::time::parse_rfc3339;
-use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Metrics, PreviewLink,
     Process, ProcessInfo, Result, Sandbox, SandboxInfo, SnapshotInfo, SshAccess, Transfer,

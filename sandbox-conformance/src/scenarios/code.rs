@@ -217,7 +217,10 @@ pub(super) async fn code_lost(ctx: &Ctx) -> Check {
         .at("restart_code_context")?;
     // A stateful kernel alone (no rich results) is enough: stdout says it works again.
     let fresh = execute(sb, &python("print('back')").context(&context.id)).await?;
-    ensure!(fresh.stdout_text() == "back\n", "after a restart: {fresh:?}");
+    ensure!(
+        fresh.stdout_text() == "back\n",
+        "after a restart: {fresh:?}"
+    );
     sb.remove_code_context(&context.id)
         .await
         .at("remove_code_context")?;

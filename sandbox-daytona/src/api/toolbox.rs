@@ -6,9 +6,9 @@ use crate::api::client::Api;
 use crate::config::{LARGE_ANSWER, PROVIDER, TOOLBOX_ANSWER};
 use crate::error::is_empty_bad_gateway;
 use crate::wire::{
-    BulkUploadAnswer, ContextsAnswer, CreateContextBody, CreateSessionBody, ExecuteAnswer, ExecuteBody, FileInfoDto, InputBody,
-    InterpreterContextDto, MatchDto, SandboxDto, SearchAnswer, SessionCommandDto, SessionDto, SessionExecAnswer,
-    SessionExecBody, SystemMetricsDto,
+    BulkUploadAnswer, ContextsAnswer, CreateContextBody, CreateSessionBody, ExecuteAnswer,
+    ExecuteBody, FileInfoDto, InputBody, InterpreterContextDto, MatchDto, SandboxDto, SearchAnswer,
+    SessionCommandDto, SessionDto, SessionExecAnswer, SessionExecBody, SystemMetricsDto,
 };
 use bytes::Bytes;
 use sandbox_sdk_core::http::{
@@ -127,20 +127,31 @@ impl Toolbox {
     }
 
     /// `POST /process/interpreter/context` (PROTOCOL.md §12).
-    pub async fn create_interpreter_context(&self, cwd: Option<&str>) -> Result<InterpreterContextDto> {
-        self.request(Method::Post, "/process/interpreter/context", "create_code_context")
-            .json(&CreateContextBody {
-                cwd: cwd.map(str::to_owned),
-                language: Some("python".into()),
-            })
-            .send_json()
-            .await
+    pub async fn create_interpreter_context(
+        &self,
+        cwd: Option<&str>,
+    ) -> Result<InterpreterContextDto> {
+        self.request(
+            Method::Post,
+            "/process/interpreter/context",
+            "create_code_context",
+        )
+        .json(&CreateContextBody {
+            cwd: cwd.map(str::to_owned),
+            language: Some("python".into()),
+        })
+        .send_json()
+        .await
     }
 
     /// `GET /process/interpreter/context`: every context but the default one.
     pub async fn list_interpreter_contexts(&self) -> Result<Vec<InterpreterContextDto>> {
         let answer: ContextsAnswer = self
-            .request(Method::Get, "/process/interpreter/context", "list_code_contexts")
+            .request(
+                Method::Get,
+                "/process/interpreter/context",
+                "list_code_contexts",
+            )
             .max_body(LARGE_ANSWER)
             .send_json()
             .await?;

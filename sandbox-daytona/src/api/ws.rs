@@ -190,15 +190,17 @@ pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<O
 pub(crate) async fn connect_interpreter(tb: &Toolbox) -> Result<LogSocket> {
     let path = "/process/interpreter/execute";
     let url = ws_url(&tb.base, path)?;
-    open(tb, &url, path, "run_code").await.map_err(|refused| match refused {
-        Refused::Decisive(e) => e,
-        Refused::Other(reason) => Error::new(
-            ErrorKind::Provider,
-            format!("the interpreter WebSocket upgrade was refused: {reason}"),
-        )
-        .with_provider(PROVIDER)
-        .with_operation("run_code"),
-    })
+    open(tb, &url, path, "run_code")
+        .await
+        .map_err(|refused| match refused {
+            Refused::Decisive(e) => e,
+            Refused::Other(reason) => Error::new(
+                ErrorKind::Provider,
+                format!("the interpreter WebSocket upgrade was refused: {reason}"),
+            )
+            .with_provider(PROVIDER)
+            .with_operation("run_code"),
+        })
 }
 
 /// Why an upgrade did not happen: an answer that settles it (401/403, 404, the proxy's empty
@@ -209,7 +211,12 @@ enum Refused {
 }
 
 /// Opens a toolbox WebSocket at `url` (for `path`) with the toolbox's headers.
-async fn open(tb: &Toolbox, url: &str, path: &str, operation: &str) -> std::result::Result<LogSocket, Refused> {
+async fn open(
+    tb: &Toolbox,
+    url: &str,
+    path: &str,
+    operation: &str,
+) -> std::result::Result<LogSocket, Refused> {
     let config = &tb.api.config;
     let mut request = url
         .into_client_request()
@@ -217,7 +224,9 @@ async fn open(tb: &Toolbox, url: &str, path: &str, operation: &str) -> std::resu
     let headers = request.headers_mut();
     let mut put = |name: &'static str, value: &str| -> std::result::Result<(), Refused> {
         let value = value.parse().map_err(|_| {
-            Refused::Decisive(Error::validation(format!("invalid value for header {name}")))
+            Refused::Decisive(Error::validation(format!(
+                "invalid value for header {name}"
+            )))
         })?;
         headers.insert(name, value);
         Ok(())
