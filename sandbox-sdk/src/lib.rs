@@ -5,6 +5,8 @@
 // command, process and file types, capabilities, errors and the drop guard.
 /// The retrying, rate-limited client layer over any provider (`Client`, `RetryPolicy`).
 pub use sandbox_sdk_core::client;
+/// Stateful code: contexts, `run_code` events, rich results, and the emulated kernel.
+pub use sandbox_sdk_core::code;
 /// Fleets of sandboxes: owners, find-or-build preparation, prices, usage and reaping.
 pub use sandbox_sdk_core::fleet;
 /// The embedded `local` provider: sandboxes as private directories on this machine.
