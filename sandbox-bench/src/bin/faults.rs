@@ -101,6 +101,8 @@ pub enum Op {
     Upload,
     /// `Sandbox::download` of [`BIG`] bytes, read as a stream.
     Download,
+    /// `Sandbox::run_code` of a cell with a result, collected.
+    RunCode,
     /// `Sandbox::destroy`.
     Destroy,
 }
@@ -119,6 +121,7 @@ const OPS: &[Op] = &[
     Op::Write,
     Op::Upload,
     Op::Download,
+    Op::RunCode,
     Op::Destroy,
 ];
 
@@ -138,6 +141,7 @@ impl Op {
             Op::Write => "write",
             Op::Upload => "streamed upload",
             Op::Download => "streamed download",
+            Op::RunCode => "run_code",
             Op::Destroy => "destroy",
         }
     }
@@ -154,6 +158,8 @@ impl Op {
             Op::Stdin => &["stdin", "exec"],
             Op::Read | Op::Download => &["files.read", "exec"],
             Op::Write | Op::Upload => &["files.write", "exec"],
+            // The provider's interpreter, else the exec that starts the emulated kernel.
+            Op::RunCode => &["run_code", "exec"],
             Op::Destroy => &["destroy"],
         }
     }
@@ -539,6 +545,13 @@ async fn call(setup: &Setup, op: Op, key: &str) -> sandbox_sdk_core::Result<()> 
             let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
             let data: Vec<u8> = chunks.concat();
             wrong_unless(data == big(), "the download has the wrong bytes")
+        }
+        Op::RunCode => {
+            let run = sandbox()
+                .run_code(&sandbox_sdk_core::code::RunCode::python("x = 6\nx * 7"))
+                .await?;
+            let done = run.execution().await?;
+            wrong_unless(done.text() == Some("42"), "the cell gave the wrong result")
         }
         Op::Destroy => sandbox().destroy().await,
     }

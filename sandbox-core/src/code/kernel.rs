@@ -322,7 +322,10 @@ impl Kernel {
         let command = Command::new("python3").arg("-u").arg(path).stdin();
         let mut process = match host.exec(&command).await {
             Ok(process) => process,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(no_python(host)),
+            // A program not found, not a provider's 404 (a sandbox that is gone).
+            Err(e) if e.kind() == ErrorKind::NotFound && e.status().is_none() => {
+                return Err(no_python(host));
+            }
             Err(e) => return Err(e),
         };
         let control = process.control();

@@ -182,32 +182,25 @@ pub(crate) async fn connect_logs(tb: &Toolbox, sid: &str, cid: &str) -> Result<O
     match open(tb, &url, &path, "exec").await {
         Ok(socket) => Ok(Some(socket)),
         Err(Refused::Decisive(e)) => Err(e),
-        Err(Refused::Other(reason)) => fallback(reason),
+        Err(Refused::Other(e)) => fallback(e.to_string()),
     }
 }
 
-/// Opens the interpreter's socket (PROTOCOL.md §12); any refusal is an error.
+/// Opens the interpreter's socket (PROTOCOL.md §12); any refusal is its error, as mapped.
 pub(crate) async fn connect_interpreter(tb: &Toolbox) -> Result<LogSocket> {
     let path = "/process/interpreter/execute";
     let url = ws_url(&tb.base, path)?;
     open(tb, &url, path, "run_code")
         .await
-        .map_err(|refused| match refused {
-            Refused::Decisive(e) => e,
-            Refused::Other(reason) => Error::new(
-                ErrorKind::Provider,
-                format!("the interpreter WebSocket upgrade was refused: {reason}"),
-            )
-            .with_provider(PROVIDER)
-            .with_operation("run_code"),
-        })
+        .map_err(|(Refused::Decisive(e) | Refused::Other(e))| e)
 }
 
 /// Why an upgrade did not happen: an answer that settles it (401/403, 404, the proxy's empty
-/// 502, a timeout, a broken connection), or a refusal a caller may work around.
+/// 502, a timeout, a broken connection), or a refusal a caller may work around (the log
+/// follow then polls).
 enum Refused {
     Decisive(Error),
-    Other(String),
+    Other(Error),
 }
 
 /// Opens a toolbox WebSocket at `url` (for `path`) with the toolbox's headers.
@@ -281,12 +274,12 @@ async fn open(
             if decisive {
                 Err(Refused::Decisive(error))
             } else {
-                Err(Refused::Other(error.to_string()))
+                Err(Refused::Other(error))
             }
         }
-        Ok(Err(e @ tokio_tungstenite::tungstenite::Error::Protocol(_))) => {
-            Err(Refused::Other(e.to_string()))
-        }
+        Ok(Err(e @ tokio_tungstenite::tungstenite::Error::Protocol(_))) => Err(Refused::Other(
+            ws_error("the WebSocket handshake failed", e),
+        )),
         Ok(Err(e)) => Err(Refused::Decisive(ws_error("WebSocket upgrade failed", e))),
         Ok(Ok((ws, _))) => Ok(LogSocket {
             ws,

@@ -39,6 +39,13 @@ pub(crate) fn is_envd(request: &SimRequest) -> bool {
 /// The operation name of an envd request.
 pub(crate) fn operation(request: &SimRequest) -> &'static str {
     let path = request.path.as_str();
+    if request.header("e2b-sandbox-port") == Some(&super::interpreter::PORT.to_string()) {
+        match path {
+            "/execute" => return "run_code",
+            _ if path.starts_with("/contexts") => return "code_contexts",
+            _ => {}
+        }
+    }
     match (request.method.as_str(), path) {
         ("GET", "/files") => return "files.read",
         ("POST", "/files") => return "files.write",

@@ -54,8 +54,8 @@
 //! | request | operation |
 //! | --- | --- |
 //! | `GET /health` | `health` |
-//! | `POST /execute` (NDJSON: `number_of_executions`, `stdout`, `stderr`, `result`, `error`, `keepalive`, `end_of_execution`) | `other` |
-//! | `POST /contexts`, `GET /contexts`, `POST /contexts/{id}/restart`, `DELETE /contexts/{id}` | `other` |
+//! | `POST /execute` (NDJSON: `number_of_executions`, `stdout`, `stderr`, `result`, `error`, `keepalive`, `end_of_execution`) | `run_code` |
+//! | `POST /contexts`, `GET /contexts`, `POST /contexts/{id}/restart`, `DELETE /contexts/{id}` | `code_contexts` |
 //!
 //! Anything else is `other`. The proxy answers a sandbox that is gone or paused (without
 //! auto-resume) with its 502 body, one still pausing or resuming with 409, and its control
