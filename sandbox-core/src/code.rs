@@ -503,8 +503,13 @@ impl OutputBudget {
     }
 
     /// The part of `text` that still fits (cut at a character boundary); the rest is counted.
+    /// Once anything was left out, everything after it is too, so what is kept has no gap.
     pub fn admit(&mut self, text: String) -> Option<String> {
-        let room = self.limit.saturating_sub(self.kept);
+        let room = if self.dropped > 0 {
+            0
+        } else {
+            self.limit.saturating_sub(self.kept)
+        };
         if text.len() <= room {
             self.kept += text.len();
             return (!text.is_empty()).then_some(text);
@@ -605,7 +610,10 @@ mod tests {
         // "é" is two bytes: only one byte of room is left after "d", so it is cut before it.
         assert_eq!(budget.admit("dé!".into()).as_deref(), Some("d"));
         assert_eq!(budget.admit("more".into()), None);
-        assert_eq!(budget.truncated(), Some(CodeEvent::Truncated { dropped: 7 }));
+        assert_eq!(
+            budget.truncated(),
+            Some(CodeEvent::Truncated { dropped: 7 })
+        );
         assert_eq!(OutputBudget::new(1).truncated(), None);
     }
 
