@@ -18,6 +18,8 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 /// - `expose_port`: public routes for the ports declared at create (§8), no token
 ///   (`private_preview` unsupported).
 /// - `snapshot` and `fork` are native (§10); `region` is sent at create.
+/// - `code_interpreter` and `stateful_kernel` are emulated: Vercel has no kernel, so core's
+///   driver runs as a command with stdin (§6.6; the sandbox's image needs `python3`).
 ///
 /// Flags: commands take env and cwd natively; exit codes come from the command object;
 /// `preserves_disk_on_stop` is true because sandboxes are persistent by default (a stop
@@ -36,6 +38,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     snapshot: Level::Native,
     fork: Level::Native,
     region: Level::Native,
+    code_interpreter: Level::Emulated,
+    stateful_kernel: Level::Emulated,
     flags: Flags {
         preserves_memory_on_pause: false,
         preserves_disk_on_stop: true,

@@ -30,7 +30,10 @@
 //!   command; output streams as NDJSON with stdout and stderr apart; the exit comes from the
 //!   command object. Streams cut by Vercel's edge (after about 5–6 minutes) or gone silent are
 //!   reconnected through `/logs` without repeating output. Background commands can be listed,
-//!   re-attached and killed by signal. No stdin, no pty.
+//!   re-attached and killed by signal. Stdin is native (`attachStdin`, ordered offset-carrying
+//!   writes, PROTOCOL.md §6.6); there is no pty.
+//! - **Code** (`run_code` and contexts) is emulated: core's kernel runs as a command with
+//!   stdin (the image needs `python3`).
 //! - **Files**: write (a gzip tar, streamed), read (streamed) and mkdir are native; stat,
 //!   list, remove and rename run as commands (the API has no such calls).
 //! - **Preview links** are the public routes of the ports declared at create

@@ -7,6 +7,8 @@ use crate::wire::{NamedSandbox, Route, Session};
 use crate::{exec, files};
 use async_trait::async_trait;
 use bytes::Bytes;
+use sandbox_sdk_core::code::kernel::EmulatedKernels;
+use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, FileInfo, ListOptions, PreviewLink, Process, ProcessInfo,
     Result, Sandbox, SandboxInfo, SnapshotInfo, Transfer, UploadBody,
@@ -19,6 +21,9 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct VercelSandbox {
     handle: Handle,
+    /// The code contexts, run by core's emulated kernel over a command with stdin
+    /// (PROTOCOL.md §6.6).
+    kernels: EmulatedKernels,
 }
 
 impl fmt::Debug for VercelSandbox {
@@ -35,7 +40,10 @@ impl fmt::Debug for VercelSandbox {
 
 impl VercelSandbox {
     pub(crate) fn new(handle: Handle) -> VercelSandbox {
-        VercelSandbox { handle }
+        VercelSandbox {
+            handle,
+            kernels: EmulatedKernels::new(),
+        }
     }
 
     /// The sandbox's name (its id).
@@ -172,5 +180,25 @@ impl Sandbox for VercelSandbox {
     /// no name (`name` is not sent). `resume` then starts a new session from it.
     async fn snapshot(&self, _name: Option<&str>) -> Result<SnapshotInfo> {
         lifecycle::snapshot(&self.handle).await
+    }
+
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.kernels.create_context(self, spec).await
+    }
+
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.kernels.list_contexts().await
+    }
+
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.kernels.restart_context(self, id).await
+    }
+
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.kernels.remove_context(self, id).await
+    }
+
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.kernels.run_code(self, request).await
     }
 }
