@@ -60,6 +60,9 @@ const RANKS: &[(&str, u8)] = &[
     ("lifecycle", 3),
     ("exec", 3),
     ("files", 3),
+    // Stateful code, where the provider has a kernel of its own (DESIGN.md: each adapter's
+    // `code.rs`).
+    ("code", 3),
     ("api", 4),
     ("config", 5),
     ("wire", 5),

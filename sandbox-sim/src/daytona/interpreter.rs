@@ -15,6 +15,7 @@
 //! deleted.
 
 use super::call::Call;
+use super::record::{InterpreterContext as Context, InterpreterContexts as Contexts};
 use crate::{SimResponse, SimUpgrade};
 use futures::{SinkExt, StreamExt};
 use sandbox_sdk_core::code::{CodeEvent, ContextSpec, Language, RunCode};
@@ -42,19 +43,6 @@ const PIECE: usize = 1024;
 
 /// The close code of a cell that ran past its timeout.
 const TIMEOUT_CLOSE: u16 = 4008;
-
-#[derive(Clone)]
-struct Context {
-    cwd: String,
-    created_at: SystemTime,
-    local_id: String,
-}
-
-/// The interpreter contexts of one sandbox.
-#[derive(Default)]
-pub(crate) struct Contexts {
-    by_id: tokio::sync::Mutex<BTreeMap<String, Context>>,
-}
 
 fn shown(id: &str, context: &Context) -> Value {
     json!({

@@ -23,6 +23,21 @@ pub(super) const TRANSITIONAL: &[&str] = &[
     "forking",
 ];
 
+/// One interpreter context (`interpreter.rs`): what the daemon shows, and the backing
+/// sandbox's context behind it.
+#[derive(Clone)]
+pub(crate) struct InterpreterContext {
+    pub cwd: String,
+    pub created_at: SystemTime,
+    pub local_id: String,
+}
+
+/// The interpreter contexts of one sandbox, by id.
+#[derive(Default)]
+pub(crate) struct InterpreterContexts {
+    pub by_id: tokio::sync::Mutex<BTreeMap<String, InterpreterContext>>,
+}
+
 /// One sandbox as the API keeps it.
 pub(crate) struct Record {
     pub(super) seq: u64,
@@ -52,7 +67,7 @@ pub(crate) struct Record {
     /// Host pids of running `process/execute` commands (killed on stop).
     pub executing: Vec<String>,
     /// The interpreter's contexts.
-    pub interpreter: std::sync::Arc<super::interpreter::Contexts>,
+    pub interpreter: std::sync::Arc<InterpreterContexts>,
 }
 
 impl Record {
