@@ -58,3 +58,40 @@ async fn a_bad_env_name_is_refused_before_any_kernel_starts() {
     assert!(sandbox.list_code_contexts().await.unwrap().is_empty());
     sandbox.destroy().await.unwrap();
 }
+
+/// An interrupt may land at any point of a cell: before the driver reads it, while it is being
+/// parsed, or in user code. Each must end the cell with the context kept, never a kill.
+#[tokio::test]
+async fn a_run_dropped_at_any_moment_interrupts_without_losing_the_context() {
+    let client = Client::builder(Arc::new(LocalProvider::new())).build();
+    let sandbox = client.create(&CreateSpec::new()).await.unwrap();
+    let run = |code: &str| RunCode::python(code);
+    sandbox
+        .run_code(&run("kept = 1"))
+        .await
+        .unwrap()
+        .execution()
+        .await
+        .unwrap();
+    let slow = "import time\ntime.sleep(30)";
+    for events_read in [0, 1, 0, 1, 0, 1, 0, 1] {
+        let mut cell = sandbox.run_code(&run(slow)).await.unwrap();
+        for _ in 0..events_read {
+            futures::StreamExt::next(&mut cell).await;
+        }
+        drop(cell);
+    }
+    let after = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        sandbox
+            .run_code(&run("kept + 1"))
+            .await
+            .unwrap()
+            .execution(),
+    )
+    .await
+    .expect("every dropped cell was interrupted, none waited out")
+    .unwrap();
+    assert_eq!(after.text(), Some("2"));
+    sandbox.destroy().await.unwrap();
+}

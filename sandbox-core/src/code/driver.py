@@ -427,6 +427,19 @@ def main():
 
     signal.signal(signal.SIGINT, on_sigint)
 
+    def interrupt(ident):
+        # A SIGINT that lands just before a blocking call starts (time.sleep, a read) is only
+        # acted on when that call returns, so it is sent again until the cell has left its
+        # code; the SDK kills the kernel if that takes longer than its grace. A cell not in its
+        # code yet is marked so that it never starts.
+        for _ in range(200):
+            with cell.lock:
+                if cell.id != ident or not cell.in_user_code:
+                    cell.cancelled.add(ident)
+                    return
+                signal.pthread_kill(main_thread, signal.SIGINT)
+            time.sleep(0.05)
+
     def read_requests():
         for line in reader:
             try:
@@ -434,11 +447,7 @@ def main():
             except ValueError:
                 continue
             if request.get("type") == "interrupt":
-                with cell.lock:
-                    if cell.id == request.get("id") and cell.in_user_code:
-                        signal.pthread_kill(main_thread, signal.SIGINT)
-                    else:
-                        cell.cancelled.add(request.get("id"))
+                threading.Thread(target=interrupt, args=(request.get("id"),), daemon=True).start()
             else:
                 requests.put(request)
         requests.put({"type": "shutdown"})
@@ -507,7 +516,11 @@ def run_cell(request, count, cell, channel, namespace, publisher, figures, stdou
         body = compile(tree, filename, "exec")
         tail = compile(last, filename, "eval") if last is not None else None
         value = None
-        cell.in_user_code = True
+        with cell.lock:
+            # An interrupt that came while the cell was being parsed: it never starts.
+            if cell_id in cell.cancelled:
+                raise KeyboardInterrupt
+            cell.in_user_code = True
         try:
             exec(body, namespace)
             if tail is not None:
@@ -551,6 +564,7 @@ def run_cell(request, count, cell, channel, namespace, publisher, figures, stdou
         with cell.lock:
             dropped = cell.dropped
             cell.id = None
+            cell.cancelled.discard(cell_id)
         if dropped:
             channel.send({"type": "truncated", "id": cell_id, "dropped": dropped})
         channel.send({"type": "end_of_execution", "id": cell_id, "status": status})
