@@ -732,9 +732,13 @@ async fn capabilities_are_honest_and_unsupported_operations_fail_fast() {
         Capability::FilesUpload,
         Capability::ExposePort,
     ];
+    // The code interpreter is core's emulated kernel, run with the host's python3.
+    let emulated = [Capability::CodeInterpreter, Capability::StatefulKernel];
     for cap in Capability::ALL {
         let expected = if native.contains(cap) {
             Level::Native
+        } else if emulated.contains(cap) {
+            Level::Emulated
         } else {
             Level::Unsupported
         };

@@ -273,6 +273,11 @@ pub(crate) async fn stdin(cmd: &Cmd, body: &[u8]) -> SimResponse {
     if !pipe.attached {
         return stdin_unavailable("The command was not started with stdin attached.");
     }
+    // A resent close is answered as the first one was, even once the process has exited
+    // after reading the end of its input.
+    if close && pipe.closed && data.is_empty() {
+        return stdin_answer(cmd, pipe.written);
+    }
     if cmd.exited() {
         return stdin_unavailable("The command has exited and is not reading stdin.");
     }
