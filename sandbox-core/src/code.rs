@@ -482,6 +482,17 @@ impl Execution {
     }
 }
 
+/// The error of a context whose state is gone (its kernel died or was killed): every call on
+/// it answers this until it is restarted or removed, never a silent fresh kernel.
+pub fn context_lost(id: &str, why: &str) -> Error {
+    Error::new(
+        crate::ErrorKind::ContextLost,
+        format!(
+            "code context {id} lost its state ({why}); restart it to start afresh, or remove it"
+        ),
+    )
+}
+
 /// Stdout and stderr of one cell kept up to a byte limit; what is past it is counted, for a
 /// [`CodeEvent::Truncated`] at the end. Adapters reading a provider's kernel use it so a native
 /// cell is bounded as the emulated kernel bounds its own ([`kernel::MAX_OUTPUT`]).

@@ -68,11 +68,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn context_lost(id: &str, why: &str) -> Error {
-    Error::new(
-        ErrorKind::ContextLost,
-        format!("code context {id} lost its state ({why}); restart or remove it"),
-    )
-    .with_provider(PROVIDER)
+    sandbox_sdk_core::code::context_lost(id, why).with_provider(PROVIDER)
 }
 
 fn native_context(dto: InterpreterContextDto) -> CodeContext {
@@ -418,13 +414,7 @@ impl Cell {
                 ErrorKind::Timeout,
                 "the cell ran past its timeout: the daemon interrupted it",
             )),
-            Some(1001) => Some(Error::new(
-                ErrorKind::ContextLost,
-                format!(
-                    "code context {} lost its state (the worker process ended)",
-                    self.context
-                ),
-            )),
+            Some(1001) => Some(context_lost(&self.context, "the worker process ended")),
             Some(1008) if reason.starts_with("context not found") => {
                 Some(Error::new(ErrorKind::NotFound, reason.to_owned()))
             }

@@ -44,11 +44,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn context_lost(id: &str, why: &str) -> Error {
-    Error::new(
-        ErrorKind::ContextLost,
-        format!("code context {id} lost its state ({why}); restart or remove it"),
-    )
-    .with_provider(PROVIDER)
+    sandbox_sdk_core::code::context_lost(id, why).with_provider(PROVIDER)
 }
 
 fn native_context(wire: ContextWire) -> CodeContext {

@@ -278,18 +278,9 @@ fn not_found(host: &dyn Sandbox, id: &str) -> Error {
 }
 
 fn context_lost(host: &dyn Sandbox, id: &str, why: &str) -> Error {
-    lost_error(id, why)
+    super::context_lost(id, why)
         .with_provider(host.provider())
         .with_sandbox_id(host.id())
-}
-
-fn lost_error(id: &str, why: &str) -> Error {
-    Error::new(
-        ErrorKind::ContextLost,
-        format!(
-            "code context {id} lost its state ({why}); restart it to start afresh, or remove it"
-        ),
-    )
 }
 
 /// Where frames of the cell now running go.
@@ -456,7 +447,7 @@ impl Kernel {
     async fn run(self: &Arc<Self>, request: &RunCode) -> Result<CodeRun> {
         let guard = self.cells.clone().lock_owned().await;
         if let Some(why) = self.lost_reason() {
-            return Err(lost_error(&self.context.id, &why));
+            return Err(super::context_lost(&self.context.id, &why));
         }
         let id = format!("{:016x}", rand::random::<u64>());
         let (frames_tx, frames_rx) = mpsc::channel(64);
@@ -472,7 +463,7 @@ impl Kernel {
         });
         if let Err(e) = write_line(&mut *self.stdin.lock().await, &execute).await {
             self.mark_lost("its stdin closed");
-            return Err(lost_error(
+            return Err(super::context_lost(
                 &self.context.id,
                 &format!("its stdin closed: {e}"),
             ));
@@ -560,7 +551,7 @@ async fn pump(
                 let why = kernel
                     .lost_reason()
                     .unwrap_or_else(|| "the kernel ended during a cell".into());
-                let _ = events.send(Err(lost_error(&context, &why))).await;
+                let _ = events.send(Err(super::context_lost(&context, &why))).await;
                 return;
             }
             Wait::Deadline => {
