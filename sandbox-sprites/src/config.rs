@@ -50,7 +50,9 @@ pub const MAX_JSON: usize = 8 * 1024 * 1024;
 /// The largest WebSocket message accepted on a command's socket (one output chunk).
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
-/// The page size of listings (the API's maximum, PROTOCOL.md §4.2).
+/// The page size of listings: the documented maximum (PROTOCOL.md §4.2). sprites-py 0.7.2 asks
+/// for 100, which the service takes; 50 is inside both, and a shorter page only means one more
+/// `continuation_token` round trip.
 pub(crate) const PAGE_LIMIT: u32 = 50;
 
 /// How many sprites are read at once when a listing's partial entries must be completed

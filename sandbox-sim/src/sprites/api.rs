@@ -215,16 +215,21 @@ fn duplicate(name: &str) -> SimResponse {
     )
 }
 
-/// `GET /v1/sprites?prefix=&max_results=&continuation_token=` (PROTOCOL.md §4.2, §18.14).
+/// The most entries a list page holds (PROTOCOL.md §4.2: `max_results` 1–50).
+const MAX_PAGE: usize = 50;
+
+/// `GET /v1/sprites?prefix=&max_results=&continuation_token=` (PROTOCOL.md §4.2, §18.14). A
+/// `max_results` over [`MAX_PAGE`] is capped, not refused: sprites-py 0.7.2 sends 100 on every
+/// list, and a page may always hold fewer than asked.
 fn list(state: &State, request: &SimRequest) -> SimResponse {
     let max = match request.query_param("max_results") {
-        None => 50,
+        None => MAX_PAGE,
         Some(v) => match v.parse::<usize>() {
-            Ok(n) if (1..=50).contains(&n) => n,
+            Ok(n) if n >= 1 => n.min(MAX_PAGE),
             _ => {
                 return SimResponse::json(
                     400,
-                    &json!({ "errors": [format!("max_results must be between 1 and 50, got {v:?}")] }),
+                    &json!({ "errors": [format!("max_results must be a positive number, got {v:?}")] }),
                 );
             }
         },

@@ -24,7 +24,7 @@
 //! | endpoint | operation name |
 //! | --- | --- |
 //! | `POST /v1/sprites` | `create` |
-//! | `GET /v1/sprites` (`prefix`, `max_results` 1–50, `continuation_token`) | `list` |
+//! | `GET /v1/sprites` (`prefix`, `max_results`: over 50 is capped at 50, `continuation_token`) | `list` |
 //! | `GET /v1/sprites/{name}` | `get` |
 //! | `PUT /v1/sprites/{name}` (`labels`, `url_settings`) | `update` |
 //! | `DELETE /v1/sprites/{name}` | `destroy` |

@@ -189,14 +189,11 @@ async fn sprites_are_created_listed_updated_and_deleted_as_the_protocol_says() {
     assert_eq!(page["sprites"][0]["name"], "alpha-2");
     assert_eq!(page["has_more"], false);
     assert_eq!(page["next_continuation_token"], Value::Null);
-    let (status, _) = c
-        .json(
-            reqwest::Method::GET,
-            "/v1/sprites?max_results=51",
-            Value::Null,
-        )
-        .await;
-    assert_eq!(status, 400);
+    for bad in ["0", "-1", "x"] {
+        let path = format!("/v1/sprites?max_results={bad}");
+        let (status, _) = c.json(reqwest::Method::GET, &path, Value::Null).await;
+        assert_eq!(status, 400, "{bad}");
+    }
 
     let (status, updated) = c
         .json(
@@ -814,4 +811,37 @@ async fn a_silenced_exec_socket_sends_no_frame_while_the_session_runs() {
         futures::FutureExt::now_or_never(silent.next()).is_none(),
         "the silenced socket sent a frame or ended"
     );
+}
+
+/// sprites-py 0.7.2 asks for 100 per page on every list, over the documented 1–50: the page is
+/// capped at 50, with a continuation token to the rest, never refused.
+#[tokio::test]
+async fn a_page_size_over_the_documented_maximum_is_capped_not_refused() {
+    let sim = sim().await;
+    sim.set_rate_limits(false);
+    let c = Client::of(&sim);
+    for i in 0..51 {
+        c.create(&format!("s-{i:02}")).await;
+    }
+    let (status, page) = c
+        .json(
+            reqwest::Method::GET,
+            "/v1/sprites?max_results=100",
+            Value::Null,
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["sprites"].as_array().unwrap().len(), 50);
+    assert_eq!(page["has_more"], true);
+    assert_eq!(page["next_continuation_token"], "s-49");
+    let (status, page) = c
+        .json(
+            reqwest::Method::GET,
+            "/v1/sprites?max_results=100&continuation_token=s-49",
+            Value::Null,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(page["sprites"][0]["name"], "s-50");
+    assert_eq!(page["has_more"], false);
 }
