@@ -55,6 +55,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+pub mod channel;
 pub mod frames;
 pub mod kernel;
 

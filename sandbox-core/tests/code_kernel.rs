@@ -95,3 +95,70 @@ async fn a_run_dropped_at_any_moment_interrupts_without_losing_the_context() {
     assert_eq!(after.text(), Some("2"));
     sandbox.destroy().await.unwrap();
 }
+
+/// Writes mailbox files through a second handle on the same local sandbox, as an adapter's
+/// writer would through its API.
+struct LocalWriter(Box<dyn sandbox_sdk_core::Sandbox>);
+
+#[async_trait::async_trait]
+impl sandbox_sdk_core::code::channel::MailboxWriter for LocalWriter {
+    async fn write_file(&self, path: &str, data: bytes::Bytes) -> sandbox_sdk_core::Result<()> {
+        self.0.write_file(path, data).await.map(|_| ())
+    }
+}
+
+/// The mailbox transport (for providers whose stdin does not stream): state, an interrupt that
+/// keeps it, no key left on disk, and a driver that ends when its kernels are dropped.
+#[tokio::test]
+async fn a_mailbox_kernel_keeps_state_leaves_no_key_and_ends_with_its_handle() {
+    use sandbox_sdk_core::code::kernel::EmulatedKernels;
+    let provider = LocalProvider::new();
+    let sandbox = provider.create(&CreateSpec::new()).await.unwrap();
+    let writer = LocalWriter(provider.connect(sandbox.id()).await.unwrap());
+    let kernels = EmulatedKernels::new().with_mailbox(Arc::new(writer));
+    let run = |code: &str| RunCode::python(code);
+    let cell = |code: &'static str| {
+        let kernels = kernels.clone();
+        let sandbox = &sandbox;
+        async move {
+            kernels
+                .run_code(&**sandbox, &run(code))
+                .await
+                .unwrap()
+                .execution()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        cell("import os\nx = 41\nos.getpid()").await.results.len(),
+        1
+    );
+    let pid = cell("os.getpid()").await.text().unwrap().to_string();
+    // An interrupted cell keeps the context.
+    let timed_out = kernels
+        .run_code(
+            &*sandbox,
+            &run("import time\ntime.sleep(30)").timeout(std::time::Duration::from_millis(300)),
+        )
+        .await
+        .unwrap()
+        .execution()
+        .await
+        .unwrap_err();
+    assert_eq!(timed_out.kind(), sandbox_sdk_core::ErrorKind::Timeout);
+    assert_eq!(cell("x + 1").await.text(), Some("42"));
+    // Every request was read and removed, the hello with the key first.
+    let left = cell("import glob\nsorted(glob.glob('.sbox/mbox-*/*'))").await;
+    assert_eq!(left.text(), Some("[]"));
+
+    drop(kernels);
+    let alive = format!("while kill -0 {pid} 2>/dev/null; do sleep 0.05; done");
+    let gone = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        sandbox.exec(&sandbox_sdk_core::Command::new("sh").arg("-c").arg(alive)),
+    )
+    .await;
+    assert!(gone.is_ok(), "the driver outlived its handle");
+    sandbox.destroy().await.unwrap();
+}

@@ -1,26 +1,32 @@
 # sandbox-sdk emulated kernel driver: one stateful Python context over stdin/stdout.
 #
-# Started as `python3 -u <this file>`; standard library only (IPython formats results when it
-# imports, matplotlib figures become PNG when it imports). The SDK speaks to it in JSON lines:
+# Started as `python3 -u <this file> [--mailbox DIR]`; standard library only (IPython formats
+# results when it imports, matplotlib figures become PNG when it imports). The SDK speaks to it
+# in JSON lines, on stdin or, with --mailbox, as files DIR/00000000, DIR/00000001, ... of one
+# line each, read in order and removed:
 #
 #   in:  {"type":"hello","key":K,"cwd":..,"max_output":N,"inline_limit":N,"spill_dir":D}  (first)
 #        {"type":"execute","id":I,"code":C,"env_vars":{..}}
 #        {"type":"interrupt","id":I}
 #        {"type":"shutdown"}
-#   out: K + " " + one JSON object per line, in E2B's vocabulary (number_of_executions, stdout,
+#   out: SEQ MAC JSON per line: SEQ counts from 1, MAC is the first 16 bytes of
+#        HMAC-SHA256(K, "SEQ JSON") in hex, JSON one object in E2B's vocabulary (number_of_executions, stdout,
 #        stderr, result, error, end_of_execution) plus ready and truncated, each with the "id" of
 #        its request.
 #
 # The channel cannot be written by accident or by a child: the real stdin and stdout are
 # duplicated to private descriptors that children do not inherit, fd 0 becomes /dev/null and fd
-# 1 and 2 become pipes the driver drains into stdout/stderr frames, and every frame starts with
-# the key the SDK sent on stdin (in no argv or environment). Code in this same process could
-# still find the key in memory; it can then lie only about its own output.
+# 1 and 2 become pipes the driver drains into stdout/stderr frames, and every frame is sealed
+# with the key the SDK sent first (in no argv, environment or frame; a mailbox file holding it
+# is removed as soon as it is read), so even whoever can read the frames cannot forge or replay
+# one. Code in this same process could still find the key in memory; it can then lie only
+# about its own output.
 import ast
 import base64
 import builtins
 import codecs
 import hashlib
+import hmac
 import io
 import json
 import linecache
@@ -39,16 +45,21 @@ DRIVER_FILE = os.path.abspath(__file__)
 
 
 class Channel:
-    """The protocol's out side: keyed JSON lines on a private descriptor."""
+    """The protocol's out side: sealed JSON lines on a private descriptor."""
 
     def __init__(self, fd, key):
         self.fd = fd
-        self.prefix = (key + " ").encode()
+        self.key = key.encode()
+        self.seq = 0
         self.lock = threading.Lock()
 
     def send(self, obj):
-        data = self.prefix + json.dumps(obj, ensure_ascii=False, default=str).encode() + b"\n"
+        body = json.dumps(obj, ensure_ascii=False, default=str).encode()
         with self.lock:
+            self.seq += 1
+            head = b"%d " % self.seq
+            mac = hmac.new(self.key, head + body, hashlib.sha256).hexdigest()[:32].encode()
+            data = head + mac + b" " + body + b"\n"
             view = memoryview(data)
             while view:
                 written = os.write(self.fd, view)
@@ -364,12 +375,39 @@ def user_traceback(error):
     return "".join(lines)
 
 
+def mailbox(path):
+    """The requests in mailbox `path`, in order, each removed once read; polled every 5 ms,
+    backing off to 50 ms while nothing comes. A file not ending in a newline is still being
+    written."""
+    number = 0
+    idle = 0.005
+    while True:
+        name = os.path.join(path, "%08d" % number)
+        try:
+            with open(name, "rb") as file:
+                data = file.read()
+        except FileNotFoundError:
+            time.sleep(idle)
+            idle = min(idle * 2, 0.05)
+            continue
+        if not data.endswith(b"\n"):
+            time.sleep(0.005)
+            continue
+        os.unlink(name)
+        number += 1
+        idle = 0.005
+        yield data
+
+
 def main():
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     diag = os.dup(2)
-    reader = open(proto_in, "rb", buffering=1 << 16)
-    hello = json.loads(reader.readline() or b"{}")
+    if len(sys.argv) == 3 and sys.argv[1] == "--mailbox":
+        reader = mailbox(sys.argv[2])
+    else:
+        reader = open(proto_in, "rb", buffering=1 << 16)
+    hello = json.loads(next(reader, b"{}"))
     channel = Channel(proto_out, hello.get("key", ""))
     cell = Cell()
     cell.max_output = int(hello.get("max_output") or cell.max_output)

@@ -8,10 +8,12 @@
 //! - the driver is written once to `.sbox/kernel-<sha256 prefix>.py` (relative to the sandbox's
 //!   working directory; named by its content, so a changed driver is a new file) and started
 //!   as `python3 -u <file>`, one process per context;
-//! - requests go as JSON lines on its stdin, frames come back on its stdout in E2B's vocabulary
-//!   ([`frames`](super::frames)), each line starting with a key sent on stdin that no argv,
-//!   environment or child process sees; the driver points fd 1 and 2 of the cell at pipes it
-//!   drains, so nothing a cell or its children print can pose as a frame;
+//! - requests go as JSON lines on its stdin, or, where the provider's stdin does not stream
+//!   ([`EmulatedKernels::with_mailbox`]), as numbered files it polls for; frames come back on its
+//!   stdout in E2B's vocabulary ([`frames`](super::frames)), each line sealed with a key sent in
+//!   the first request, which no argv, environment, child process or frame shows
+//!   ([`channel`](super::channel)); the driver points fd 1 and 2 of the cell at pipes it drains,
+//!   so nothing a cell or its children print can pose as a frame;
 //! - cells in one context run one at a time, in order; contexts run apart;
 //! - a cell past its timeout, or whose [`CodeRun`] is dropped, is interrupted (SIGINT in the
 //!   kernel, `KeyboardInterrupt` in the cell) and the context keeps its state; a kernel that does
@@ -27,10 +29,11 @@
 //!
 //! [`SpilledOutput`]: super::SpilledOutput
 
+use super::channel::{Inbox, Mailbox, MailboxWriter, Seal};
 use super::frames::{Frame, Line, LineReader, parse_line};
 use super::{CodeContext, CodeEvent, CodeEventStream, CodeRun, ContextSpec, Language, RunCode};
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{Command, ProcessControl, ProcessEvent, Stdin};
+use crate::exec::{Command, ProcessControl, ProcessEvent};
 use crate::provider::Sandbox;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -38,8 +41,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
 /// The driver program, shipped with the SDK.
@@ -79,6 +81,8 @@ pub struct EmulatedKernels {
     state: Arc<tokio::sync::Mutex<State>>,
     /// Bytes of stdout and stderr one cell may send.
     max_output: usize,
+    /// Where requests go when the provider's stdin does not stream.
+    mailbox: Option<Arc<dyn MailboxWriter>>,
 }
 
 impl Default for EmulatedKernels {
@@ -112,7 +116,16 @@ impl EmulatedKernels {
         EmulatedKernels {
             state: Arc::default(),
             max_output,
+            mailbox: None,
         }
+    }
+
+    /// Sends requests to each driver as files written through `writer` (a mailbox the driver
+    /// polls, `.sbox/mbox-<random>/`) instead of on its stdin: for providers whose stdin reaches
+    /// a process only once it is closed. The driver then runs without stdin.
+    pub fn with_mailbox(mut self, writer: Arc<dyn MailboxWriter>) -> Self {
+        self.mailbox = Some(writer);
+        self
     }
 
     /// Creates a context and starts its kernel.
@@ -243,7 +256,7 @@ impl EmulatedKernels {
             install(host, &path).await?;
             self.state.lock().await.installed = true;
         }
-        Kernel::start(host, &path, context, self.max_output).await
+        Kernel::start(host, &path, context, self.max_output, self.mailbox.clone()).await
     }
 }
 
@@ -294,13 +307,18 @@ struct Shared {
     lost: Option<String>,
 }
 
-/// One running driver.
+/// One running driver; dropping it ends the driver.
 struct Kernel {
     context: CodeContext,
-    stdin: tokio::sync::Mutex<Stdin>,
+    inbox: tokio::sync::Mutex<Inbox>,
     control: Arc<dyn ProcessControl>,
     cells: Arc<tokio::sync::Mutex<()>>,
     shared: Arc<Mutex<Shared>>,
+    /// Tells the reader a cell has started (it reads the kernel's output only while one runs).
+    wake: Arc<Notify>,
+    /// Dropped with the kernel, which tells its reader to kill the driver: a driver reading a
+    /// mailbox would otherwise never see its end.
+    _alive: oneshot::Sender<()>,
 }
 
 impl Kernel {
@@ -309,26 +327,17 @@ impl Kernel {
         path: &str,
         context: CodeContext,
         max_output: usize,
+        mailbox: Option<Arc<dyn MailboxWriter>>,
     ) -> Result<Arc<Kernel>> {
-        let command = Command::new("python3").arg("-u").arg(path).stdin();
-        let mut process = match host.exec(&command).await {
-            Ok(process) => process,
-            // A program not found, not a provider's 404 (a sandbox that is gone).
-            Err(e) if e.kind() == ErrorKind::NotFound && e.status().is_none() => {
-                return Err(no_python(host));
-            }
-            Err(e) => return Err(e),
-        };
-        let control = process.control();
-        let Some(mut stdin) = process.take_stdin() else {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                format!(
-                    "{} gave the kernel no stdin; the emulated code interpreter needs one",
-                    host.provider()
-                ),
-            ));
-        };
+        let mut command = Command::new("python3").arg("-u").arg(path);
+        let mailbox = mailbox.map(|writer| {
+            let dir = format!(".sbox/mbox-{:016x}", rand::random::<u64>());
+            command = command.clone().arg("--mailbox").arg(&dir);
+            Mailbox::new(writer, dir)
+        });
+        if mailbox.is_none() {
+            command = command.stdin();
+        }
         let key = format!(
             "{:016x}{:016x}",
             rand::random::<u64>(),
@@ -352,16 +361,53 @@ impl Kernel {
                 ),
             )
         };
-        match tokio::time::timeout_at(deadline, write_line(&mut stdin, &hello)).await {
-            Ok(written) => written?,
-            Err(_) => {
-                let _ = control.kill().await;
-                return Err(start_timeout());
+        // A mailbox holds the hello before the driver starts: it reads it first.
+        let mut inbox = match mailbox {
+            Some(mailbox) => {
+                let mut inbox = Inbox::Mailbox(mailbox);
+                match tokio::time::timeout_at(deadline, inbox.send(&hello)).await {
+                    Ok(sent) => sent?,
+                    Err(_) => return Err(start_timeout()),
+                }
+                Some(inbox)
             }
-        }
+            None => None,
+        };
+        let mut process = match host.exec(&command).await {
+            Ok(process) => process,
+            // A program not found, not a provider's 404 (a sandbox that is gone).
+            Err(e) if e.kind() == ErrorKind::NotFound && e.status().is_none() => {
+                return Err(no_python(host));
+            }
+            Err(e) => return Err(e),
+        };
+        let control = process.control();
+        let inbox = match inbox.take() {
+            Some(inbox) => inbox,
+            None => {
+                let Some(stdin) = process.take_stdin() else {
+                    return Err(Error::new(
+                        ErrorKind::NotSupported,
+                        format!(
+                            "{} gave the kernel no stdin; the emulated code interpreter needs one",
+                            host.provider()
+                        ),
+                    ));
+                };
+                let mut inbox = Inbox::Stdin(stdin);
+                match tokio::time::timeout_at(deadline, inbox.send(&hello)).await {
+                    Ok(written) => written?,
+                    Err(_) => {
+                        let _ = control.kill().await;
+                        return Err(start_timeout());
+                    }
+                }
+                inbox
+            }
+        };
 
         // Read until the driver says it is ready (or why it cannot be).
-        let prefix = format!("{key} ");
+        let mut seal = Seal::new(&key);
         let mut lines = LineReader::new(MAX_FRAME);
         let mut diagnostics = Diagnostics::default();
         'ready: loop {
@@ -375,7 +421,7 @@ impl Kernel {
             match event {
                 Some(Ok(ProcessEvent::Stdout(chunk))) => {
                     for line in lines.push(&chunk) {
-                        let Some((_, Frame::Ready(ready))) = keyed(&line, &prefix) else {
+                        let Some((_, Frame::Ready(ready))) = opened(&line, &mut seal) else {
                             continue;
                         };
                         if let Some(why) = ready.get("error").and_then(|v| v.as_str()) {
@@ -413,14 +459,23 @@ impl Kernel {
             route: None,
             lost: None,
         }));
+        let (alive, dropped) = oneshot::channel();
+        let wake = Arc::new(Notify::new());
         let kernel = Arc::new(Kernel {
             context,
-            stdin: tokio::sync::Mutex::new(stdin),
+            inbox: tokio::sync::Mutex::new(inbox),
             control,
             cells: Arc::new(tokio::sync::Mutex::new(())),
             shared: shared.clone(),
+            wake: wake.clone(),
+            _alive: alive,
         });
-        tokio::spawn(follow(process, lines, prefix, diagnostics, shared));
+        let reader = Reader {
+            lines,
+            seal,
+            diagnostics,
+        };
+        tokio::spawn(follow(process, reader, shared, wake, dropped));
         Ok(kernel)
     }
 
@@ -455,17 +510,18 @@ impl Kernel {
             id: id.clone(),
             frames: frames_tx,
         });
+        self.wake.notify_one();
         let execute = serde_json::json!({
             "type": "execute",
             "id": id,
             "code": request.code,
             "env_vars": request.env,
         });
-        if let Err(e) = write_line(&mut *self.stdin.lock().await, &execute).await {
-            self.mark_lost("its stdin closed");
+        if let Err(e) = self.inbox.lock().await.send(&execute).await {
+            self.mark_lost("its requests could not be sent");
             return Err(super::context_lost(
                 &self.context.id,
-                &format!("its stdin closed: {e}"),
+                &format!("its requests could not be sent: {e}"),
             ));
         }
         let (events_tx, events_rx) = mpsc::channel(64);
@@ -487,15 +543,15 @@ impl Kernel {
             .await
     }
 
-    /// Writes a control line, bounded by [`INTERRUPT_GRACE`]: a kernel that no longer reads its
-    /// stdin is not waited on for ever.
+    /// Sends a control request, bounded by [`INTERRUPT_GRACE`]: a kernel that no longer reads
+    /// its requests is not waited on for ever.
     async fn send_control(&self, line: serde_json::Value) -> Result<()> {
-        let write = async { write_line(&mut *self.stdin.lock().await, &line).await };
+        let write = async { self.inbox.lock().await.send(&line).await };
         match tokio::time::timeout(INTERRUPT_GRACE, write).await {
             Ok(result) => result,
             Err(_) => Err(Error::new(
                 ErrorKind::Timeout,
-                "the emulated kernel stopped reading its stdin",
+                "the emulated kernel stopped taking requests",
             )),
         }
     }
@@ -514,15 +570,34 @@ enum Wait {
     Dropped,
 }
 
-/// Moves one cell's frames to its [`CodeRun`], enforcing the timeout and interrupting the cell
-/// when the run is dropped; holds the context's cell lock until the kernel has ended the cell.
+/// Moves one cell's frames to its [`CodeRun`] ([`pump_frames`]); holds the context's cell lock
+/// until the kernel has ended the cell, and then stops routing frames to it, so that the
+/// kernel's output is not read while no cell runs.
 async fn pump(
     kernel: Arc<Kernel>,
     id: String,
+    frames: mpsc::Receiver<Frame>,
+    events: mpsc::Sender<Result<CodeEvent>>,
+    deadline: Option<(Instant, Duration)>,
+    cell: tokio::sync::OwnedMutexGuard<()>,
+) {
+    pump_frames(&kernel, &id, frames, events, deadline).await;
+    let mut shared = kernel.shared.lock().expect("kernel state");
+    if shared.route.as_ref().is_some_and(|route| route.id == id) {
+        shared.route = None;
+    }
+    drop(shared);
+    drop(cell);
+}
+
+/// Moves one cell's frames to its [`CodeRun`], enforcing the timeout and interrupting the cell
+/// when the run is dropped, until the cell has ended.
+async fn pump_frames(
+    kernel: &Kernel,
+    id: &str,
     mut frames: mpsc::Receiver<Frame>,
     events: mpsc::Sender<Result<CodeEvent>>,
     deadline: Option<(Instant, Duration)>,
-    _cell: tokio::sync::OwnedMutexGuard<()>,
 ) {
     let context = kernel.context.id.clone();
     loop {
@@ -536,12 +611,12 @@ async fn pump(
                 let sent = tokio::select! {
                     sent = events.send(Ok(event)) => sent.is_ok(),
                     _ = sleep_until(deadline.map(|d| d.0)) => {
-                        stop(&kernel, &id, &mut frames).await;
+                        stop(kernel, id, &mut frames).await;
                         return;
                     }
                 };
                 if !sent {
-                    stop(&kernel, &id, &mut frames).await;
+                    stop(kernel, id, &mut frames).await;
                     return;
                 }
             }
@@ -556,7 +631,7 @@ async fn pump(
             }
             Wait::Deadline => {
                 let limit = deadline.map(|d| d.1).unwrap_or_default();
-                let error = if stop(&kernel, &id, &mut frames).await {
+                let error = if stop(kernel, id, &mut frames).await {
                     Error::new(
                         ErrorKind::Timeout,
                         format!(
@@ -581,7 +656,7 @@ async fn pump(
                 return;
             }
             Wait::Dropped => {
-                stop(&kernel, &id, &mut frames).await;
+                stop(kernel, id, &mut frames).await;
                 return;
             }
         }
@@ -613,20 +688,48 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Reads the driver's output for as long as it runs, sending each keyed frame to the cell it
-/// names; when the driver ends, the context is lost.
+/// What reads the driver's output: its lines, the seal they must carry, and the driver's own
+/// complaints on stderr.
+struct Reader {
+    lines: LineReader,
+    seal: Seal,
+    diagnostics: Diagnostics,
+}
+
+/// Reads the driver's output while a cell runs, sending each sealed frame to the cell it names
+/// (between cells nothing is read, so a provider whose output is polled is not polled while
+/// the kernel is idle: its death is found by the next cell); when the driver ends, the context
+/// is lost. When the kernel is dropped (`dropped` resolves), the driver is killed.
 async fn follow(
     mut process: crate::exec::Process,
-    mut lines: LineReader,
-    prefix: String,
-    mut diagnostics: Diagnostics,
+    mut reader: Reader,
     shared: Arc<Mutex<Shared>>,
+    wake: Arc<Notify>,
+    mut dropped: oneshot::Receiver<()>,
 ) {
+    let control = process.control();
     let why = loop {
-        match process.next_event().await {
+        let idle = shared.lock().expect("kernel state").route.is_none();
+        if idle {
+            tokio::select! {
+                _ = wake.notified() => continue,
+                _ = &mut dropped => {
+                    let _ = control.kill().await;
+                    break "it was dropped".to_string();
+                }
+            }
+        }
+        let event = tokio::select! {
+            event = process.next_event() => event,
+            _ = &mut dropped => {
+                let _ = control.kill().await;
+                break "it was dropped".to_string();
+            }
+        };
+        match event {
             Some(Ok(ProcessEvent::Stdout(chunk))) => {
-                for line in lines.push(&chunk) {
-                    let Some((id, frame)) = keyed(&line, &prefix) else {
+                for line in reader.lines.push(&chunk) {
+                    let Some((id, frame)) = opened(&line, &mut reader.seal) else {
                         continue;
                     };
                     let target = {
@@ -642,11 +745,11 @@ async fn follow(
                     }
                 }
             }
-            Some(Ok(ProcessEvent::Stderr(chunk))) => diagnostics.push(&chunk),
+            Some(Ok(ProcessEvent::Stderr(chunk))) => reader.diagnostics.push(&chunk),
             Some(Ok(ProcessEvent::Exit(status))) => {
                 break format!(
                     "its kernel process ended ({status}){}",
-                    diagnostics.suffix()
+                    reader.diagnostics.suffix()
                 );
             }
             Some(Err(e)) => break format!("its kernel's output failed: {e}"),
@@ -660,20 +763,14 @@ async fn follow(
     shared.route = None;
 }
 
-/// A keyed frame line: the frame, or `None` for a line without the key or not a frame.
-fn keyed(line: &Line, prefix: &str) -> Option<(Option<String>, Frame)> {
+/// A sealed frame line: the frame, or `None` for a line not sealed under the kernel's key (or
+/// seen before), or not a frame.
+fn opened(line: &Line, seal: &mut Seal) -> Option<(Option<String>, Frame)> {
     let Line::Whole(line) = line else {
         return None;
     };
-    let body = line.strip_prefix(prefix.as_bytes())?;
+    let body = seal.open(line)?;
     parse_line(body, true).ok()
-}
-
-async fn write_line(stdin: &mut Stdin, value: &serde_json::Value) -> Result<()> {
-    let mut line = serde_json::to_vec(value).map_err(|e| Error::validation(e.to_string()))?;
-    line.push(b'\n');
-    stdin.write_all(&line).await.map_err(Error::from)?;
-    stdin.flush().await.map_err(Error::from)
 }
 
 fn no_python(host: &dyn Sandbox) -> Error {
