@@ -16,6 +16,9 @@
 use crate::api::{Api, ScriptExec};
 #[cfg(doc)]
 use crate::config::{DOWNLOAD_CHUNK, UPLOAD_CHUNK};
+use bytes::Bytes;
+use sandbox_sdk_core::Result;
+use sandbox_sdk_core::code::channel::MailboxWriter;
 use sandbox_sdk_core::emulate::files::FilesOverExec;
 
 /// The suffix of the partial file an upload writes beside its target.
@@ -29,6 +32,33 @@ pub(crate) fn on(api: &Api, machine: &str) -> FilesOverExec<ScriptExec> {
     })
     .chunks(api.settings.upload_chunk, api.settings.download_chunk)
     .part_suffix(PART_SUFFIX)
+}
+
+/// Where the emulated kernel's requests go on Fly: `/exec` takes stdin only whole, so each
+/// request is a file the driver polls for (core's [`MailboxWriter`]), written as any upload is.
+/// It holds the API and the machine id, not the sandbox handle that owns the kernels.
+pub(crate) struct Mailbox {
+    api: Api,
+    machine: String,
+}
+
+impl Mailbox {
+    pub(crate) fn new(api: &Api, machine: &str) -> Self {
+        Mailbox {
+            api: api.clone(),
+            machine: machine.to_owned(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MailboxWriter for Mailbox {
+    async fn write_file(&self, path: &str, data: Bytes) -> Result<()> {
+        on(&self.api, &self.machine)
+            .write_file(path, data)
+            .await
+            .map(|_| ())
+    }
 }
 
 #[cfg(test)]

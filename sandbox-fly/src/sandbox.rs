@@ -12,6 +12,8 @@ use crate::wire::{
 };
 use async_trait::async_trait;
 use bytes::Bytes;
+use sandbox_sdk_core::code::kernel::EmulatedKernels;
+use sandbox_sdk_core::code::{CodeContext, CodeRun, ContextSpec, RunCode};
 use sandbox_sdk_core::{
     Capabilities, Command, Download, Error, ErrorKind, FileInfo, ListOptions, Output, PreviewLink,
     Process, ProcessInfo, Result, Sandbox, SandboxInfo, SandboxState, Transfer, UploadBody,
@@ -29,6 +31,7 @@ pub struct FlySandbox {
     machine: Arc<Mutex<Machine>>,
     nonce: Arc<Mutex<Option<String>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
+    kernels: EmulatedKernels,
 }
 
 impl fmt::Debug for FlySandbox {
@@ -58,12 +61,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl FlySandbox {
     pub(crate) fn new(api: Api, machine: Machine) -> FlySandbox {
         let nonce = machine.nonce.clone();
+        let kernels =
+            EmulatedKernels::new().with_mailbox(Arc::new(files::Mailbox::new(&api, &machine.id)));
         FlySandbox {
             api,
             id: machine.id.clone(),
             machine: Arc::new(Mutex::new(machine)),
             nonce: Arc::new(Mutex::new(nonce)),
             seq: Arc::new(std::sync::atomic::AtomicU64::new(1)),
+            kernels,
         }
     }
 
@@ -421,6 +427,26 @@ impl Sandbox for FlySandbox {
             token: None,
             expires_at: None,
         })
+    }
+
+    async fn create_code_context(&self, spec: &ContextSpec) -> Result<CodeContext> {
+        self.kernels.create_context(self, spec).await
+    }
+
+    async fn list_code_contexts(&self) -> Result<Vec<CodeContext>> {
+        self.kernels.list_contexts().await
+    }
+
+    async fn restart_code_context(&self, id: &str) -> Result<()> {
+        self.kernels.restart_context(self, id).await
+    }
+
+    async fn remove_code_context(&self, id: &str) -> Result<()> {
+        self.kernels.remove_context(self, id).await
+    }
+
+    async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
+        self.kernels.run_code(self, request).await
     }
 }
 
