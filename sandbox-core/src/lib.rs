@@ -33,6 +33,7 @@ pub mod fleet;
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
 pub mod idempotency;
+pub mod lines;
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;
