@@ -8,7 +8,7 @@ use sandbox_sdk_core::{Capabilities, Flags, Level, PreviewModel};
 ///
 /// `code_interpreter` and `stateful_kernel` are emulated: Fly has no kernel, so core's driver
 /// runs as a polled process, and because stdin reaches a process only when it is closed, its
-/// requests travel as mailbox files (PROTOCOL.md §8.4).
+/// requests travel as mailbox files (PROTOCOL.md §8.1).
 ///
 /// `per_command_env_cwd` is `false`: `/exec` takes neither (PROTOCOL.md §8). Core's one
 /// folding ([`fold_env_cwd`](sandbox_sdk_core::emulate::fold_env_cwd)) puts them into

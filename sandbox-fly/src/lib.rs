@@ -37,6 +37,8 @@
 //!   wrapping shell recorded. Such processes can be listed, reattached and killed.
 //! - **Stdin** is emulated: `/exec` takes it as one string, so it is sent when the writer is shut
 //!   down (at most [`STDIN_LIMIT`] bytes).
+//! - **Stateful code** is emulated: core's driver runs as a polled process and takes its
+//!   requests as mailbox files, since stdin cannot stream (PROTOCOL.md §8.1); Python only.
 //! - **Files** are emulated over `/exec` with base64 by the core's
 //!   [`sandbox_sdk_core::emulate::files`], in chunks ([`UPLOAD_CHUNK`], [`DOWNLOAD_CHUNK`]) kept
 //!   under 1 MiB per exec body, so any size moves in constant memory.
