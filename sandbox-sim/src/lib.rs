@@ -29,7 +29,10 @@
 //!   request whose `Host` is not a loopback name (`localhost` and names under `.localhost`,
 //!   `127.0.0.0/8`, `[::1]`; 421) or that carries an `Origin` that is not one (403): a web page
 //!   that rebinds its own name to 127.0.0.1 can reach the port, but not with a loopback name;
-//! - its sandboxes live in a private (0700) temporary directory with an unpredictable name.
+//! - its sandboxes live in a private (0700) temporary directory with an unpredictable name;
+//! - a request's credentials are checked from its head ([`Handler::admit`]) before any body
+//!   byte is read, and each route caps its body: [`MAX_JSON_BODY`] for JSON routes,
+//!   [`MAX_REQUEST_BODY`] only for uploads (file bytes, archives, a command's stdin).
 //!
 //! ## Operation names
 //!
@@ -55,8 +58,8 @@ pub mod vercel;
 
 pub use faults::{Fault, FaultPlan, FaultRule};
 pub use server::{
-    Handler, LogEntry, MAX_REQUEST_BODY, RequestLog, SimBody, SimRequest, SimResponse, SimServer,
-    decode,
+    Handler, LogEntry, MAX_JSON_BODY, MAX_REQUEST_BODY, RequestLog, SimBody, SimRequest,
+    SimResponse, SimServer, decode,
 };
 pub use upgrade::{SimConnection, SimUpgrade};
 
@@ -319,6 +322,101 @@ mod tests {
             assert_eq!(answer.status(), 401, "{provider} with another start's key");
             let answer = status(a.as_ref(), a.api_key()).await.unwrap();
             assert_eq!(answer.status(), 200, "{provider} with its own key");
+        }
+    }
+
+    /// Each simulator's route for the biggest body it takes (an upload), with a wrong key.
+    fn upload_with_wrong_key(provider: &str) -> (&'static str, String, String) {
+        let wrong = "Authorization: Bearer wrong\r\n".to_owned();
+        match provider {
+            "e2b" => (
+                "POST",
+                "/v2/sandboxes".to_owned(),
+                "X-API-Key: e2b_wrong\r\n".to_owned(),
+            ),
+            "daytona" => (
+                "POST",
+                "/toolbox/sb1/files/upload-v2?path=/x".to_owned(),
+                wrong,
+            ),
+            "fly" => (
+                "POST",
+                format!("/v1/apps/{}/machines/m1/exec", fly::APP),
+                wrong,
+            ),
+            "sprites" => ("PUT", "/v1/sprites/s1/fs/write?path=/x".to_owned(), wrong),
+            _ => (
+                "POST",
+                format!("/v2/sandboxes/sessions/s1/fs/write?teamId={}", vercel::TEAM),
+                wrong,
+            ),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wrong_key_is_refused_before_any_body_byte_is_read() {
+        for provider in PROVIDERS {
+            let sim = start(provider, 0, FaultPlan::new()).await.unwrap();
+            let (method, path, head) = upload_with_wrong_key(provider);
+            let (status, _) = crate::server::status_without_body(
+                sim.server().addr(),
+                method,
+                &path,
+                &head,
+                1 << 30,
+            )
+            .await;
+            assert!(matches!(status, 401 | 403), "{provider}: {status}");
+            let ops: Vec<_> = sim
+                .server()
+                .log()
+                .entries()
+                .iter()
+                .map(|e| e.status)
+                .collect();
+            assert_eq!(ops, [Some(status)], "{provider}: the refusal is logged");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_json_route_refuses_a_body_over_its_cap_before_reading_it() {
+        for provider in PROVIDERS {
+            let sim = start(provider, 0, FaultPlan::new()).await.unwrap();
+            let key = sim.api_key().to_owned();
+            let (path, head) = match *provider {
+                "e2b" => ("/v2/sandboxes".to_owned(), format!("X-API-Key: {key}\r\n")),
+                "daytona" => (
+                    "/api/sandbox".to_owned(),
+                    format!("Authorization: Bearer {key}\r\n"),
+                ),
+                "fly" => (
+                    format!("/v1/apps/{}/machines", fly::APP),
+                    format!("Authorization: Bearer {key}\r\n"),
+                ),
+                "sprites" => (
+                    "/v1/sprites".to_owned(),
+                    format!("Authorization: Bearer {key}\r\n"),
+                ),
+                _ => (
+                    format!(
+                        "/v2/sandboxes?project={}&teamId={}",
+                        vercel::PROJECT,
+                        vercel::TEAM
+                    ),
+                    format!("Authorization: Bearer {key}\r\n"),
+                ),
+            };
+            let length = (MAX_JSON_BODY + 1) as u64;
+            let (status, _) = crate::server::status_without_body(
+                sim.server().addr(),
+                "POST",
+                &path,
+                &head,
+                length,
+            )
+            .await;
+            assert_eq!(status, 413, "{provider}");
+            assert_eq!(sim.sandboxes(), 0, "{provider}");
         }
     }
 

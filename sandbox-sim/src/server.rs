@@ -1,9 +1,10 @@
 //! The loopback HTTP/1.1 server every simulator runs on: it refuses requests that do not come
 //! from this machine's own programs (a `Host` that is not a loopback name, 421; an `Origin`
 //! that is not a loopback origin, 403; neither reaches the handler, the faults or the log),
-//! reads each request whole, asks the simulator's [`Handler`] for the operation's name,
-//! applies the [`FaultPlan`], logs the exchange and sends the answer (a whole body or a
-//! stream).
+//! asks the simulator's [`Handler`] whether the request's head is admitted (its credentials,
+//! its route's body cap) before reading any body byte, then reads the body whole, names the
+//! operation, applies the [`FaultPlan`], logs the exchange and sends the answer (a whole body
+//! or a stream).
 
 use super::faults::{Fault, FaultPlan};
 use super::upgrade::SimUpgrade;
@@ -24,8 +25,13 @@ use tokio::task::JoinHandle;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The largest request body a simulator reads (a request over it is answered 413).
+/// The largest request body a simulator reads, on its upload routes only (file bytes, an
+/// archive, a command's whole stdin); a request over it is answered 413.
 pub const MAX_REQUEST_BODY: usize = 512 * 1024 * 1024;
+
+/// The largest body every other route reads (JSON, or nothing): 1 MiB, Vercel's documented
+/// limit for its API bodies, far over any JSON an SDK sends.
+pub const MAX_JSON_BODY: usize = 1024 * 1024;
 
 /// One request, read whole.
 pub struct SimRequest {
@@ -203,6 +209,16 @@ impl SimResponse {
 
 /// A provider's protocol, served by [`SimServer`].
 pub trait Handler: Send + Sync + 'static {
+    /// Whether a request goes on, decided from its head alone (`head.body` is empty: no body
+    /// byte has been read): `Ok(cap)`, the most body bytes its route takes
+    /// ([`MAX_JSON_BODY`] for JSON routes, at most [`MAX_REQUEST_BODY`] for uploads; a longer
+    /// body is answered 413 by [`Handler::error`], unread when its length is declared), or
+    /// `Err(answer)`, the refusal of a missing or wrong credential, sent without reading the
+    /// body. Credentials are checked here, so [`Handler::handle`] only sees requests that
+    /// carry them and nobody without them makes the simulator read a body.
+    #[allow(clippy::result_large_err)] // the refusal is the whole answer, made once
+    fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse>;
+
     /// The operation a request is (`create`, `exec`, `files.read`, …): what fault rules and the
     /// log name it by. Unknown routes may answer `other`.
     fn operation(&self, request: &SimRequest) -> &'static str;
@@ -431,26 +447,12 @@ impl Shared {
             .extensions
             .remove::<hyper::upgrade::OnUpgrade>()
             .map(SimUpgrade::new);
-        let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) => {
-                let too_big = e.is::<http_body_util::LengthLimitError>();
-                return if too_big {
-                    Ok(reply(
-                        self.handler.error(413, "request body too large"),
-                        None,
-                    ))
-                } else {
-                    Err(e)
-                };
-            }
-        };
         let mut request = SimRequest {
             method: parts.method,
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
             headers: parts.headers,
-            body,
+            body: Bytes::new(),
             upgrade,
             page_cap: match self.page_cap.load(std::sync::atomic::Ordering::Relaxed) {
                 0 => None,
@@ -458,6 +460,35 @@ impl Shared {
             },
         };
         let operation = self.handler.operation(&request);
+        let declared = request
+            .header("content-length")
+            .and_then(|n| n.trim().parse::<u64>().ok());
+        let cap = match self.handler.admit(&request) {
+            Ok(cap) => cap,
+            Err(refused) => {
+                // A short declared body is read and dropped, so the connection stays usable
+                // and the client reads the answer instead of a reset; a longer one never is.
+                if declared.is_some_and(|n| n <= REFUSED_BODY_DRAINED as u64) {
+                    let _ = Limited::new(body, REFUSED_BODY_DRAINED).collect().await;
+                }
+                return Ok(self.unread(&request, operation, refused));
+            }
+        };
+        let read = match declared {
+            Some(n) if n > cap as u64 => None,
+            _ => match Limited::new(body, cap).collect().await {
+                Ok(b) => Some(b.to_bytes()),
+                Err(e) if e.is::<http_body_util::LengthLimitError>() => None,
+                Err(e) => return Err(e),
+            },
+        };
+        let Some(body) = read else {
+            let too_big = self
+                .handler
+                .error_for(&request, 413, "request body too large");
+            return Ok(self.unread(&request, operation, too_big));
+        };
+        request.body = body;
         let fault = self.faults.next(operation);
         if let (Some(fault), Some(upgrade)) = (&fault, request.upgrade.as_mut()) {
             upgrade.apply(fault);
@@ -520,6 +551,28 @@ impl Shared {
         Ok(reply(response, cut))
     }
 }
+
+impl Shared {
+    /// Logs and sends `answer` to `request`, which the handler does not see and no fault
+    /// applies to (a refused credential, a body over its route's cap).
+    fn unread(&self, request: &SimRequest, operation: &'static str, answer: SimResponse) -> Reply {
+        self.log.push(LogEntry {
+            at_ms: self.started.elapsed().as_millis() as u64,
+            operation,
+            method: request.method.to_string(),
+            path: request.path.clone(),
+            query: request.query.as_deref().map(redact_query),
+            status: Some(answer.status.as_u16()),
+            fault: None,
+            request_body: None,
+            response_body: None,
+        });
+        reply(answer, None)
+    }
+}
+
+/// The most body bytes of a refused request that are read (and dropped) before its answer.
+const REFUSED_BODY_DRAINED: usize = 64 * 1024;
 
 /// The answer to a request that did not come from this machine's own programs, if it did not:
 /// 421 when its `Host` (or an absolute request target) is not a loopback name, 403 when it
@@ -691,6 +744,61 @@ fn redact_query(query: &str) -> String {
         .join("&")
 }
 
+/// Sends `method path` with header lines `head` (each ending in CRLF) and a declared
+/// `Content-Length` of `length`, sends no body byte, and returns the answer's status and
+/// body: a server that waits for the body before answering never answers (the guard's
+/// timeout fails the test).
+#[cfg(test)]
+pub(crate) async fn status_without_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    head: &str,
+    length: u64,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{head}Content-Length: {length}\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        // The head and a whole small body, or the close that ends them.
+        loop {
+            let n = socket.read(&mut chunk).await.unwrap_or(0);
+            answer.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&answer).into_owned();
+            let done = text.split_once("\r\n\r\n").is_some_and(|(head, body)| {
+                let length = head.lines().find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                });
+                length.is_some_and(|l| body.len() >= l)
+            });
+            if n == 0 || done {
+                return text;
+            }
+        }
+    };
+    let text = tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: no answer while the body was not sent"));
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    (
+        status,
+        text.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -701,6 +809,12 @@ mod tests {
     struct Counter(std::sync::atomic::AtomicUsize);
 
     impl Handler for Counter {
+        fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse> {
+            match head.header("x-key") {
+                Some("wrong") => Err(self.error(401, "wrong key")),
+                _ => Ok(16),
+            }
+        }
         fn operation(&self, request: &SimRequest) -> &'static str {
             if request.path == "/stream" {
                 "stream"
@@ -916,6 +1030,50 @@ mod tests {
             let head = format!("{host}Origin: {origin}\r\n");
             assert_eq!(status_of_raw(&server, &head).await, 200, "{origin:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn admission_refuses_from_the_head_and_caps_the_body_of_its_route() {
+        let (server, handler) = start("").await;
+        // A huge declared body with a wrong key: refused, not one byte read.
+        let (status, body) =
+            status_without_body(server.addr(), "POST", "/x", "x-key: wrong\r\n", 1 << 40).await;
+        assert_eq!((status, body.as_str()), (401, r#"{"message":"wrong key"}"#));
+        // Over the route's cap, declared or streamed: 413.
+        let (status, _) = status_without_body(server.addr(), "POST", "/x", "", 17).await;
+        assert_eq!(status, 413);
+        let client = reqwest::Client::new();
+        let chunks =
+            futures::stream::iter([Ok::<_, std::io::Error>(vec![b'a'; 10]), Ok(vec![b'b'; 10])]);
+        let streamed = client
+            .post(format!("{}/x", server.url()))
+            .body(reqwest::Body::wrap_stream(chunks))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(streamed.status().as_u16(), 413);
+        // A short refused body is read and dropped: the client gets its answer, then the next.
+        let refused = client
+            .post(format!("{}/x", server.url()))
+            .header("x-key", "wrong")
+            .body("short")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status().as_u16(), 401);
+        let fine = client
+            .post(format!("{}/x", server.url()))
+            .body("0123456789abcdef")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(fine.text().await.unwrap(), r#"{"n":1}"#);
+        assert_eq!(acted(&handler), 1);
+        let statuses: Vec<_> = server.log().entries().iter().map(|e| e.status).collect();
+        assert_eq!(
+            statuses,
+            [Some(401), Some(413), Some(413), Some(401), Some(200)]
+        );
     }
 
     #[test]

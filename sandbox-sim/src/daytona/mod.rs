@@ -300,6 +300,15 @@ impl Simulator for DaytonaSim {
 struct DaytonaHandler(Arc<api::Api>);
 
 impl Handler for DaytonaHandler {
+    fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse> {
+        let segments = head.segments();
+        match segments.first().map(String::as_str) {
+            Some("api") => self.0.admit(head),
+            Some("toolbox") if segments.len() > 1 => toolbox::admit(&self.0, head),
+            _ => Ok(crate::MAX_JSON_BODY),
+        }
+    }
+
     fn operation(&self, request: &SimRequest) -> &'static str {
         let segments = request.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();

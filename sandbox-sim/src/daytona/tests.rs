@@ -873,3 +873,22 @@ async fn the_interpreter_runs_cells_in_contexts_and_closes_with_the_daemons_code
         );
     }
 }
+
+/// The toolbox proxy checks credentials from the head: a wrong preview token of a sandbox
+/// that exists is 401 on an upload before any body byte is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_preview_token_is_refused_before_the_body_is_read() {
+    let sim = sim().await;
+    let c = Client::of(&sim);
+    let id = c.started(json!({})).await;
+    let (status, body) = crate::server::status_without_body(
+        sim.server().addr(),
+        "POST",
+        &format!("/toolbox/{id}/files/upload-v2?path=/tmp/x"),
+        "X-Daytona-Preview-Token: wrong\r\n",
+        1 << 30,
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("preview token is invalid"), "{body}");
+}

@@ -2,6 +2,9 @@
 //! sandbox), one-shot execution, sessions and their commands' logs, metrics; files are in
 //! [`super::files`], the log WebSocket in [`super::follow`].
 
+// A refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
 use super::api::{Api, json_answer};
 use super::call::{Call, error};
 use super::logs::{self, Shape};
@@ -52,49 +55,64 @@ pub(crate) fn operation(method: &Method, s: &[&str]) -> &'static str {
     }
 }
 
-/// Answers a toolbox request.
-pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimResponse {
+/// Admits a toolbox request (`/toolbox/{sandboxId}/…`) from its head: the proxy's credential
+/// checks (the API key, or the sandbox's preview token as `X-Daytona-Preview-Token` or
+/// `?DAYTONA_SANDBOX_AUTH_KEY=`), then the body cap (file uploads and a command's stdin up to
+/// [`crate::MAX_REQUEST_BODY`], JSON elsewhere). A preview token for a sandbox that does not
+/// exist is let through, to the 404 [`handle`] answers.
+pub(crate) fn admit(api: &Api, request: &SimRequest) -> Result<usize, SimResponse> {
     let segments = request.segments();
-    let sandbox_id = segments[1].clone();
     let s: Vec<&str> = segments[2..].iter().map(String::as_str).collect();
     let bearer = request
         .header("authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|k| k.trim().to_owned());
+        .map(str::trim);
     let preview = request
         .header("x-daytona-preview-token")
         .map(str::to_owned)
         .or_else(|| request.query_param("DAYTONA_SANDBOX_AUTH_KEY"));
-    let key_ok = bearer.as_deref() == Some(api.config.api_key.as_str());
-    if !key_ok && preview.is_none() {
-        let message = match bearer {
-            Some(_) => "authentication failed: Bearer token is invalid",
-            None => "missing authentication: no bearer token, preview token or auth key",
+    if bearer != Some(api.config.api_key.as_str()) {
+        let Some(preview) = preview else {
+            let message = match bearer {
+                Some(_) => "authentication failed: Bearer token is invalid",
+                None => "missing authentication: no bearer token, preview token or auth key",
+            };
+            return Err(proxy_error(request, 401, message));
         };
-        return proxy_error(&request, 401, message);
+        if api.with(&segments[1], |r| r.preview_token == preview) == Some(false) {
+            return Err(proxy_error(
+                request,
+                401,
+                "authentication failed: preview token is invalid",
+            ));
+        }
     }
+    Ok(match s.as_slice() {
+        ["files", "bulk-upload" | "upload-v2"]
+        | ["process", "session", _, "command", _, "input"] => crate::MAX_REQUEST_BODY,
+        _ => crate::MAX_JSON_BODY,
+    })
+}
+
+/// Answers an admitted toolbox request ([`admit`] checked its credentials).
+pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimResponse {
+    let segments = request.segments();
+    let sandbox_id = segments[1].clone();
+    let s: Vec<&str> = segments[2..].iter().map(String::as_str).collect();
     let found = api.with(&sandbox_id, |r| {
-        let authorized = key_ok || preview.as_deref() == Some(r.preview_token.as_str());
-        if authorized && r.state == "started" {
+        if r.state == "started" {
             r.touch();
         }
-        (authorized, r.state, r.backing.clone(), r.id.clone())
+        (r.state, r.backing.clone(), r.id.clone())
     });
     let (backing, id) = match found {
         None => return proxy_error(&request, 404, "sandbox not found"),
-        Some((false, ..)) => {
-            return proxy_error(
-                &request,
-                401,
-                "authentication failed: preview token is invalid",
-            );
-        }
         // The daemon of a sandbox that is not running (a snapshot or a fork leaves it running)
         // is unreachable: the proxy's empty 502.
-        Some((true, state, ..)) if !matches!(state, "started" | "snapshotting" | "forking") => {
+        Some((state, ..)) if !matches!(state, "started" | "snapshotting" | "forking") => {
             return SimResponse::empty(502);
         }
-        Some((true, _, backing, id)) => (backing, id),
+        Some((_, backing, id)) => (backing, id),
     };
     let method = request.method.as_str().to_owned();
     if s.starts_with(&["process", "session"])

@@ -1,6 +1,9 @@
 //! The edge proxy in front of envd (routing headers, its error bodies, auto-resume) and envd's
 //! plain HTTP side: the access-token gate, `/files`, `/health`, `/envs`, `/metrics`.
 
+// A refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
 use super::connect::{self, gunzip, offers_gzip};
 use super::{ENVD_PORT, Phase, Sandbox, State, api, filesystem, lock, process};
 use crate::{SimRequest, SimResponse};
@@ -98,7 +101,68 @@ pub(crate) fn envd_error(status: u16, message: &str) -> SimResponse {
 const UNAUTHORIZED: &str =
     "unauthorized access, please provide a valid access token or method signing if supported";
 
-/// Routes an envd request through the proxy and envd's gate.
+/// Admits an envd request from its head: the credentials of an existing sandbox (the traffic
+/// token on a port other than envd's; on envd's, `X-Access-Token`, or on `/files` a valid
+/// signature instead), then the body cap (an upload to `/files` and stdin up to
+/// [`crate::MAX_REQUEST_BODY`], JSON elsewhere). A request the proxy refuses anyway (no
+/// routing headers, no such sandbox) is let through to that answer, with a JSON cap. The
+/// credentials come before the proxy's look at the sandbox's state, so a caller without them
+/// neither wakes a paused sandbox nor makes the simulator read a body.
+pub(crate) fn admit(state: &State, request: &SimRequest) -> Result<usize, SimResponse> {
+    let json = Ok(crate::MAX_JSON_BODY);
+    let (Some(id), Some(port)) = (
+        request.header("e2b-sandbox-id"),
+        request.header("e2b-sandbox-port"),
+    ) else {
+        return json;
+    };
+    let Some(sb) = state.get(id) else {
+        return json;
+    };
+    let path = request.path.as_str();
+    if port != ENVD_PORT.to_string() {
+        return match traffic_refusal(&sb, request) {
+            Some(refused) => Err(refused),
+            None => json,
+        };
+    }
+    if CONTROL.contains(&path) || path == "/health" {
+        return json;
+    }
+    let token_ok = request.header("x-access-token") == Some(sb.envd_token.as_str());
+    let refused = match (request.method.as_str(), path) {
+        ("GET", "/files") => files_auth(&sb, request, token_ok, "read"),
+        ("POST", "/files") => files_auth(&sb, request, token_ok, "write"),
+        (_, "/files") => None,
+        _ => (!token_ok).then(|| envd_error(401, UNAUTHORIZED)),
+    };
+    if let Some(refused) = refused {
+        return Err(refused);
+    }
+    let stdin = path.ends_with("/SendInput") || path.ends_with("/StreamInput");
+    Ok(match (request.method.as_str(), path) {
+        ("POST", "/files") => crate::MAX_REQUEST_BODY,
+        ("POST", _) if stdin => crate::MAX_REQUEST_BODY,
+        _ => crate::MAX_JSON_BODY,
+    })
+}
+
+/// The proxy's 403 for a port other than envd's of a sandbox secured with a traffic access
+/// token, when the request does not carry it.
+fn traffic_refusal(sb: &Sandbox, request: &SimRequest) -> Option<SimResponse> {
+    let token = sb.traffic_token.as_ref()?;
+    let problem = match request.header("e2b-traffic-access-token") {
+        None => "is missing",
+        Some(given) if given != token => "is invalid",
+        Some(_) => return None,
+    };
+    Some(proxy_error(
+        403,
+        json!({"sandboxId": sb.id, "message": format!("Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' {problem}"), "code": 403}),
+    ))
+}
+
+/// Routes an admitted envd request ([`admit`] checked its credentials) through the proxy.
 pub(crate) async fn handle(state: Arc<State>, request: SimRequest) -> SimResponse {
     let (id, port) = match (
         request.header("e2b-sandbox-id"),
@@ -137,19 +201,6 @@ pub(crate) async fn handle(state: Arc<State>, request: SimRequest) -> SimRespons
         Phase::Paused => return not_found(&id),
     }
     if port != ENVD_PORT.to_string() {
-        if let Some(token) = &sb.traffic_token {
-            let problem = match request.header("e2b-traffic-access-token") {
-                None => Some("is missing"),
-                Some(given) if given != token => Some("is invalid"),
-                Some(_) => None,
-            };
-            if let Some(problem) = problem {
-                return proxy_error(
-                    403,
-                    json!({"sandboxId": id, "message": format!("Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' {problem}"), "code": 403}),
-                );
-            }
-        }
         if port == super::interpreter::PORT.to_string() && sb.serves_interpreter() {
             return super::interpreter::handle(&sb, request).await;
         }
@@ -168,12 +219,8 @@ pub(crate) async fn handle(state: Arc<State>, request: SimRequest) -> SimRespons
     if request.path == "/health" {
         return SimResponse::empty(204).header("cache-control", "no-store");
     }
-    let token_ok = request.header("x-access-token") == Some(sb.envd_token.as_str());
     if request.path == "/files" {
-        return files(&sb, &request, token_ok).await;
-    }
-    if !token_ok {
-        return envd_error(401, UNAUTHORIZED);
+        return files(&sb, &request).await;
     }
     match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/envs") => SimResponse::json(200, &sb.env),
@@ -245,15 +292,12 @@ fn files_auth(sb: &Sandbox, request: &SimRequest, token_ok: bool, op: &str) -> O
     (given != want).then(|| envd_error(401, "invalid signature"))
 }
 
-async fn files(sb: &Arc<Sandbox>, request: &SimRequest, token_ok: bool) -> SimResponse {
+async fn files(sb: &Arc<Sandbox>, request: &SimRequest) -> SimResponse {
     let op = match request.method {
         Method::GET => "read",
         Method::POST => "write",
         _ => return SimResponse::empty(405).header("allow", "GET, POST"),
     };
-    if let Some(refused) = files_auth(sb, request, token_ok, op) {
-        return refused;
-    }
     if let Some(user) = request.query_param("username").filter(|u| !u.is_empty())
         && connect::check_user(&user).is_err()
     {

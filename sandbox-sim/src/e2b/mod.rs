@@ -455,6 +455,14 @@ impl State {
 struct E2bHandler(Arc<State>);
 
 impl Handler for E2bHandler {
+    fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse> {
+        if envd::is_envd(head) {
+            envd::admit(&self.0, head)
+        } else {
+            api::admit(&self.0, head)
+        }
+    }
+
     fn operation(&self, request: &SimRequest) -> &'static str {
         if envd::is_envd(request) {
             envd::operation(request)

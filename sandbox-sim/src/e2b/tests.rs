@@ -1091,3 +1091,59 @@ async fn the_interpreter_streams_ndjson_and_answers_its_errors_as_the_server_doe
         .unwrap();
     assert_eq!(other.status(), 500, "only python kernels are simulated");
 }
+
+/// envd's credentials are checked from the head: a wrong access token (or a bad signature) on
+/// an upload of a sandbox that exists is 401 before any body byte is read; with the token, a
+/// JSON call over its cap is 413, unread, and an upload may be large.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envd_credentials_and_caps_are_checked_before_the_body_is_read() {
+    let sim = E2bSim::start().await.unwrap();
+    let c = Client::of(&sim);
+    let sb = c.create(json!({"templateID": "base"})).await;
+    let id = sb["sandboxID"].as_str().unwrap();
+    let token = sb["envdAccessToken"].as_str().unwrap();
+    let addr = sim.server().addr();
+    let routed = format!("E2b-Sandbox-Id: {id}\r\nE2b-Sandbox-Port: 49983\r\n");
+    let huge = 1 << 30;
+    for head in [format!("{routed}X-Access-Token: wrong\r\n"), routed.clone()] {
+        let (status, body) = crate::server::status_without_body(
+            addr,
+            "POST",
+            "/files?path=/home/user/x&signature=v1_wrong",
+            &head,
+            huge,
+        )
+        .await;
+        assert_eq!(status, 401, "{head:?}: {body}");
+    }
+    let (status, _) = crate::server::status_without_body(
+        addr,
+        "POST",
+        "/process.Process/Start",
+        &format!("{routed}X-Access-Token: wrong\r\n"),
+        huge,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _) = crate::server::status_without_body(
+        addr,
+        "POST",
+        "/process.Process/Start",
+        &format!("{routed}X-Access-Token: {token}\r\n"),
+        (crate::MAX_JSON_BODY + 1) as u64,
+    )
+    .await;
+    assert_eq!(status, 413);
+    let big = vec![b'x'; crate::MAX_JSON_BODY * 2];
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(big.clone()).file_name("x"),
+    );
+    let answer = c
+        .envd(&sb, reqwest::Method::POST, "/files?path=/home/user/big")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+}

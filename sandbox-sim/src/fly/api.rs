@@ -412,10 +412,8 @@ impl Fly {
         ))
     }
 
+    /// Serves an admitted request ([`Handler::admit`] checked its token).
     async fn serve(self: Arc<Self>, op: &'static str, request: SimRequest) -> SimResponse {
-        if !self.authorized(&request) {
-            return error(401, "You must be authenticated to view this.");
-        }
         let (app, route) = route(&request);
         match (&route, &app) {
             (Route::NotFound, _) => return page_not_found(),
@@ -1143,6 +1141,18 @@ fn signal_ends(body: &Map<String, Value>) -> bool {
 }
 
 impl Handler for FlyHandler {
+    /// The token, then the body cap: `/exec` carries the command's whole stdin (up to
+    /// [`crate::MAX_REQUEST_BODY`]), every other body is JSON.
+    fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse> {
+        if !self.0.authorized(head) {
+            return Err(self.error(401, "You must be authenticated to view this."));
+        }
+        Ok(match route(head).1 {
+            Route::Action(_, action) if action == "exec" => crate::MAX_REQUEST_BODY,
+            _ => crate::MAX_JSON_BODY,
+        })
+    }
+
     fn operation(&self, request: &SimRequest) -> &'static str {
         let post = request.method == Method::POST;
         match route(request).1 {

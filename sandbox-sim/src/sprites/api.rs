@@ -16,6 +16,20 @@ use std::sync::Arc;
 pub(crate) struct SpritesHandler(pub Arc<State>);
 
 impl Handler for SpritesHandler {
+    /// The token (PROTOCOL.md §2), then the body cap: a file's bytes on `fs/write`, JSON
+    /// elsewhere.
+    fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse> {
+        if !authorized(&self.0, head) {
+            return Err(error(401, "unauthorized", "missing or invalid token"));
+        }
+        let s = head.segments();
+        let s: Vec<&str> = s.iter().map(String::as_str).collect();
+        Ok(match s.as_slice() {
+            ["v1", "sprites", _, "fs", "write"] => crate::MAX_REQUEST_BODY,
+            _ => crate::MAX_JSON_BODY,
+        })
+    }
+
     fn operation(&self, request: &SimRequest) -> &'static str {
         let s = request.segments();
         let s: Vec<&str> = s.iter().map(String::as_str).collect();
@@ -61,10 +75,8 @@ fn authorized(state: &State, request: &SimRequest) -> bool {
         .is_some_and(|t| t.trim() == state.settings.token)
 }
 
+/// Serves an admitted request ([`Handler::admit`] checked its token).
 async fn route(state: Arc<State>, request: SimRequest) -> SimResponse {
-    if !authorized(&state, &request) {
-        return error(401, "unauthorized", "missing or invalid token");
-    }
     let segments = request.segments();
     let s: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = request.method.clone();

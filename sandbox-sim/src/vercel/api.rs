@@ -87,7 +87,35 @@ fn no_route() -> SimResponse {
     not_found("The requested API endpoint was not found.")
 }
 
+/// The largest body of every route but a file upload: the API's 1 MB body limit (PROTOCOL.md
+/// §6.6), under which the official SDK keeps its 512 KiB stdin chunks.
+const MAX_API_BODY: usize = 1_000_000;
+
 impl Handler for VercelHandler {
+    /// The token, then the team (PROTOCOL.md §2, §13.1), then the body cap: the gzip tar of
+    /// `fs/write` up to [`crate::MAX_REQUEST_BODY`], [`MAX_API_BODY`] elsewhere.
+    fn admit(&self, head: &SimRequest) -> Result<usize, SimResponse> {
+        let settings = &self.0.settings;
+        let token = head
+            .header("authorization")
+            .and_then(|h| h.trim().strip_prefix("Bearer "))
+            .map(str::trim);
+        let refused = if token != Some(settings.token.as_str()) {
+            error(
+                401,
+                "unauthorized",
+                "The request is missing an authentication token or the token is invalid.",
+            )
+        } else if head.query_param("teamId").as_deref() != Some(settings.team_id.as_str()) {
+            error(403, "forbidden", "Not authorized")
+        } else if matches!(route(head), Route::Fs(_, op) if op == "write") {
+            return Ok(crate::MAX_REQUEST_BODY);
+        } else {
+            return Ok(MAX_API_BODY);
+        };
+        Err(refused.header("date", &http_date(SystemTime::now())))
+    }
+
     fn operation(&self, request: &SimRequest) -> &'static str {
         let m = &request.method;
         match route(request) {
@@ -142,21 +170,8 @@ impl Handler for VercelHandler {
     }
 }
 
+/// Serves an admitted request ([`Handler::admit`] checked its token, team and body size).
 async fn serve(state: &Arc<State>, request: SimRequest) -> SimResponse {
-    let token = request
-        .header("authorization")
-        .and_then(|h| h.trim().strip_prefix("Bearer "))
-        .map(str::trim);
-    if token != Some(state.settings.token.as_str()) {
-        return error(
-            401,
-            "unauthorized",
-            "The request is missing an authentication token or the token is invalid.",
-        );
-    }
-    if request.query_param("teamId").as_deref() != Some(state.settings.team_id.as_str()) {
-        return error(403, "forbidden", "Not authorized");
-    }
     let m = request.method.clone();
     match (m, route(&request)) {
         (Method::POST, Route::Sandboxes(v)) => create(state, &v, &request).await,
@@ -206,17 +221,6 @@ async fn serve(state: &Arc<State>, request: SimRequest) -> SimResponse {
             command::get(&state.settings, cmd, wait).await
         }
         (m, Route::CommandAction(id, cmd, action)) => {
-            // The body cap comes before any look-up (auth was checked above, from headers).
-            if action == "stdin" && request.body.len() > command::MAX_STDIN_BODY {
-                return error(
-                    413,
-                    "payload_too_large",
-                    &format!(
-                        "The request body is over {} bytes.",
-                        command::MAX_STDIN_BODY
-                    ),
-                );
-            }
             let cmd = match command_of(state, &id, &cmd) {
                 Ok(c) => c,
                 Err(refused) => return refused,

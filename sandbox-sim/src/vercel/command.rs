@@ -207,10 +207,6 @@ pub(crate) fn kill(cmd: &Cmd, body: &Map<String, Value>) -> SimResponse {
     SimResponse::json(200, &json!({ "command": cmd.to_json() }))
 }
 
-/// The largest stdin request body taken: the API's 1 MB body limit, under which the official
-/// SDK keeps its 512 KiB chunks (PROTOCOL.md §6.6).
-pub(crate) const MAX_STDIN_BODY: usize = 1_000_000;
-
 /// How long one stdin write may wait on a process that does not read before answering 504 with
 /// the progress made (PROTOCOL.md §6.6).
 const STDIN_WRITE_WAIT: Duration = Duration::from_secs(10);
@@ -235,13 +231,6 @@ fn stdin_answer(cmd: &Cmd, written: u64) -> SimResponse {
 /// closes stdin with `close`. Answers `{command, bytesWritten}`. An empty request writes
 /// nothing and reports the count.
 pub(crate) async fn stdin(cmd: &Cmd, body: &[u8]) -> SimResponse {
-    if body.len() > MAX_STDIN_BODY {
-        return error(
-            413,
-            "payload_too_large",
-            &format!("The request body is over {MAX_STDIN_BODY} bytes."),
-        );
-    }
     let body = match super::state::body_object(body) {
         Ok(b) => b,
         Err(refused) => return refused,
