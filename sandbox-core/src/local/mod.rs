@@ -44,7 +44,9 @@
 //!   [`LocalProvider`] in the process. They are not persisted: when the process ends, background
 //!   processes keep running and directories stay until removed. A later process can adopt such
 //!   a directory with [`LocalProvider::reopen_local`] (without the earlier process's metadata,
-//!   environment or background processes).
+//!   environment or background processes), and [`Provider::list`] shows such directories
+//!   under the provider's root beside the sandboxes of this process, as running and without
+//!   labels (so a label filter passes them by).
 //! - **Environment:** a command gets [`CreateSpec::env`](crate::CreateSpec) plus
 //!   [`Command::env`] plus, from the host environment, only [`INHERITED_ENV`] (`PATH`, `HOME`,
 //!   `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `TERM`, `TZ`, `TMPDIR`) and `LC_*`: the
@@ -311,35 +313,20 @@ impl LocalProvider {
             )
             .or_context(NAME, "connect", Some(id))
         };
-        let Ok(parsed) = uuid::Uuid::parse_str(id) else {
-            return Err(not_found());
-        };
-        if parsed.hyphenated().to_string() != id {
-            return Err(not_found());
-        }
         let root = self.root.clone();
         let base = root.join(id);
         let (work, state) = (base.join("work"), base.join("state"));
         let checks = {
-            let (base, work, state) = (base.clone(), work.clone(), state.clone());
+            let (id, work) = (id.to_owned(), work.clone());
             move || -> Result<Option<(u32, SystemTime, fs::Root)>> {
-                use std::os::unix::fs::MetadataExt;
                 let me = nix::unistd::geteuid().as_raw();
                 if std::fs::symlink_metadata(&root).is_err() {
                     return Ok(None);
                 }
                 fs::check_root(&root, me)?;
-                let mut created = SystemTime::now();
-                for dir in [&base, &work, &state] {
-                    match std::fs::symlink_metadata(dir) {
-                        Ok(meta) if meta.is_dir() && meta.uid() == me => {
-                            if dir == &base {
-                                created = meta.modified().unwrap_or(created);
-                            }
-                        }
-                        _ => return Ok(None),
-                    }
-                }
+                let Some(created) = left_sandbox(&root, &id, me) else {
+                    return Ok(None);
+                };
                 let Ok(opened) = fs::Root::open(&work) else {
                     return Ok(None);
                 };
@@ -481,6 +468,60 @@ impl LocalProvider {
     }
 }
 
+/// When the sandbox `id` under `root` was made, if `<root>/<id>` is a sandbox's directory as
+/// create makes them: `id` a uuid in the form create writes, and `<root>/<id>`, its `work`
+/// and its `state` real directories (not links) owned by `me`. The time is the directory's
+/// modification time, which later changes leave alone (its entries never change). The root
+/// itself is the caller's to check ([`fs::check_root`]).
+fn left_sandbox(root: &Path, id: &str, me: u32) -> Option<SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let parsed = uuid::Uuid::parse_str(id).ok()?;
+    if parsed.hyphenated().to_string() != id {
+        return None;
+    }
+    let base = root.join(id);
+    let mut created = None;
+    for dir in [base.clone(), base.join("work"), base.join("state")] {
+        let meta = std::fs::symlink_metadata(&dir).ok()?;
+        if !meta.is_dir() || meta.uid() != me {
+            return None;
+        }
+        created.get_or_insert_with(|| meta.modified().unwrap_or_else(|_| SystemTime::now()));
+    }
+    created
+}
+
+/// Every sandbox directory under `root` ([`left_sandbox`]), with when each was made. A root
+/// that does not exist holds none; one that fails create's checks is an error.
+fn left_sandboxes(root: &Path) -> Result<Vec<(String, SystemTime)>> {
+    let me = nix::unistd::geteuid().as_raw();
+    if std::fs::symlink_metadata(root).is_err() {
+        return Ok(Vec::new());
+    }
+    fs::check_root(root, me)?;
+    let entries = std::fs::read_dir(root)
+        .map_err(|e| fs::io_error(e, "cannot list sandbox root", &base_shown(root)))?;
+    Ok(entries
+        .filter_map(|entry| {
+            let id = entry.ok()?.file_name().into_string().ok()?;
+            let created = left_sandbox(root, &id, me)?;
+            Some((id, created))
+        })
+        .collect())
+}
+
+/// How a sandbox directory an earlier process left shows in a listing: what
+/// [`LocalProvider::reopen_local`] would adopt, running, without the earlier process's
+/// metadata.
+fn left_info(id: &str, created: SystemTime) -> SandboxInfo {
+    let state = SandboxState::Running;
+    let mut info = SandboxInfo::new(id, NAME, state);
+    info.raw_state = Some(state.as_str().to_owned());
+    info.created_at = Some(created);
+    info.updated_at = Some(created);
+    info
+}
+
 /// The live sandbox made under `spec`'s idempotency key, if any.
 fn find_by_key(registry: &HashMap<String, Arc<Inner>>, spec: &CreateSpec) -> Option<LocalSandbox> {
     let key = spec.idempotency_key.as_deref()?;
@@ -514,14 +555,37 @@ impl Provider for LocalProvider {
         Ok(Box::new(self.connect_local(id)?))
     }
 
+    /// Lists the live sandboxes of this process and, as [`LocalProvider::reopen_local`] would
+    /// adopt them, the sandbox directories earlier processes left under this provider's root
+    /// (without their metadata, so a label filter passes them by), oldest first.
     fn list(&self, filter: &ListFilter) -> SandboxStream<'_> {
-        let mut infos: Vec<SandboxInfo> = lock(&REGISTRY)
-            .values()
-            .map(|inner| inner.info())
-            .filter(|info| filter.matches(info))
-            .collect();
-        infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-        Box::pin(futures::stream::iter(infos.into_iter().map(Ok)))
+        let (root, filter) = (self.root.clone(), filter.clone());
+        let listed = async move {
+            let left = tokio::task::spawn_blocking(move || left_sandboxes(&root))
+                .await
+                .map_err(|e| Error::new(ErrorKind::Provider, format!("list task failed: {e}")))?
+                .map_err(|e| e.or_context(NAME, "list", None))?;
+            let mut infos: Vec<SandboxInfo> =
+                lock(&REGISTRY).values().map(|inner| inner.info()).collect();
+            for (id, created) in left {
+                if !infos.iter().any(|info| info.id == id) {
+                    infos.push(left_info(&id, created));
+                }
+            }
+            infos.retain(|info| filter.matches(info));
+            infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+            Ok(infos)
+        };
+        let items = |listed: Result<Vec<SandboxInfo>>| {
+            futures::stream::iter(match listed {
+                Ok(infos) => infos.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            })
+        };
+        Box::pin(futures::StreamExt::flat_map(
+            futures::stream::once(listed),
+            items,
+        ))
     }
 
     /// Destroys a live sandbox of this process by id, as [`Sandbox::destroy`] does.
@@ -1225,5 +1289,84 @@ impl Sandbox for LocalSandbox {
 
     async fn run_code(&self, request: &RunCode) -> Result<CodeRun> {
         self.inner.kernels.run_code(self, request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ProviderExt;
+
+    /// Makes `<root>/<id>/work` and `state`, as a create of an earlier process left them.
+    fn left_behind(root: &Path, id: &str) {
+        for sub in ["work", "state"] {
+            std::fs::create_dir_all(root.join(id).join(sub)).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn list_shows_sandboxes_an_earlier_process_left_under_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let provider = LocalProvider::with_root(&root);
+        let earlier = "4fa07d69-c085-4b1b-a3d4-8b5c9f1e2d34";
+        left_behind(&root, earlier);
+        // Not sandboxes: no uuid, a half-made directory, a link to a directory elsewhere.
+        left_behind(&root, "not-a-uuid");
+        std::fs::create_dir_all(root.join("5ab18e7a-d196-4c2c-b4e5-9c6d0a2f3e45/work")).unwrap();
+        left_behind(dir.path(), "elsewhere");
+        std::os::unix::fs::symlink(
+            dir.path().join("elsewhere"),
+            root.join("6bc29f8b-e2a7-4d3d-85f6-0d7e1b3a4f56"),
+        )
+        .unwrap();
+        let ours = provider
+            .create_local(&CreateSpec::new().metadata("suite", "list-on-disk"))
+            .await
+            .unwrap();
+
+        let listed = provider.list_all(&ListFilter::new()).await.unwrap();
+        let ids: Vec<&str> = listed.iter().map(|i| i.id.as_str()).collect();
+        assert!(ids.contains(&earlier), "{ids:?}");
+        assert_eq!(
+            ids.iter().filter(|id| **id == ours.id()).count(),
+            1,
+            "{ids:?}"
+        );
+        for absent in [
+            "not-a-uuid",
+            "5ab18e7a-d196-4c2c-b4e5-9c6d0a2f3e45",
+            "6bc29f8b-e2a7-4d3d-85f6-0d7e1b3a4f56",
+        ] {
+            assert!(!ids.contains(&absent), "{ids:?}");
+        }
+        let info = listed.iter().find(|i| i.id == earlier).unwrap();
+        assert_eq!(info.state, SandboxState::Running);
+        assert_eq!(info.provider, "local");
+        assert!(info.created_at.is_some());
+        // What only the earlier process knew (its labels) is gone, so label filters pass it by.
+        let labelled = provider
+            .list_all(&ListFilter::new().metadata("suite", "list-on-disk"))
+            .await
+            .unwrap();
+        assert_eq!(labelled.len(), 1);
+        assert_eq!(labelled[0].id, ours.id());
+
+        // The listing matches what adopting the directory shows.
+        let adopted = provider.reopen_local(earlier).await.unwrap();
+        assert_eq!(adopted.info().await.unwrap().created_at, info.created_at);
+        adopted.destroy().await.unwrap();
+        ours.destroy().await.unwrap();
+        let ids: Vec<String> = provider
+            .list_all(&ListFilter::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        assert!(
+            !ids.iter().any(|id| id == earlier || id == ours.id()),
+            "{ids:?}"
+        );
     }
 }
