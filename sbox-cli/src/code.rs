@@ -98,10 +98,10 @@ pub async fn run(sandbox: &dyn Sandbox, request: CodeRequest) -> Result<ExitCode
             }
         };
         let Some(event) = event else { break };
-        match event.map_err(|e| e.to_string())? {
-            CodeEvent::ExecutionCount(_) => {}
-            CodeEvent::Stdout(text) => crate::write_through(&mut stdout, text.as_bytes()).await?,
-            CodeEvent::Stderr(text) => crate::write_through(&mut stderr, text.as_bytes()).await?,
+        let written = match event.map_err(|e| e.to_string())? {
+            CodeEvent::ExecutionCount(_) => Ok(()),
+            CodeEvent::Stdout(text) => crate::write_through(&mut stdout, text.as_bytes()).await,
+            CodeEvent::Stderr(text) => crate::write_through(&mut stderr, text.as_bytes()).await,
             CodeEvent::Result(result) => {
                 let images = images(&result);
                 if let Some(text) = result_text(&result, !images.is_empty()) {
@@ -109,7 +109,10 @@ pub async fn run(sandbox: &dyn Sandbox, request: CodeRequest) -> Result<ExitCode
                     if !line.ends_with('\n') {
                         line.push('\n');
                     }
-                    crate::write_through(&mut stdout, line.as_bytes()).await?;
+                    if let Err(e) = crate::write_through(&mut stdout, line.as_bytes()).await {
+                        drop(run);
+                        return Err(crate::out::failed(e));
+                    }
                 }
                 for (format, ext, bytes) in images {
                     images_seen += 1;
@@ -130,6 +133,7 @@ pub async fn run(sandbox: &dyn Sandbox, request: CodeRequest) -> Result<ExitCode
                         escape_controls(&spilled.path)
                     );
                 }
+                Ok(())
             }
             CodeEvent::Error(error) => {
                 failed = true;
@@ -141,11 +145,18 @@ pub async fn run(sandbox: &dyn Sandbox, request: CodeRequest) -> Result<ExitCode
                 if !shown.ends_with('\n') {
                     shown.push('\n');
                 }
-                crate::write_through(&mut stderr, shown.as_bytes()).await?;
+                crate::write_through(&mut stderr, shown.as_bytes()).await
             }
             CodeEvent::Truncated { dropped } => {
                 eprintln!("sbox: {dropped} bytes of output were dropped past the kernel's limit");
+                Ok(())
             }
+        };
+        if let Err(e) = written {
+            // Nobody reads the output any more: interrupt the cell (dropping the run does;
+            // the context keeps its state), then end quietly (see `out`).
+            drop(run);
+            return Err(crate::out::failed(e));
         }
     }
     if images_seen > saved {

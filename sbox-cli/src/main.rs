@@ -4,6 +4,7 @@
 mod code;
 mod fleet;
 mod mcp;
+mod out;
 mod progress;
 mod registry;
 
@@ -229,7 +230,16 @@ enum Cmd {
 type Fail = String;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        // Help and version go to stdout, which may be closed like any other output.
+        if let Err(error) = e.print()
+            && !e.use_stderr()
+            && out::is_closed(&error)
+        {
+            out::exit_closed();
+        }
+        std::process::exit(e.exit_code())
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -253,7 +263,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
     match cli.command {
         Cmd::Caps(p) => {
             let caps = registry::capabilities(&p.provider)?.to_json();
-            println!("{}", pretty(&caps));
+            out::line(pretty(&caps))?;
         }
         Cmd::Create { provider, template } => {
             let registered = registry::provider(&provider.provider)?;
@@ -269,7 +279,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 .create(&spec)
                 .await
                 .map_err(|e| e.to_string())?;
-            println!("{}", escape_controls(sandbox.id()));
+            out::line(escape_controls(sandbox.id()))?;
         }
         Cmd::Ls { provider, ours } => {
             let registered = registry::provider(&provider.provider)?;
@@ -284,12 +294,12 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 .await
                 .map_err(|e| e.to_string())?;
             for info in infos {
-                println!(
+                out::line(format_args!(
                     "{}\t{}\t{}",
                     escape_controls(&info.id),
                     info.state.as_str(),
                     escape_controls(info.template.as_deref().unwrap_or("-"))
-                );
+                ))?;
             }
         }
         Cmd::Exec {
@@ -335,9 +345,13 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
                 .preview_link(port)
                 .await
                 .map_err(|e| e.to_string())?;
-            println!("{}", escape_controls(&link.url));
+            out::line(escape_controls(&link.url))?;
             for (name, value) in &link.headers {
-                println!("{}: {}", escape_controls(name), escape_controls(value));
+                out::line(format_args!(
+                    "{}: {}",
+                    escape_controls(name),
+                    escape_controls(value)
+                ))?;
             }
         }
         Cmd::Reap {
@@ -371,7 +385,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             }
             let (table, clean) =
                 fleet::reap(registered.provider(), &owner.owner()?, &policy).await?;
-            print!("{}", escape_controls_in_lines(&table));
+            out::text(&escape_controls_in_lines(&table))?;
             if !clean {
                 return Ok(ExitCode::FAILURE);
             }
@@ -379,7 +393,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
         Cmd::Shapes { provider, prices } => {
             let prices = fleet::prices(prices.as_deref())?;
             let table = fleet::shapes(&provider.provider, &prices).await?;
-            print!("{}", escape_controls_in_lines(&table));
+            out::text(&escape_controls_in_lines(&table))?;
         }
         Cmd::Usage {
             provider,
@@ -389,7 +403,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Fail> {
             let registered = registry::provider(&provider.provider)?;
             let prices = fleet::prices(prices.as_deref())?;
             let table = fleet::usage(registered.provider(), &owner.owner()?, prices).await?;
-            print!("{}", escape_controls_in_lines(&table));
+            out::text(&escape_controls_in_lines(&table))?;
         }
         Cmd::Mcp {
             provider,
@@ -498,9 +512,9 @@ async fn exec(sandbox: &dyn Sandbox, argv: &[String]) -> Result<ExitCode, Fail> 
             }
         };
         let Some(event) = event else { break };
-        match event.map_err(|e| e.to_string())? {
-            ProcessEvent::Stdout(chunk) => write_through(&mut stdout, &chunk).await?,
-            ProcessEvent::Stderr(chunk) => write_through(&mut stderr, &chunk).await?,
+        let written = match event.map_err(|e| e.to_string())? {
+            ProcessEvent::Stdout(chunk) => write_through(&mut stdout, &chunk).await,
+            ProcessEvent::Stderr(chunk) => write_through(&mut stderr, &chunk).await,
             ProcessEvent::Exit(status) => {
                 let code = match (status.code, status.signal) {
                     (Some(code), _) => code,
@@ -509,6 +523,12 @@ async fn exec(sandbox: &dyn Sandbox, argv: &[String]) -> Result<ExitCode, Fail> 
                 };
                 return Ok(ExitCode::from(code.clamp(0, 255) as u8));
             }
+        };
+        if let Err(e) = written {
+            // Nobody reads the output any more (`sbox exec ... | head`): stop the command, as
+            // SIGPIPE would stop it on this machine, then end quietly (see `out`).
+            let _ = process.kill().await;
+            return Err(out::failed(e));
         }
     }
     Err("the command's output ended without an exit status".to_owned())
@@ -533,9 +553,14 @@ fn interrupt() -> Result<impl std::future::Future<Output = ()>, Fail> {
     })
 }
 
-async fn write_through(out: &mut (impl AsyncWriteExt + Unpin), chunk: &[u8]) -> Result<(), Fail> {
-    out.write_all(chunk).await.map_err(|e| e.to_string())?;
-    out.flush().await.map_err(|e| e.to_string())
+/// Writes `chunk` to `out` at once; the caller decides what a failure means (see
+/// [`out::failed`]).
+async fn write_through(
+    out: &mut (impl AsyncWriteExt + Unpin),
+    chunk: &[u8],
+) -> std::io::Result<()> {
+    out.write_all(chunk).await?;
+    out.flush().await
 }
 
 /// One side of a copy.

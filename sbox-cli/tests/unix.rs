@@ -1,8 +1,13 @@
-//! `sbox` as a Unix tool, run as a process: `ls` of `local` shows what an earlier
+//! `sbox` as a Unix tool, run as a process: a reader that goes away (`sbox ls | head -1`) ends
+//! every command quietly with status 141, and `ls` of `local` shows what an earlier
 //! `sbox create` made.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+/// What sbox exits with when its standard output is closed: 128 + SIGPIPE, as a shell reports
+/// a command that SIGPIPE ended.
+const CLOSED_STDOUT: i32 = 141;
 
 fn sbox_command(root: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sbox"));
@@ -19,6 +24,18 @@ fn sbox(root: &Path, args: &[&str]) -> Output {
     sbox_command(root, args).output().unwrap()
 }
 
+/// `sbox` with its standard output a pipe whose reader has already gone, as in
+/// `sbox ... | head -0`: every write to it fails with `EPIPE`, with no race against the reader.
+fn sbox_to_closed_pipe(root: &Path, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    sbox_command(root, args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
 fn create(root: &Path) -> String {
     let out = sbox(root, &["create", "-p", "local"]);
     assert!(out.status.success(), "{out:?}");
@@ -27,6 +44,80 @@ fn create(root: &Path) -> String {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly_with_status_141() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = create(dir.path());
+    let id = id.as_str();
+    let commands: &[&[&str]] = &[
+        &["caps", "-p", "vercel"],
+        &["caps", "-p", "local"],
+        &["create", "-p", "local"],
+        &["ls", "-p", "local"],
+        &["exec", "-p", "local", id, "--", "echo", "hi"],
+        // Output that never ends: sbox stops the command and exits.
+        &[
+            "exec",
+            "-p",
+            "local",
+            id,
+            "--",
+            "sh",
+            "-c",
+            "while :; do echo y; done",
+        ],
+        &["code", "-p", "local", id, "-c", "print(1)"],
+        &["code", "-p", "local", id, "-c", "6 * 7"],
+        &["preview", "-p", "local", id, "8080"],
+        &["reap", "-p", "local", "--dry-run", "--max-age", "1d"],
+        &["shapes", "-p", "e2b"],
+        &["usage", "-p", "local"],
+        &["mcp", "-p", "local", "--http", "127.0.0.1:0", "--no-auth"],
+        &["--help"],
+        &["--version"],
+        &["ls", "--help"],
+    ];
+    let mut failures = Vec::new();
+    for args in commands {
+        let out = sbox_to_closed_pipe(dir.path(), args);
+        let err = stderr(&out);
+        if err.contains("panicked") || err.contains("backtrace") || err.contains("Broken pipe") {
+            failures.push(format!("sbox {args:?} was not quiet:\n{err}"));
+        } else if out.status.code() != Some(CLOSED_STDOUT) {
+            failures.push(format!("sbox {args:?} ended with {}: {err}", out.status));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn an_mcp_server_on_stdio_whose_client_closed_stdout_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = sbox_command(dir.path(), &["mcp", "-p", "local"])
+        .stdin(Stdio::piped())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{initialize}").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+    assert_eq!(out.status.code(), Some(CLOSED_STDOUT), "{err}");
 }
 
 #[test]

@@ -213,7 +213,7 @@ pub async fn serve(
         config,
     );
     let auth = Arc::new(auth);
-    println!("{}", url(bound));
+    crate::out::line(url(bound))?;
     let shutdown = shutdown_signal()?;
     tokio::pin!(shutdown);
     loop {

@@ -107,7 +107,8 @@ impl ToolServer {
     /// Serves on this process's stdin and stdout until the client closes them.
     pub async fn serve_stdio(self) -> Result<(), String> {
         let running = self
-            .serve(rmcp::transport::stdio())
+            // A client that closed our stdout is gone: end quietly (see `crate::out`).
+            .serve((tokio::io::stdin(), crate::out::Closing(tokio::io::stdout())))
             .await
             .map_err(|e| format!("MCP initialisation failed: {e}"))?;
         running
