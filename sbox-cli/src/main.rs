@@ -20,9 +20,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 
-/// Drive sandboxes (local, E2B, Daytona, Fly) from the shell, or serve agent tools over MCP.
+// The help names the providers from the registry (`registry::names`), never by hand.
 #[derive(Debug, Parser)]
-#[command(name = "sbox", version, about)]
+#[command(name = "sbox", version, about = about())]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -47,13 +47,28 @@ impl OwnerArg {
     }
 }
 
-/// Which provider: `local`, `e2b`, `daytona` or `fly` (credentials from the provider's usual
+/// Which provider, by its name in the registry (credentials from the provider's usual
 /// environment variables).
 #[derive(Debug, clap::Args)]
 struct ProviderArg {
-    /// The provider: local, e2b, daytona or fly.
-    #[arg(long, short = 'p')]
+    #[arg(long, short = 'p', help = provider_help())]
     provider: String,
+}
+
+/// `sbox --help`'s first line.
+fn about() -> String {
+    format!(
+        "Drive sandboxes ({}) from the shell, or serve agent tools over MCP",
+        registry::names()
+    )
+}
+
+/// The help of `--provider`.
+fn provider_help() -> String {
+    format!(
+        "The provider: {} (credentials from its usual environment variables)",
+        registry::names()
+    )
 }
 
 #[derive(Debug, Subcommand)]
@@ -686,6 +701,22 @@ mod tests {
     #[test]
     fn the_cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_provider_option_names_every_provider_of_the_registry() {
+        let all = sandbox_sdk::ALL_PROVIDERS.join(", ");
+        let cli = Cli::command();
+        assert!(cli.get_about().unwrap().to_string().contains(&all));
+        let mut seen = 0;
+        for command in cli.get_subcommands() {
+            for arg in command.get_arguments().filter(|a| a.get_id() == "provider") {
+                let help = arg.get_help().unwrap().to_string();
+                assert!(help.contains(&all), "{}: {help}", command.get_name());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 12, "{seen}");
     }
 
     #[test]

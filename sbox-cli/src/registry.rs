@@ -10,6 +10,12 @@ use std::sync::Arc;
 /// `sandbox-sdk-local-{uid}`).
 pub const LOCAL_ROOT_VAR: &str = "SBOX_LOCAL_ROOT";
 
+/// The names of the providers this build drives, in the registry's order, as help text shows
+/// them: `local, e2b, daytona, fly, vercel, sprites`.
+pub fn names() -> String {
+    sandbox_sdk::providers().join(", ")
+}
+
 /// A provider from the registry.
 #[derive(Debug, Clone)]
 pub enum Registered {

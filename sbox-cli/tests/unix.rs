@@ -1,6 +1,6 @@
 //! `sbox` as a Unix tool, run as a process: a reader that goes away (`sbox ls | head -1`) ends
-//! every command quietly with status 141, and `ls` of `local` shows what an earlier
-//! `sbox create` made.
+//! every command quietly with status 141, `ls` of `local` shows what an earlier `sbox create`
+//! made, and the help names every provider of the registry.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -151,4 +151,25 @@ fn ls_of_local_before_any_create_is_empty() {
     let out = sbox(dir.path(), &["ls", "-p", "local"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn help_names_every_provider_of_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = sandbox_sdk::ALL_PROVIDERS.join(", ");
+    let top = stdout(&sbox(dir.path(), &["--help"]));
+    assert!(
+        top.contains(&all),
+        "sbox --help does not name {all}:\n{top}"
+    );
+    for command in [
+        "caps", "create", "ls", "exec", "code", "cp", "rm", "preview", "reap", "shapes", "usage",
+        "mcp",
+    ] {
+        let help = stdout(&sbox(dir.path(), &[command, "--help"]));
+        assert!(
+            help.contains(&all),
+            "sbox {command} --help does not name {all}:\n{help}"
+        );
+    }
 }
