@@ -1,0 +1,158 @@
+//! An anchor on this machine, and commands run in it with std's `Command`.
+#![cfg(target_os = "linux")]
+
+use sandbox_confine::{Anchor, Limits, ViewSpec};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+struct Box_ {
+    _dir: tempfile::TempDir,
+    spec: ViewSpec,
+    anchor: Arc<Anchor>,
+}
+
+fn start(network_off: bool) -> Box_ {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ViewSpec {
+        work: dir.path().join("work"),
+        tmp: dir.path().join("tmp"),
+        mount_point: dir.path().join("view"),
+        home: "/home/user".into(),
+        network_off,
+    };
+    let limits = Limits {
+        processes: 64,
+        file_size: 1 << 20,
+        open_files: 256,
+    };
+    let anchor = Arc::new(Anchor::start(&spec, limits).expect("an anchor on this machine"));
+    Box_ {
+        _dir: dir,
+        spec,
+        anchor,
+    }
+}
+
+fn sh(b: &Box_, script: &str) -> Output {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", sandbox_confine::PATH);
+    b.anchor.confine(&mut cmd, "/home/user").unwrap();
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_command_sees_its_view_and_nothing_of_the_host() {
+    let b = start(true);
+    assert!(b.anchor.layers().namespaces, "{}", b.anchor.layers());
+    let out = sh(
+        &b,
+        "id -u; pwd; echo hi > /home/user/a; echo t > /tmp/b; echo $$",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&lines[..2], ["0", "/home/user"]);
+    assert_eq!(
+        std::fs::read_to_string(b.spec.work.join("a")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.spec.tmp.join("b")).unwrap(),
+        "t\n"
+    );
+    for attempt in [
+        "ls /root",
+        "cat /proc/1/environ",
+        "touch /usr/x",
+        "touch /x",
+        "test -s /etc/shadow",
+        "mount -t tmpfs none /tmp",
+        "kill -0 1 && kill -9 1",
+        &format!("test -e {}", b.spec.work.display()),
+    ] {
+        let out = sh(&b, attempt);
+        assert!(!out.status.success(), "{attempt} worked: {out:?}");
+    }
+}
+
+#[test]
+fn exit_codes_and_signals_read_as_without_confinement() {
+    let b = start(true);
+    assert_eq!(sh(&b, "exit 7").status.code(), Some(7));
+    let killed = sh(&b, "kill -9 $$");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+}
+
+#[test]
+fn destroying_the_anchor_ends_every_process() {
+    let b = start(true);
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg("setsid sleep 1000 & sleep 1000");
+    b.anchor.confine(&mut cmd, "/home/user").unwrap();
+    let mut child = cmd.spawn().unwrap();
+    for _ in 0..200 {
+        if b.anchor.members().len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(b.anchor.members().len() >= 2, "{:?}", b.anchor.members());
+    b.anchor.kill();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    for _ in 0..200 {
+        if b.anchor.members().is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("processes outlived the anchor: {:?}", b.anchor.members());
+}
+
+#[test]
+fn network_off_reaches_no_host_service_and_on_does() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // bash's /dev/tcp where there is bash, python otherwise: both connect and exit 0 on success.
+    let probe =
+        format!("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)'");
+    let off = start(true);
+    assert!(
+        !sh(&off, &probe).status.success(),
+        "a host service was reached"
+    );
+    assert!(
+        sh(
+            &off,
+            "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen()'"
+        )
+        .status
+        .success(),
+        "loopback is up inside"
+    );
+    let on = start(false);
+    let out = sh(&on, &probe);
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_fork_bomb_and_a_file_size_bomb_end_bounded() {
+    let b = start(true);
+    // 64 processes at most: the bomb's forks fail and the command ends.
+    sh(
+        &b,
+        "i=0; while [ $i -lt 200 ]; do sleep 5 >/dev/null 2>&1 & i=$((i+1)); done 2>/dev/null",
+    );
+    assert!(
+        b.anchor.members().len() <= 64,
+        "{} processes",
+        b.anchor.members().len()
+    );
+    let out = sh(&b, "head -c 4194304 /dev/zero > /home/user/big");
+    assert!(!out.status.success());
+    assert!(std::fs::metadata(b.spec.work.join("big")).unwrap().len() <= 1 << 20);
+}
