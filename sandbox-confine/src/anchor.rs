@@ -39,8 +39,6 @@ pub struct ViewSpec {
     pub work: PathBuf,
     /// Its `/tmp` (host path).
     pub tmp: PathBuf,
-    /// An empty directory the view's root is mounted on (host path, seen only by the anchor).
-    pub mount_point: PathBuf,
     /// Where the work directory appears inside (absolute, e.g. `/home/user`).
     pub home: String,
     /// Network off: a namespace with only loopback.
@@ -75,6 +73,8 @@ struct AnchorPlan {
     network_off: bool,
     /// Read end: the parent writes one byte once the id maps are written.
     go: RawFd,
+    /// The work and tmp directories, opened onto [`HELD`] first.
+    held: [CString; 2],
     /// Write end: the anchor writes `0` when ready, or the failed step and errno.
     report: RawFd,
 }
@@ -107,6 +107,21 @@ impl Step {
     }
 }
 
+/// Where the anchor builds the view before entering it: `/tmp` of its own mount namespace,
+/// which every user may walk to (the host's `/tmp` is not touched: the tmpfs goes over it only
+/// there).
+const VIEW_ROOT: &str = "/tmp";
+
+/// The descriptors the anchor holds the sandbox's work and tmp directories on, opened in its
+/// own mount namespace before it takes the mapped root's ids (which may not walk to them) and
+/// before its tmpfs covers `/tmp`.
+const HELD: [libc::c_int; 2] = [900, 901];
+
+/// A held directory as a path the anchor can mount from.
+fn held(n: usize) -> CString {
+    CString::new(format!("/proc/self/fd/{}", HELD[n])).expect("no NUL")
+}
+
 fn cstr(path: &Path) -> std::io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in a path"))
@@ -119,7 +134,7 @@ fn under(root: &Path, inside: &str) -> std::io::Result<CString> {
 /// The steps of a view: system directories, `/etc` secrets covered, `/dev`, `/proc`, `/tmp`
 /// and home.
 fn plan_steps(spec: &ViewSpec) -> std::io::Result<Vec<Step>> {
-    let root = &spec.mount_point;
+    let root = Path::new(VIEW_ROOT);
     let mut steps = Vec::new();
     for name in SYSTEM {
         let host = Path::new("/").join(name);
@@ -196,7 +211,7 @@ fn plan_steps(spec: &ViewSpec) -> std::io::Result<Vec<Step>> {
     steps.push(Step::Proc(under(root, "proc")?));
     steps.push(Step::Mkdir(under(root, "tmp")?));
     steps.push(Step::Bind {
-        src: cstr(&spec.tmp)?,
+        src: held(1),
         dst: under(root, "tmp")?,
         read_only: false,
         device: false,
@@ -208,7 +223,7 @@ fn plan_steps(spec: &ViewSpec) -> std::io::Result<Vec<Step>> {
         steps.push(Step::Mkdir(under(root, &at)?));
     }
     steps.push(Step::Bind {
-        src: cstr(&spec.work)?,
+        src: held(0),
         dst: under(root, &spec.home)?,
         read_only: false,
         device: false,
@@ -366,6 +381,14 @@ extern "C" fn anchor_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         libc::close(plan.go);
         // Become the mapped root: the creds kept from the parent may map to nothing here.
+        for (path, at) in plan.held.iter().zip(HELD) {
+            let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY);
+            if fd < 0 || libc::dup2(fd, at) < 0 {
+                report(plan.report, 7, errno());
+                libc::_exit(1);
+            }
+            libc::close(fd);
+        }
         if libc::setresgid(0, 0, 0) != 0 || libc::setresuid(0, 0, 0) != 0 {
             report(plan.report, 6, errno());
             libc::_exit(1);
@@ -450,6 +473,7 @@ fn step_name(step: u32) -> &'static str {
         4 => "making the view's root read-only",
         5 => "bringing loopback up",
         6 => "taking the mapped root's ids",
+        7 => "opening the sandbox's directories",
         _ => "building the view",
     }
 }
@@ -475,18 +499,13 @@ impl Anchor {
     /// Starts the anchor of a sandbox whose view `spec` describes. `Err` says which layer
     /// could not be built and why.
     pub fn start(spec: &ViewSpec, limits: Limits) -> Result<Anchor, String> {
-        let euid = unsafe { libc::geteuid() };
-        let egid = unsafe { libc::getegid() };
-        let owner = if euid == 0 {
-            (SANDBOX_UID, SANDBOX_UID)
-        } else {
-            (euid, egid)
-        };
-        for dir in [&spec.work, &spec.tmp, &spec.mount_point] {
+        let owner = owner();
+        let as_root = owner.0 == SANDBOX_UID;
+        for dir in [&spec.work, &spec.tmp] {
             std::fs::create_dir_all(dir)
                 .map_err(|e| os_err("cannot make the view's directories", e))?;
         }
-        if euid == 0 {
+        if as_root {
             for dir in [&spec.work, &spec.tmp] {
                 std::os::unix::fs::chown(dir, Some(owner.0), Some(owner.1))
                     .map_err(|e| os_err("cannot hand the sandbox its directories", e))?;
@@ -496,7 +515,11 @@ impl Anchor {
         let (go_read, go_write) = pipe().map_err(|e| os_err("pipe", e))?;
         let (report_read, report_write) = pipe().map_err(|e| os_err("pipe", e))?;
         let plan = Box::new(AnchorPlan {
-            root: cstr(&spec.mount_point).map_err(|e| os_err("view path", e))?,
+            root: CString::new(VIEW_ROOT).expect("no NUL"),
+            held: [
+                cstr(&spec.work).map_err(|e| os_err("work path", e))?,
+                cstr(&spec.tmp).map_err(|e| os_err("tmp path", e))?,
+            ],
             steps,
             network_off: spec.network_off,
             go: go_read.as_raw_fd(),
@@ -573,6 +596,31 @@ impl Anchor {
             Err(why) => return Err(fail(why)),
         }
         drop(plan);
+        Anchor::joined(pid, spec, limits, owner).map_err(fail)
+    }
+
+    /// Takes over the anchor `pid` that an earlier process started for the view `spec`, if it
+    /// still runs and started at `start_time` ([`Anchor::start_time`]), so that the sandbox's
+    /// processes live on.
+    pub fn adopt(pid: i32, start_time: u64, spec: &ViewSpec, limits: Limits) -> Option<Anchor> {
+        if process_start_time(pid) != Some(start_time) {
+            return None;
+        }
+        Anchor::joined(pid, spec, limits, owner()).ok()
+    }
+
+    /// When the anchor started, in clock ticks since boot (to recognise it later).
+    pub fn start_time(&self) -> Option<u64> {
+        process_start_time(self.pid)
+    }
+
+    /// The anchor `pid`, ready: its namespaces opened, its Landlock rules made.
+    fn joined(
+        pid: i32,
+        spec: &ViewSpec,
+        limits: Limits,
+        owner: (u32, u32),
+    ) -> Result<Anchor, String> {
         let mut kinds = vec![
             ("user", libc::CLONE_NEWUSER),
             ("mnt", libc::CLONE_NEWNS),
@@ -587,12 +635,7 @@ impl Anchor {
         for (name, kind) in kinds {
             match std::fs::File::open(format!("/proc/{pid}/ns/{name}")) {
                 Ok(file) => namespaces.push((OwnedFd::from(file), kind)),
-                Err(e) => {
-                    return Err(fail(os_err(
-                        &format!("cannot open the {name} namespace"),
-                        e,
-                    )));
-                }
+                Err(e) => return Err(os_err(&format!("cannot open the {name} namespace"), e)),
             }
         }
         let mut layers = Layers {
@@ -774,6 +817,24 @@ impl Anchor {
 impl Drop for Anchor {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since boot.
+fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split(' ').nth(19)?.parse().ok()
+}
+
+/// Who root inside a sandbox is outside: the caller, or [`SANDBOX_UID`] when that is root.
+fn owner() -> (u32, u32) {
+    // SAFETY: plain system calls without arguments.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if euid == 0 {
+        (SANDBOX_UID, SANDBOX_UID)
+    } else {
+        (euid, egid)
     }
 }
 

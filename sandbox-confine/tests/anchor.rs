@@ -16,7 +16,6 @@ fn start(network_off: bool) -> Box_ {
     let spec = ViewSpec {
         work: dir.path().join("work"),
         tmp: dir.path().join("tmp"),
-        mount_point: dir.path().join("view"),
         home: "/home/user".into(),
         network_off,
     };

@@ -92,7 +92,8 @@ pub(crate) fn check_root(root: &Path, me: u32) -> Result<()> {
 /// How many symbolic links one path may go through (as Linux's `MAXSYMLINKS`).
 const MAX_LINKS: u32 = 40;
 
-/// A sandbox's working directory, held open: every file primitive resolves beneath it.
+/// A sandbox's working directory, held open: every file primitive resolves beneath it (or,
+/// for a confined sandbox, beneath the directory its view shows at the path's prefix).
 #[derive(Debug)]
 pub(crate) struct Root {
     fd: OwnedFd,
@@ -100,6 +101,19 @@ pub(crate) struct Root {
     path: PathBuf,
     /// Its canonical path (what `pwd` prints in it).
     canonical: PathBuf,
+    /// A confined sandbox's view: where its commands see the work directory (its home), and
+    /// the directory they see at `/tmp`, held open.
+    view: Option<(PathBuf, OwnedFd)>,
+    /// Who owns what the file primitives make (a confined sandbox's root user, when the
+    /// caller is root), so the sandbox can change it.
+    owner: Option<(u32, u32)>,
+}
+
+/// Which held-open directory a path resolves beneath.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Base {
+    Work,
+    Tmp,
 }
 
 impl Root {
@@ -115,15 +129,69 @@ impl Root {
             fd,
             path: path.to_owned(),
             canonical,
+            view: None,
+            owner: None,
         })
     }
 
-    /// A path relative to the root for an absolute path under it (as made or canonical).
-    fn inside<'a>(&self, absolute: &'a Path) -> Option<&'a Path> {
-        absolute
+    /// Resolves absolute paths as a confined sandbox's commands see them: `home` (e.g.
+    /// `/home/user`) is the work directory and `/tmp` the directory `tmp`; what the file
+    /// primitives make is handed to `owner` when set.
+    pub(crate) fn with_view(
+        mut self,
+        home: &Path,
+        tmp: &Path,
+        owner: Option<(u32, u32)>,
+    ) -> std::io::Result<Root> {
+        let fd = nix::fcntl::open(
+            tmp,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        self.view = Some((home.to_owned(), fd));
+        self.owner = owner;
+        Ok(self)
+    }
+
+    /// The base and the relative rest of an absolute path under a held-open directory: the
+    /// work directory as made or canonical, or, in a view, its home or `/tmp`.
+    fn inside<'a>(&self, absolute: &'a Path) -> Option<(Base, &'a Path)> {
+        if let Ok(rest) = absolute
             .strip_prefix(&self.path)
             .or_else(|_| absolute.strip_prefix(&self.canonical))
+        {
+            return Some((Base::Work, rest));
+        }
+        let (home, _) = self.view.as_ref()?;
+        if let Ok(rest) = absolute.strip_prefix(home) {
+            return Some((Base::Work, rest));
+        }
+        absolute
+            .strip_prefix("/tmp")
             .ok()
+            .map(|rest| (Base::Tmp, rest))
+    }
+
+    fn base_fd(&self, base: Base) -> std::io::Result<OwnedFd> {
+        match (base, &self.view) {
+            (Base::Tmp, Some((_, tmp))) => tmp.try_clone(),
+            _ => self.fd.try_clone(),
+        }
+    }
+
+    /// Hands a new entry to the sandbox's owner (nothing without one).
+    fn own(&self, dir: &OwnedFd, name: &OsStr) -> Result<()> {
+        let Some((uid, gid)) = self.owner else {
+            return Ok(());
+        };
+        nix::unistd::fchownat(
+            dir,
+            name,
+            Some(uid.into()),
+            Some(gid.into()),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| io_error(e.into(), "cannot hand over", &name.to_string_lossy()))
     }
 }
 
@@ -192,9 +260,13 @@ fn outside(what: &str, shown: &str, why: &str) -> Error {
 fn resolve(root: &Root, shown: &str, walk: Walk, what: &str) -> Result<Place> {
     let io = |e: Errno| io_error(e.into(), what, shown);
     let path = Path::new(shown);
+    let mut base = Base::Work;
     let mut todo = if path.is_absolute() {
         match root.inside(path) {
-            Some(rest) => parts(rest),
+            Some((at, rest)) => {
+                base = at;
+                parts(rest)
+            }
             None => {
                 return Err(outside(
                     what,
@@ -222,7 +294,7 @@ fn resolve(root: &Root, shown: &str, walk: Walk, what: &str) -> Result<Place> {
     }
     // The directories walked into, from the root down, each with its name in the one above.
     let mut stack: Vec<(OwnedFd, Option<OsString>)> = vec![(
-        root.fd.try_clone().map_err(|e| io_error(e, what, shown))?,
+        root.base_fd(base).map_err(|e| io_error(e, what, shown))?,
         None,
     )];
     let mut links = 0;
@@ -258,13 +330,20 @@ fn resolve(root: &Root, shown: &str, walk: Walk, what: &str) -> Result<Place> {
                 let target = nix::fcntl::readlinkat(top, name.as_os_str()).map_err(io)?;
                 let target = Path::new(&target);
                 let mut next = if target.is_absolute() {
-                    let Some(rest) = root.inside(target) else {
+                    let Some((at, rest)) = root.inside(target) else {
                         return Err(outside(
                             what,
                             shown,
                             &format!("through a symbolic link to {}", target.display()),
                         ));
                     };
+                    if at != base {
+                        base = at;
+                        stack = vec![(
+                            root.base_fd(base).map_err(|e| io_error(e, what, shown))?,
+                            None,
+                        )];
+                    }
                     stack.truncate(1);
                     parts(rest)
                 } else {
@@ -290,7 +369,11 @@ fn resolve(root: &Root, shown: &str, walk: Walk, what: &str) -> Result<Place> {
                     name.as_os_str(),
                     Mode::from_bits_truncate(0o777),
                 ) {
-                    Ok(()) | Err(Errno::EEXIST) => todo.push_front(Part::Name(name)),
+                    Ok(()) => {
+                        root.own(top, &name)?;
+                        todo.push_front(Part::Name(name));
+                    }
+                    Err(Errno::EEXIST) => todo.push_front(Part::Name(name)),
                     Err(e) => {
                         return Err(io_error(
                             e.into(),
@@ -339,6 +422,7 @@ fn create(root: &Root, shown: &str) -> Result<std::fs::File> {
         Mode::from_bits_truncate(0o666),
     )
     .map_err(|e| io_error(e.into(), "cannot create", shown))?;
+    root.own(&dir, &name)?;
     Ok(std::fs::File::from(fd))
 }
 
@@ -642,7 +726,7 @@ pub(crate) async fn mkdir(root: &Arc<Root>, shown: &str) -> Result<()> {
             return Ok(());
         };
         match nix::sys::stat::mkdirat(&dir, name.as_os_str(), Mode::from_bits_truncate(0o777)) {
-            Ok(()) => Ok(()),
+            Ok(()) => root.own(&dir, &name),
             Err(Errno::EEXIST)
                 if nix::sys::stat::fstatat(
                     &dir,

@@ -114,6 +114,7 @@
 //! # }
 //! ```
 
+pub mod confine;
 mod fs;
 mod process;
 
@@ -186,6 +187,8 @@ pub struct LocalProvider {
     host_env: HostEnv,
     /// Bytes of output one code cell may send.
     code_output_cap: usize,
+    /// How the sandboxes' processes are confined, and their view.
+    confinement: confine::Settings,
 }
 
 /// The variables of the host environment a sandbox's processes get by default (besides every
@@ -237,7 +240,48 @@ impl LocalProvider {
             root: root.into(),
             host_env: HostEnv::Listed(Default::default()),
             code_output_cap: crate::code::kernel::MAX_OUTPUT,
+            confinement: confine::Settings::default(),
         }
+    }
+
+    /// How the sandboxes this provider creates confine their processes.
+    /// [`Confine::Required`](confine::Confine::Required): every layer (namespaces, view,
+    /// seccomp, Landlock, limits), or create fails saying which is missing;
+    /// [`Confine::BestEffort`](confine::Confine::BestEffort): what this machine offers;
+    /// [`Confine::Off`](confine::Confine::Off), for now the default: plain host processes, for
+    /// trusted code only (the simulators and suites have yet to run confined by default).
+    pub fn confine(mut self, mode: confine::Confine) -> Self {
+        self.confinement.mode = mode;
+        self
+    }
+
+    /// Gives the sandboxes this provider creates the host's network (default: off, a network
+    /// namespace with only its own loopback). Preview links need it.
+    pub fn network(mut self, on: bool) -> Self {
+        self.confinement.network = on;
+        self
+    }
+
+    /// The resource limits of each confined process (default [`confine::Limits::default`]).
+    pub fn limits(mut self, limits: confine::Limits) -> Self {
+        self.confinement.limits = limits;
+        self
+    }
+
+    /// Where a confined sandbox's commands see its work directory, and where the file
+    /// primitives map absolute paths under it (default `/home/user`, as on E2B).
+    pub fn home(mut self, path: impl Into<String>) -> Self {
+        self.confinement.home = path.into();
+        self
+    }
+
+    /// The layers that confine this provider's sandboxes on this machine, found by making (and
+    /// ending) one anchor as create would. `sbox caps -p local` prints it.
+    pub async fn confinement(&self) -> Result<confine::Layers> {
+        let settings = self.confinement.clone();
+        tokio::task::spawn_blocking(move || settings.probe())
+            .await
+            .map_err(|e| Error::new(ErrorKind::Provider, format!("probe task failed: {e}")))
     }
 
     /// Also passes these variables of the host environment (when set there) to the processes of
@@ -316,9 +360,10 @@ impl LocalProvider {
         let root = self.root.clone();
         let base = root.join(id);
         let (work, state) = (base.join("work"), base.join("state"));
+        let settings = self.confinement.clone();
         let checks = {
-            let (id, work) = (id.to_owned(), work.clone());
-            move || -> Result<Option<(u32, SystemTime, fs::Root)>> {
+            let (id, work, base) = (id.to_owned(), work.clone(), base.clone());
+            move || -> Result<Option<(u32, SystemTime, fs::Root, confine::Confined)>> {
                 let me = nix::unistd::geteuid().as_raw();
                 if std::fs::symlink_metadata(&root).is_err() {
                     return Ok(None);
@@ -330,13 +375,17 @@ impl LocalProvider {
                 let Ok(opened) = fs::Root::open(&work) else {
                     return Ok(None);
                 };
-                Ok(Some((me, created, opened)))
+                let confined = settings.reopen(&base)?;
+                let opened = confined.view_root(opened).map_err(|e| {
+                    fs::io_error(e, "cannot open sandbox directory", &base_shown(&base))
+                })?;
+                Ok(Some((me, created, opened, confined)))
             }
         };
         let found = tokio::task::spawn_blocking(checks)
             .await
             .map_err(|e| Error::new(ErrorKind::Provider, format!("connect task failed: {e}")))??;
-        let Some((uid, created_at, opened)) = found else {
+        let Some((uid, created_at, opened, confined)) = found else {
             return Err(not_found());
         };
         let inner = Arc::new(Inner {
@@ -360,6 +409,7 @@ impl LocalProvider {
             next_output: std::sync::atomic::AtomicU64::new(0),
             ended_groups: Default::default(),
             kernels: EmulatedKernels::with_max_output(self.code_output_cap),
+            confined,
         });
         let inner = lock(&REGISTRY)
             .entry(id.to_owned())
@@ -390,9 +440,10 @@ impl LocalProvider {
         let id = uuid::Uuid::new_v4().to_string();
         let base = root.join(&id);
         let (work, state) = (base.join("work"), base.join("state"));
+        let settings = self.confinement.clone();
         let dirs = {
             let (base, work, state) = (base.clone(), work.clone(), state.clone());
-            move || -> Result<(u32, fs::Root)> {
+            move || -> Result<(u32, fs::Root, confine::Confined)> {
                 use std::os::unix::fs::DirBuilderExt;
                 let me = nix::unistd::geteuid().as_raw();
                 // A root that exists is checked first, so a problem with it (say a dangling
@@ -415,13 +466,22 @@ impl LocalProvider {
                         fs::io_error(e, "cannot create sandbox directory", &base_shown(dir))
                     })?;
                 }
-                let opened = fs::Root::open(&work).map_err(|e| {
-                    fs::io_error(e, "cannot open sandbox directory", &base_shown(&work))
-                })?;
-                Ok((me, opened))
+                let confined = match settings.start(&base) {
+                    Ok(confined) => confined,
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&base);
+                        return Err(e);
+                    }
+                };
+                let opened = fs::Root::open(&work)
+                    .and_then(|root| confined.view_root(root))
+                    .map_err(|e| {
+                        fs::io_error(e, "cannot open sandbox directory", &base_shown(&work))
+                    })?;
+                Ok((me, opened, confined))
             }
         };
-        let (uid, opened) = tokio::task::spawn_blocking(dirs)
+        let (uid, opened, confined) = tokio::task::spawn_blocking(dirs)
             .await
             .map_err(|e| Error::new(ErrorKind::Provider, format!("create task failed: {e}")))??;
         let inner = Arc::new(Inner {
@@ -448,6 +508,7 @@ impl LocalProvider {
             next_output: std::sync::atomic::AtomicU64::new(0),
             ended_groups: Default::default(),
             kernels: EmulatedKernels::with_max_output(self.code_output_cap),
+            confined,
         });
         let existing = {
             let mut registry = lock(&REGISTRY);
@@ -667,6 +728,8 @@ struct Inner {
     ended_groups: Arc<Mutex<Vec<process::EndedGroup>>>,
     /// The code contexts, run by core's emulated kernel over exec with stdin.
     kernels: EmulatedKernels,
+    /// What confines its processes.
+    confined: confine::Confined,
 }
 
 impl Inner {
@@ -736,6 +799,7 @@ impl Inner {
         for state in states {
             let _ = state.signal_group(signal);
         }
+        self.confined.signal_members(signal);
     }
 
     fn is_current_user(&self, user: &str) -> bool {
@@ -770,8 +834,24 @@ impl Inner {
             Some(c) => (self.resolve_cwd(c)?, c.clone()),
             None => (self.work.clone(), ".".to_owned()),
         };
-        match tokio::fs::metadata(&cwd).await {
-            Ok(m) if m.is_dir() => {}
+        // Confined, the cwd is a path inside the view; only one under home or /tmp can be
+        // checked from here (any other is left to the command's start).
+        let inside = self
+            .confined
+            .anchor
+            .as_ref()
+            .map(|_| self.confined.inside_cwd(command.cwd.as_deref()));
+        let check = match &inside {
+            Some(path) => self.confined.host_path(path),
+            None => Some(cwd.clone()),
+        };
+        let checked = match check {
+            Some(cwd) => tokio::fs::metadata(&cwd).await.map(Some),
+            None => Ok(None),
+        };
+        match checked {
+            Ok(None) => {}
+            Ok(Some(m)) if m.is_dir() => {}
             Ok(_) => {
                 return Err(Error::validation(format!(
                     "working directory {cwd_shown} is not a directory"
@@ -780,6 +860,7 @@ impl Inner {
             Err(e) => return Err(fs::io_error(e, "working directory", &cwd_shown)),
         }
         let program = &command.argv[0];
+        let confined_env = self.confined.env();
         let mut cmd = std::process::Command::new(program);
         {
             use std::os::unix::process::CommandExt;
@@ -787,9 +868,19 @@ impl Inner {
                 cmd.env_clear()
                     .envs(std::env::vars_os().filter(|(name, _)| self.host_env.passes(name)));
             }
-            cmd.args(&command.argv[1..])
-                .current_dir(&cwd)
-                .envs(&self.env)
+            cmd.args(&command.argv[1..]);
+            match (&self.confined.anchor, &inside) {
+                (Some(anchor), Some(inside)) => {
+                    cmd.envs(confined_env);
+                    anchor
+                        .confine(&mut cmd, inside)
+                        .map_err(|e| fs::io_error(e, "working directory", &cwd_shown))?;
+                }
+                _ => {
+                    cmd.current_dir(&cwd);
+                }
+            }
+            cmd.envs(&self.env)
                 .envs(&command.env)
                 .env(SANDBOX_MARKER, &self.id)
                 .process_group(0)
@@ -1010,6 +1101,8 @@ impl LocalSandbox {
             return inner.alive();
         }
         lock(&REGISTRY).remove(&inner.id);
+        // Confined, ending the anchor ends every process of the sandbox.
+        inner.confined.end();
         // Stop and kill what /proc shows to be ours first, while the ppid links of the whole
         // tree are intact, then the groups whose leaders are still unreaped.
         let live: Vec<i32> = lock(&inner.processes)
@@ -1067,6 +1160,8 @@ impl LocalSandbox {
         for state in states.iter().filter(|s| s.finished().is_none()) {
             state.signal_group(signal)?;
         }
+        // Confined, also what left its group: every process of the sandbox's PID namespace.
+        inner.confined.signal_members(signal);
         Ok(())
     }
 }
@@ -1236,12 +1331,24 @@ impl Sandbox for LocalSandbox {
         self.unsupported("set_timeout")
     }
 
-    /// `http://127.0.0.1:{port}`, no token: the port is the host's own.
+    /// `http://127.0.0.1:{port}`, no token: the port is the host's own. A confined sandbox
+    /// without network ([`LocalProvider::network`]) has no port the host can reach:
+    /// `NotSupported`.
     async fn preview_link(&self, port: u16) -> Result<PreviewLink> {
         async {
             self.inner.alive()?;
             if port == 0 {
                 return Err(Error::validation("port 0 cannot be exposed"));
+            }
+            if self.inner.confined.network_off() {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    format!(
+                        "local sandbox {} has no network, so the host cannot reach its ports; \
+                         LocalProvider::network(true) gives new sandboxes the host's",
+                        self.inner.id
+                    ),
+                ));
             }
             Ok(PreviewLink {
                 url: format!("http://127.0.0.1:{port}"),
