@@ -1019,7 +1019,7 @@ impl Request {
             }
         }
         secrets.extend(self.path_secrets.iter().cloned());
-        secrets.retain(|s| s.len() >= MIN_SCRUBBED_SECRET_LEN);
+        secrets.retain(|s| s.len() >= crate::redact::MIN_SECRET_LEN);
         // Longest first, so a whole `Bearer x` is replaced before its tail.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets
@@ -1301,34 +1301,13 @@ impl fmt::Debug for Request {
 /// error mid-way, or a gateway that lost (502) or gave up on (504) the server behind it.
 const AMBIGUOUS_STATUSES: [u16; 4] = [408, 500, 502, 504];
 
-/// Credential values shorter than this are not scrubbed from error bodies (too likely to match
-/// ordinary text).
-const MIN_SCRUBBED_SECRET_LEN: usize = 6;
-
-/// Replaces every occurrence of each secret in `data` with `<redacted>`, in the order given
-/// (put a longer secret that contains a shorter one first). For answers that do not come
-/// through [`HttpClient`], such as a refused WebSocket upgrade; the client scrubs its own.
+/// Replaces every occurrence of each secret in `data` with `<redacted>`, as written or in any
+/// JSON-escaped or percent-encoded spelling ([`crate::redact::scrub`]), longest secret first
+/// (secrets under [`crate::redact::MIN_SECRET_LEN`] bytes are left alone).
+/// For answers that do not come through [`HttpClient`], such as a refused WebSocket upgrade;
+/// the client scrubs its own.
 pub fn redact_secrets(data: &[u8], secrets: &[String]) -> Bytes {
-    let mut out = data.to_vec();
-    for secret in secrets {
-        let needle = secret.as_bytes();
-        if needle.is_empty() || out.len() < needle.len() {
-            continue;
-        }
-        let mut result = Vec::with_capacity(out.len());
-        let mut i = 0;
-        while i < out.len() {
-            if out[i..].starts_with(needle) {
-                result.extend_from_slice(b"<redacted>");
-                i += needle.len();
-            } else {
-                result.push(out[i]);
-                i += 1;
-            }
-        }
-        out = result;
-    }
-    Bytes::from(out)
+    Bytes::from(crate::redact::scrub(data, secrets))
 }
 
 /// Reads at most `limit` bytes of an error body; a failure while reading keeps what arrived.

@@ -95,32 +95,6 @@ fn status_kind(status: u16) -> ErrorKind {
     }
 }
 
-/// `body` with every occurrence of each of `secrets` (6 bytes or longer, like core's
-/// transport) replaced by `<redacted>`: for 2xx bodies the adapter quotes itself (Connect
-/// end-stream errors, a stream request answered with something else, fork results), which
-/// core's transport does not see as errors and so does not scrub.
-pub(crate) fn scrub(body: &[u8], secrets: &[String]) -> Vec<u8> {
-    let mut out = body.to_vec();
-    let mut secrets: Vec<&String> = secrets.iter().filter(|s| s.len() >= 6).collect();
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    for secret in secrets {
-        let needle = secret.as_bytes();
-        let mut result = Vec::with_capacity(out.len());
-        let mut i = 0;
-        while i < out.len() {
-            if out[i..].starts_with(needle) {
-                result.extend_from_slice(b"<redacted>");
-                i += needle.len();
-            } else {
-                result.push(out[i]);
-                i += 1;
-            }
-        }
-        out = result;
-    }
-    out
-}
-
 /// Keeps a message short and on one line.
 fn clean(message: &str) -> String {
     let line = message.trim().replace(['\n', '\r'], " ");

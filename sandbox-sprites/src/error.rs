@@ -10,7 +10,7 @@ use sandbox_sdk_core::{Error, ErrorKind};
 use std::time::Duration;
 
 /// Longest provider text kept in an error message.
-const MAX_MESSAGE: usize = 512;
+pub(crate) const MAX_TEXT: usize = 512;
 
 /// The longest wait taken from a 429 body's `retry_after_seconds`.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(300);
@@ -25,7 +25,7 @@ fn parse(body: &[u8]) -> (String, Option<String>, Option<Duration>) {
         return ("empty response body".to_owned(), None, None);
     }
     let Ok(parsed) = serde_json::from_str::<ErrorBody>(trimmed) else {
-        return (truncate(trimmed, MAX_MESSAGE), None, None);
+        return (truncate(trimmed, MAX_TEXT), None, None);
     };
     let wait = parsed
         .retry_after_seconds
@@ -36,7 +36,7 @@ fn parse(body: &[u8]) -> (String, Option<String>, Option<Duration>) {
         (None, None, false) => (parsed.errors.join("; "), parsed.code),
         (None, None, true) => (trimmed.to_owned(), parsed.code),
     };
-    (truncate(&message, MAX_MESSAGE), code, wait)
+    (truncate(&message, MAX_TEXT), code, wait)
 }
 
 /// Whether a 400 or 409 says the name is taken (PROTOCOL.md §4.1, §18.1).

@@ -284,6 +284,70 @@ async fn a_refused_upgrade_maps_like_any_answer_and_never_shows_the_token() {
     server.verify().await.unwrap();
 }
 
+/// A loopback server answering every request with `answer(request head)`: a whole HTTP/1.1
+/// response with `Content-Length` (the replay server sends chunked bodies, which the upgrade
+/// client does not decode).
+async fn answering(answer: fn(&str) -> (u16, String)) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                loop {
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let (status, body) = answer(&String::from_utf8_lossy(&head));
+                    head.clear();
+                    let response = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Issue 33 item 6: the refused upgrade's body was scrubbed byte by byte, so a token echoed
+/// with JSON escapes came back whole once the body was decoded into the message.
+#[tokio::test]
+async fn a_refused_upgrade_echoing_the_token_escaped_never_shows_it() {
+    let url = answering(|head| {
+        if head.contains("/exec") {
+            let escaped: String = TOKEN
+                .chars()
+                .map(|c| format!("\\u{:04x}", c as u32))
+                .collect();
+            (400, format!(r#"{{"error":"bad token {escaped} here"}}"#))
+        } else {
+            (200, json!({"name": NAME, "status": "warm"}).to_string())
+        }
+    })
+    .await;
+    let provider = SpritesProvider::builder()
+        .token(TOKEN)
+        .api_url(url)
+        .build()
+        .unwrap();
+    let sb = provider.connect(NAME).await.unwrap();
+    let err = sb.run(&Command::shell("work")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation, "{err}");
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains(TOKEN), "{text}");
+    assert!(text.contains("bad token <redacted> here"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn output_larger_than_the_replay_buffer_arrives_whole() {
     // The simulator keeps 64 KiB for replays; a live reader must still get every byte.

@@ -176,3 +176,35 @@ async fn a_progress_stream_that_reports_an_error_fails_although_it_answered_200(
     assert_eq!(err.kind(), ErrorKind::Provider);
     assert!(err.message().contains("disk busy"), "{err}");
 }
+
+/// Issue 33 item 6: a progress `error` line comes on a 200, which the transport does not
+/// scrub; a token it echoes (plain or JSON-escaped) must not reach the error.
+#[tokio::test]
+async fn a_progress_error_line_echoing_the_token_never_shows_it() {
+    let server = MockServer::start().await;
+    mount_get(
+        &server,
+        NAME,
+        ResponseTemplate::new(200).set_body_json(sprite_json(NAME, "warm", &[])),
+    )
+    .await;
+    let escaped = TOKEN.replace('-', "\\u002D");
+    Mock::given(method("POST"))
+        .and(path(format!("/v1/sprites/{NAME}/checkpoint")))
+        .respond_with(ResponseTemplate::new(200).set_body_string(format!(
+            "{{\"type\":\"error\",\"error\":\"token {TOKEN} or {escaped} is busy\"}}\n"
+        )))
+        .mount(&server)
+        .await;
+    let err = provider(&server)
+        .connect(NAME)
+        .await
+        .unwrap()
+        .snapshot(None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider);
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains(TOKEN), "{text}");
+    assert!(text.contains("is busy"), "{text}");
+}

@@ -54,6 +54,11 @@ impl Api {
         })
     }
 
+    /// The credential an answer may echo, to scrub from text quoted in errors.
+    pub fn secrets(&self) -> Vec<String> {
+        sandbox_sdk_core::redact::bearer_secrets(&self.settings.token)
+    }
+
     /// A request with `teamId`, the operation and the sandbox (by name) for errors.
     fn req(&self, method: Method, path: &str, op: &str, name: Option<&str>) -> Request {
         let req = self

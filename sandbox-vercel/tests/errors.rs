@@ -38,6 +38,31 @@ async fn an_echoed_token_never_reaches_the_error() {
     }
 }
 
+/// Issue 33 item 6: a token echoed with JSON escapes (`\/`, `\u…`) passed the byte-level
+/// scrub and came back whole once the body was decoded into the message.
+#[tokio::test]
+async fn an_echoed_token_in_json_escapes_never_reaches_the_error() {
+    let escaped: String = TOKEN
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let half = format!(
+        "{}\\u{:04X}{}",
+        &TOKEN[..6],
+        TOKEN.as_bytes()[6],
+        &TOKEN[7..]
+    );
+    let body = format!(
+        r#"{{"error":{{"code":"forbidden","message":"token {escaped} or Bearer {half} has no access"}}}}"#
+    );
+    let err = answered(ResponseTemplate::new(403).set_body_string(body)).await;
+    assert_eq!(err.kind(), ErrorKind::Unauthorized);
+    for text in [err.to_string(), format!("{err:?}")] {
+        assert!(!text.contains(TOKEN), "{text}");
+        assert!(text.contains("has no access"), "{text}");
+    }
+}
+
 #[tokio::test]
 async fn rate_limits_and_server_errors_keep_their_kinds() {
     let err = answered(

@@ -91,6 +91,29 @@ async fn a_stream_error_line_is_an_error() {
     assert!(err.message().contains("sandbox_stream_closed"), "{err}");
 }
 
+/// Issue 33 item 6: a stream error record is a 200 answer, which the transport does not
+/// scrub; its decoded message echoing the token (escaped or not) must not reach the error.
+#[tokio::test]
+async fn a_stream_error_line_echoing_the_token_never_shows_it() {
+    let server = MockServer::start().await;
+    let sb = connected(&server).await;
+    let escaped = TOKEN.replace('-', "\\u002d");
+    let body = format!(
+        "{}\n{{\"stream\":\"error\",\"data\":{{\"code\":\"boom\",\"message\":\"token {escaped} or {TOKEN} refused\"}}}}\n",
+        json!({"command": command_json("c1", None)})
+    );
+    Mock::given(method("POST"))
+        .and(path(session_path("/cmd")))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/x-ndjson"))
+        .mount(&server)
+        .await;
+    let err = sb.run(&Command::shell("sleep 9")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Provider, "{err}");
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains(TOKEN), "{text}");
+    assert!(text.contains("refused [boom]"), "{text}");
+}
+
 /// A background command answers at once; its output comes from `/logs` and its exit from the
 /// command's wait; `processes` lists it; `kill_process` sends SIGKILL, `signal` others.
 #[tokio::test]

@@ -10,6 +10,7 @@ use crate::error::{is_empty_bad_gateway, map_error};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use sandbox_sdk_core::http::{ErrorResponse, Headers};
+use sandbox_sdk_core::redact::{bearer_secrets, scrub};
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -127,32 +128,6 @@ fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
     Error::new(kind, format!("{what}: {e}"))
 }
 
-/// `data` with every occurrence of each of `secrets` (longest first; empty ones and ones
-/// shorter than 6 bytes, too likely to match by chance, are left alone) replaced by
-/// `<redacted>`.
-fn scrub(data: &[u8], secrets: &[String]) -> Vec<u8> {
-    let mut secrets: Vec<&[u8]> = secrets
-        .iter()
-        .map(|s| s.as_bytes())
-        .filter(|s| s.len() >= 6)
-        .collect();
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let mut out = Vec::with_capacity(data.len());
-    let mut at = 0;
-    'scan: while at < data.len() {
-        for secret in &secrets {
-            if data[at..].starts_with(secret) {
-                out.extend_from_slice(b"<redacted>");
-                at += secret.len();
-                continue 'scan;
-            }
-        }
-        out.push(data[at]);
-        at += 1;
-    }
-    out
-}
-
 /// The WebSocket URL for a toolbox path: the toolbox base with `http` → `ws`.
 fn ws_url(toolbox_base: &str, path: &str) -> Result<String> {
     let base = sandbox_sdk_core::http::websocket_base(toolbox_base)?;
@@ -245,7 +220,7 @@ async fn open(
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
             // A server that echoes the credential must not get it into our errors or logs (the
             // HTTP transport scrubs its error answers the same way).
-            let secrets = [format!("Bearer {}", tb.api.secret), tb.api.secret.clone()];
+            let secrets = bearer_secrets(&tb.api.secret);
             let mut h = Headers::new();
             for (name, value) in response.headers() {
                 let value = scrub(value.as_bytes(), &secrets);
@@ -301,6 +276,21 @@ mod tests {
             b"a <redacted> b <redacted>!"
         );
         assert_eq!(scrub(b"short", &["".to_owned(), "ab".to_owned()]), b"short");
+    }
+
+    /// Issue 33 item 6: a refused upgrade's body is decoded by the error mapper, so a key it
+    /// echoes with JSON escapes must be scrubbed too.
+    #[test]
+    fn scrub_finds_the_key_in_json_escapes() {
+        let secrets = [
+            "Bearer dtn_key-123456".to_owned(),
+            "dtn_key-123456".to_owned(),
+        ];
+        let body = br#"{"message":"token dtn_key\u002d123456 is not allowed"}"#;
+        assert_eq!(
+            scrub(body, &secrets),
+            br#"{"message":"token <redacted> is not allowed"}"#
+        );
     }
 
     #[test]

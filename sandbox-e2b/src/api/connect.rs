@@ -9,9 +9,10 @@
 //! boundaries have nothing to do with envelope boundaries, so [`FrameDecoder`] is an explicit
 //! state machine fed with arbitrary slices.
 
-use crate::error::{Failure, bad_response, map_error, scrub, transport};
+use crate::error::{Failure, bad_response, map_error, transport};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::StreamExt;
+use sandbox_sdk_core::redact::scrub;
 use sandbox_sdk_core::{ByteStream, Result};
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -585,5 +586,23 @@ mod tests {
         let e = s.next_message().await.unwrap().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Transport);
         assert!(s.next_message().await.is_none());
+    }
+
+    /// Issue 33 item 6: an end-stream error quoting the envd token with JSON escapes passed
+    /// the byte-level scrub and came back whole once the JSON was decoded.
+    #[tokio::test]
+    async fn an_end_stream_error_quoting_the_token_escaped_never_shows_it() {
+        let token = "envd-token/0123456789";
+        let end = format!(
+            r#"{{"error":{{"code":"unauthenticated","message":"bad {} or {}"}}}}"#,
+            token.replace('/', "\\/"),
+            token.replace('e', "\\u0065")
+        );
+        let body = futures::stream::iter([Ok(Bytes::from(stream_of(&[], end.as_bytes())))]).boxed();
+        let mut s = ConnectStream::new(body, "exec", "isb").with_secrets(vec![token.to_owned()]);
+        let e = s.next_message().await.unwrap().unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(!text.contains(token), "{text}");
+        assert!(text.contains("bad <redacted> or <redacted>"), "{text}");
     }
 }

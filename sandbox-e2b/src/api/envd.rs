@@ -9,7 +9,7 @@ use crate::config::{
     ENVD_PORT, KEEPALIVE_SECS, LIST_DIR_MAX_BODY, NOT_A_STREAM_MAX_BODY, PROCESS_LIST_MAX_BODY,
     PROVIDER, SHARED_HOST_DOMAINS, UNARY_MAX_BODY,
 };
-use crate::error::{Failure, map_error, scrub, transport};
+use crate::error::{Failure, map_error, transport};
 use crate::wire::{
     EntryResponse, ListDirRequest, ListDirResponse, ListResponse, MoveRequest, PathRequest,
     ProcessInput, Pty, PtySizeWire, Selector, SelectorRequest, SendInputRequest, SignalRequest,
@@ -18,6 +18,7 @@ use crate::wire::{
 use base64::Engine as _;
 use futures::StreamExt;
 use sandbox_sdk_core::http::{HttpClient, Method, Multipart, Request, idle_bounded};
+use sandbox_sdk_core::redact::scrub;
 use sandbox_sdk_core::{Download, Error, ErrorKind, Result, UploadBody};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

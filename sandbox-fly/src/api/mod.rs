@@ -18,7 +18,8 @@ use crate::wire::{
     CreateMachineRequest, ExecRequest, ExecResponse, Lease, LeaseEnvelope, LeaseRequest, Machine,
     StopRequest, UpdateMachineRequest, WaitResponse,
 };
-use sandbox_sdk_core::http::{HttpClient, Method, Request, encode_path_segment};
+use sandbox_sdk_core::http::{HttpClient, Method, Request, encode_path_segment, truncate};
+use sandbox_sdk_core::redact::scrub_text;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use serde::de::DeserializeOwned;
 use std::future::Future;
@@ -351,14 +352,32 @@ impl Api {
         Ok(answer)
     }
 
+    /// A message from a 2xx answer, which the transport does not scrub, made safe to quote:
+    /// the credential (and `also`, such as a lease nonce) scrubbed in any spelling, cut short.
+    fn quoted(&self, message: Option<String>, otherwise: &str, also: &[&str]) -> String {
+        let Some(message) = message else {
+            return otherwise.to_owned();
+        };
+        let auth = &self.settings.authorization;
+        let mut secrets = vec![auth.clone()];
+        secrets.extend(
+            auth.rsplit_once(' ')
+                .map(|(_, credential)| credential.to_owned()),
+        );
+        secrets.extend(also.iter().map(|s| (*s).to_owned()));
+        truncate(&scrub_text(&message, &secrets), 512)
+    }
+
     async fn lease_call<T: DeserializeOwned>(&self, req: Request, op: &str, id: &str) -> Result<T> {
         let envelope: LeaseEnvelope<T> = req.send_json().await?;
         if envelope.status.as_deref() == Some("error") {
             return Err(Error::new(
                 ErrorKind::Provider,
-                envelope
-                    .message
-                    .unwrap_or_else(|| "lease call answered with status error".to_owned()),
+                self.quoted(
+                    envelope.message,
+                    "lease call answered with status error",
+                    &[],
+                ),
             )
             .with_provider(PROVIDER)
             .with_operation(op)
@@ -411,9 +430,11 @@ impl Api {
         match serde_json::from_slice::<LeaseEnvelope<serde_json::Value>>(&body) {
             Ok(envelope) if envelope.status.as_deref() == Some("error") => Err(Error::new(
                 ErrorKind::Provider,
-                envelope
-                    .message
-                    .unwrap_or_else(|| "lease release answered with status error".to_owned()),
+                self.quoted(
+                    envelope.message,
+                    "lease release answered with status error",
+                    &[nonce],
+                ),
             )
             .with_provider(PROVIDER)
             .with_operation("release_lease")
@@ -507,5 +528,32 @@ mod tests {
         }
         // Fly's list limit: 3 at once, then 1 per second (PROTOCOL.md §3).
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    /// Issue 33 item 6: a lease answer with `status: error` is a 200, which the transport does
+    /// not scrub; its message quoting the token must not reach the error.
+    #[tokio::test]
+    async fn a_lease_error_quoting_the_token_never_shows_it() {
+        use wiremock::{Mock, MockServer, ResponseTemplate, matchers};
+        let token = "fm2_lease-secret-0123456789";
+        let server = MockServer::start().await;
+        Mock::given(matchers::method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(format!(
+                r#"{{"status":"error","message":"FlyV1 {} or {token} has no lease"}}"#,
+                token.replace('-', "\\u002d")
+            )))
+            .mount(&server)
+            .await;
+        let mut settings = Settings::for_tests("my-app");
+        settings.api_root = format!("{}/v1", server.uri());
+        settings.authorization = crate::config::authorization(token);
+        let api = Api::new(settings).unwrap();
+        let e = api.get_lease("m1").await.unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(!text.contains(token), "{text}");
+        assert!(
+            text.contains("<redacted> or <redacted> has no lease"),
+            "{text}"
+        );
     }
 }

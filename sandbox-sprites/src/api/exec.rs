@@ -16,7 +16,8 @@ use crate::error::map_error;
 use crate::wire::{SessionInfo, TextFrame};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use sandbox_sdk_core::http::{ErrorResponse, Headers, encode_path_segment, redact_secrets};
+use sandbox_sdk_core::http::{ErrorResponse, Headers, encode_path_segment};
+use sandbox_sdk_core::redact::scrub;
 use sandbox_sdk_core::{Error, ErrorKind, Result};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -274,17 +275,18 @@ pub(crate) async fn open(
             .with_ambiguous(true),
         )),
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
-            // A server that echoes the credential must not get it into our errors.
-            let secrets = [bearer.clone(), settings.token.clone()];
+            // A server that echoes the credential (plain or escaped) must not get it into our
+            // errors: scrubbed before the body is decoded.
+            let secrets = api.secrets();
             let mut headers = Headers::new();
             for (key, value) in response.headers() {
-                let value = redact_secrets(value.as_bytes(), &secrets);
+                let value = scrub(value.as_bytes(), &secrets);
                 headers.push(key.as_str(), String::from_utf8_lossy(&value));
             }
             let status = response.status().as_u16();
             let body = response
                 .into_body()
-                .map(|body| redact_secrets(&body, &secrets))
+                .map(|body| Bytes::from(scrub(&body, &secrets)))
                 .unwrap_or_default();
             Err(map_error(&ErrorResponse {
                 status,

@@ -6,11 +6,14 @@
 pub(crate) mod exec;
 
 use crate::config::{HOME, MAX_JSON, PAGE_LIMIT, PROVIDER, Settings};
-use crate::error::{map_error, protocol_error};
+use crate::error::{MAX_TEXT, map_error, protocol_error};
 use crate::wire::{
     Checkpoint, CreateBody, FsList, ProgressLine, SessionList, Sprite, SpritePage, UrlSettings,
 };
-use sandbox_sdk_core::http::{HttpClient, Method, Request, StreamBody, encode_path_segment};
+use sandbox_sdk_core::http::{
+    HttpClient, Method, Request, StreamBody, encode_path_segment, truncate,
+};
+use sandbox_sdk_core::redact::{bearer_secrets, scrub_text};
 use sandbox_sdk_core::{ByteStream, Result};
 use serde_json::json;
 use std::sync::Arc;
@@ -145,11 +148,18 @@ impl Api {
                     .or(line.message)
                     .or(line.data)
                     .unwrap_or_else(|| "no reason given".into());
+                // A 200 is not scrubbed by the transport: the decoded text is scrubbed here.
+                let text = truncate(&scrub_text(&text, &self.secrets()), MAX_TEXT);
                 return Err(protocol_error(op, name, format!("{op} failed: {text}")));
             }
             lines.push(line);
         }
         Ok(lines)
+    }
+
+    /// The credential an answer may echo, to scrub from text quoted in errors.
+    pub fn secrets(&self) -> Vec<String> {
+        bearer_secrets(&self.settings.token)
     }
 
     fn fs(&self, method: Method, call: &str, op: &str, name: &str, path: &str) -> Request {

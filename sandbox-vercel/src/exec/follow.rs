@@ -185,7 +185,12 @@ impl Follower {
                 } else {
                     ErrorKind::Provider
                 };
-                let message = sandbox_sdk_core::http::truncate(&format!("{message} [{code}]"), 512);
+                // A 200 is not scrubbed by the transport: the decoded text is scrubbed here.
+                let message = sandbox_sdk_core::redact::scrub_text(
+                    &format!("{message} [{code}]"),
+                    &self.api.secrets(),
+                );
+                let message = sandbox_sdk_core::http::truncate(&message, 512);
                 return Err(self.error(kind, format!("the command stream failed: {message}")));
             }
             _ => return Ok(()),
