@@ -52,12 +52,14 @@
 
 mod error_response;
 mod multipart;
+mod preview_url;
 
 pub use error_response::{
     BODY_TEXT_LIMIT, ERROR_BODY_LIMIT, ErrorResponse, Headers, default_error_kind,
     default_error_mapper, truncate,
 };
 pub use multipart::Multipart;
+pub use preview_url::checked_preview_url;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::{ByteStream, UploadBody};

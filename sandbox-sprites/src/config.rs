@@ -40,6 +40,10 @@ pub const DEFAULT_DETACH_GRACE: Duration = Duration::from_secs(120);
 /// assumption); [`crate::SpritesBuilder::url_port`] changes it.
 pub const DEFAULT_URL_PORT: u16 = 8080;
 
+/// The domain every sprite URL is directly under (PROTOCOL.md §9:
+/// `https://<name>-<suffix>.sprites.app`); a URL anywhere else is not handed out.
+pub(crate) const PREVIEW_DOMAIN: &str = "sprites.app";
+
 /// The home directory of the sprite user, where commands start and relative paths resolve
 /// (PROTOCOL.md §18.11).
 pub const HOME: &str = "/home/sprite";

@@ -31,7 +31,8 @@
 //!   id without repeating output; background commands can be listed, re-attached and killed.
 //!   There is no per-call rate limit, unlike Fly Machines' exec.
 //! - **Files** are native (`fs/*`, §7), streamed both ways.
-//! - **Preview links**: the sprite's one URL, when it is public.
+//! - **Preview links**: the sprite's one URL, when it is public, and only when it is
+//!   `https://<name>-<suffix>.sprites.app` (anything else in the answer is a `Provider` error).
 //! - **Snapshots** are checkpoints, restored in place ([`SpritesSandbox::restore`]).
 //! - **Idempotent create**: names are the dedupe key; a keyed create names its sprite after the
 //!   key ([`idempotency_name`]) and labels it with the create fingerprint; a sprite found under

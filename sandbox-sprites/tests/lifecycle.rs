@@ -116,6 +116,39 @@ async fn a_preview_link_is_handed_out_only_for_a_public_url_and_its_port() {
     assert!(!err.to_string().contains(TOKEN));
 }
 
+/// Issue 33 item 7: the sprite's `url` was checked by its host's characters only, so plain
+/// http, a port, a query or a host outside `sprites.app` was handed out.
+#[tokio::test]
+async fn a_preview_url_off_the_documented_domain_is_refused() {
+    for url in [
+        "http://box-1-abcd.sprites.app",
+        "https://box-1-abcd.sprites.app:8443",
+        "https://box-1-abcd.sprites.app/?next=https://evil.example",
+        "https://box-1-abcd.sprites.app#x",
+        "https://evil.example",
+        "https://sprites.app",
+        "https://a.b.sprites.app",
+        "https://box-1-abcd.sprites.app.evil.example",
+        "https://box-1-abcd.sprites.dev",
+        "https://127.0.0.1:8080/",
+    ] {
+        let server = MockServer::start().await;
+        let mut public = sprite_json(NAME, "warm", &[]);
+        public["url_settings"] = json!({"auth": "public"});
+        public["url"] = json!(url);
+        mount_get(
+            &server,
+            NAME,
+            ResponseTemplate::new(200).set_body_json(public),
+        )
+        .await;
+        let sb = provider(&server).connect(NAME).await.unwrap();
+        let err = sb.preview_link(8080).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Provider, "{url}: {err}");
+        assert!(!err.to_string().contains("evil"), "{err}");
+    }
+}
+
 #[tokio::test]
 async fn a_snapshot_is_a_checkpoint_whose_id_is_the_newest_listed() {
     let server = MockServer::start().await;

@@ -27,6 +27,10 @@ pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// again). A stream that went silent while the command still runs does not count.
 pub const DEFAULT_MAX_RECONNECTS: u32 = 5;
 
+/// The domain every preview URL is directly under (PROTOCOL.md §8:
+/// `https://<route.subdomain>.vercel.run`); a route anywhere else is not handed out.
+pub(crate) const PREVIEW_DOMAIN: &str = "vercel.run";
+
 /// The longest NDJSON line the adapter reads (PROTOCOL.md §6.2): one `data` chunk of output
 /// or a `command` object. A longer line is a `Provider` error, not memory exhausted.
 pub const MAX_LINE: usize = 4 * 1024 * 1024;

@@ -37,7 +37,8 @@
 //! - **Files**: write (a gzip tar, streamed), read (streamed) and mkdir are native; stat,
 //!   list, remove and rename run as commands (the API has no such calls).
 //! - **Preview links** are the public routes of the ports declared at create
-//!   ([`VercelBuilder::expose_port`]).
+//!   ([`VercelBuilder::expose_port`]), handed out only as `https://<subdomain>.vercel.run`
+//!   (any other route in an answer is a `Provider` error).
 //! - **Snapshots** stop the session; **fork** starts from the latest snapshot.
 //! - **Idempotent create**: Vercel has no idempotency key, but names are unique per project.
 //!   A keyed create names its sandbox after the key ([`idempotency_name`]) and tags it with

@@ -45,6 +45,44 @@ async fn a_route_without_a_url_is_built_from_its_subdomain() {
     assert!(sb.preview_link(6000).await.is_err());
 }
 
+/// Issue 33 item 7: a route's URL was handed out as the answer gave it: plain http, user info,
+/// a query, or a host that only starts like a Vercel one.
+#[tokio::test]
+async fn a_route_off_the_documented_domain_is_refused() {
+    let urls = [
+        json!({"port": 5000, "url": "http://abc-5000.vercel.run"}),
+        json!({"port": 5000, "url": "https://user:pw@abc-5000.vercel.run"}),
+        json!({"port": 5000, "url": "https://abc-5000.vercel.run/?to=https://evil.example"}),
+        json!({"port": 5000, "url": "https://abc-5000.vercel.run.evil.example"}),
+        json!({"port": 5000, "url": "https://abc-5000.vercel.run@evil.example"}),
+        json!({"port": 5000, "url": "https://evil.example/abc-5000.vercel.run"}),
+        json!({"port": 5000, "url": "https://a.b.vercel.run"}),
+        json!({"port": 5000, "url": "https://abc-5000.vercel.run:8443"}),
+        json!({"port": 5000, "subdomain": "evil.example/x"}),
+        json!({"port": 5000, "subdomain": "a.b"}),
+    ];
+    for route in urls {
+        let server = MockServer::start().await;
+        let mut answer = envelope(NAME, "running", json!({}));
+        answer["routes"] = json!([route]);
+        mount_get(&server, answer).await;
+        let sb = provider(&server).connect_sandbox(NAME).await.unwrap();
+        let err = sb.preview_link(5000).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Provider, "{route}: {err}");
+        assert!(!err.to_string().contains("evil"), "{err}");
+    }
+    // The documented form, with the default port written out, is fine.
+    let server = MockServer::start().await;
+    let mut answer = envelope(NAME, "running", json!({}));
+    answer["routes"] = json!([{"port": 5000, "url": "https://abc-5000.vercel.run:443/"}]);
+    mount_get(&server, answer).await;
+    let sb = provider(&server).connect_sandbox(NAME).await.unwrap();
+    assert_eq!(
+        sb.preview_link(5000).await.unwrap().url,
+        "https://abc-5000.vercel.run/"
+    );
+}
+
 #[tokio::test]
 async fn the_builders_ports_are_declared_at_create() {
     let server = MockServer::start().await;

@@ -17,9 +17,10 @@ pub(crate) mod create;
 pub(crate) mod state;
 
 use crate::api::Api;
-use crate::config::{LIST_CONCURRENCY, PROVIDER};
+use crate::config::{LIST_CONCURRENCY, PREVIEW_DOMAIN, PROVIDER};
 use crate::wire::{Checkpoint, Sprite};
 use futures::StreamExt;
+use sandbox_sdk_core::http::checked_preview_url;
 use sandbox_sdk_core::paging::pages;
 use sandbox_sdk_core::{
     Error, ErrorKind, ListFilter, PreviewLink, Result, SandboxInfo, SandboxStream, SnapshotInfo,
@@ -175,7 +176,8 @@ pub(crate) fn snapshot_info(checkpoint: &Checkpoint, sprite: &str) -> SnapshotIn
 
 /// `preview_link(port)`: the sprite's URL (§9), for the port it reaches, when that URL is
 /// public. A token-guarded URL is refused: the token it needs is the organisation's, which a
-/// preview link must never carry.
+/// preview link must never carry. Only `https://<name>-<suffix>.sprites.app` is handed out;
+/// any other URL in the answer is a `Provider` error.
 pub(crate) async fn preview_link(handle: &Handle, port: u16) -> Result<PreviewLink> {
     let refuse = |kind: ErrorKind, message: String| {
         Err(Error::new(kind, message)
@@ -215,12 +217,8 @@ pub(crate) async fn preview_link(handle: &Handle, port: u16) -> Result<PreviewLi
             format!("sprite {} has no URL", handle.name),
         );
     };
-    if !url_is_plain(&url) {
-        return refuse(
-            ErrorKind::Provider,
-            "the sprite's URL is not a plain http(s) URL; it is not handed out".into(),
-        );
-    }
+    let url = checked_preview_url(&url, &[PREVIEW_DOMAIN])
+        .map_err(|e| e.or_context(PROVIDER, "preview_link", Some(&handle.name)))?;
     Ok(PreviewLink {
         url,
         port,
@@ -230,38 +228,12 @@ pub(crate) async fn preview_link(handle: &Handle, port: u16) -> Result<PreviewLi
     })
 }
 
-/// Whether a URL from an answer is a plain `http(s)://host[/path]`: no user info, no control
-/// characters or spaces, a host of letters, digits, `-` and `.`.
-fn url_is_plain(url: &str) -> bool {
-    let Some(rest) = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-    else {
-        return false;
-    };
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = host.rsplit_once(':').map_or(host, |(h, port)| {
-        if port.bytes().all(|b| b.is_ascii_digit()) {
-            h
-        } else {
-            ""
-        }
-    });
-    sandbox_sdk_core::http::checked_answer_host(host).is_ok()
-        && !url.bytes().any(|b| b.is_ascii_control() || b == b' ')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_urls_are_handed_out() {
-        assert!(url_is_plain("https://web-1x2y.sprites.app"));
-        assert!(url_is_plain("http://127.0.0.1:8080/"));
-        assert!(!url_is_plain("https://user@evil.example"));
-        assert!(!url_is_plain("javascript:alert(1)"));
-        assert!(!url_is_plain("https://a b"));
+    fn checkpoint_ids_sort_by_number() {
         assert_eq!(checkpoint_number("v12"), 12);
     }
 }

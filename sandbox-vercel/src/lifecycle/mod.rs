@@ -21,9 +21,10 @@ pub(crate) mod create;
 pub(crate) mod state;
 
 use crate::api::Api;
-use crate::config::PROVIDER;
+use crate::config::{PREVIEW_DOMAIN, PROVIDER};
 use crate::wire::{NamedSandbox, Route, SandboxEnvelope, Session, Snapshot};
 use futures::StreamExt;
+use sandbox_sdk_core::http::checked_preview_url;
 use sandbox_sdk_core::paging::pages;
 use sandbox_sdk_core::wait::Backoff;
 use sandbox_sdk_core::{
@@ -306,7 +307,9 @@ pub(crate) async fn fork(handle: &Handle, name: Option<&str>) -> Result<Handle> 
 }
 
 /// `preview_link(port)`: the route of a declared port (PROTOCOL.md §8), from the last answer
-/// or, when it has none for the port, a fresh read. Public: no token, no headers.
+/// or, when it has none for the port, a fresh read. Public: no token, no headers. Only
+/// `https://<subdomain>.vercel.run` is handed out; any other URL in the answer is a
+/// `Provider` error.
 pub(crate) async fn preview_link(handle: &Handle, port: u16) -> Result<PreviewLink> {
     let find = |routes: &[Route]| {
         routes
@@ -316,7 +319,7 @@ pub(crate) async fn preview_link(handle: &Handle, port: u16) -> Result<PreviewLi
                 r.url.clone().or_else(|| {
                     r.subdomain
                         .as_ref()
-                        .map(|s| format!("https://{s}.vercel.run"))
+                        .map(|s| format!("https://{s}.{PREVIEW_DOMAIN}"))
                 })
             })
     };
@@ -334,6 +337,8 @@ pub(crate) async fn preview_link(handle: &Handle, port: u16) -> Result<PreviewLi
         .with_operation("preview_link")
         .with_sandbox_id(&handle.name)
     })?;
+    let url = checked_preview_url(&url, &[PREVIEW_DOMAIN])
+        .map_err(|e| e.or_context(PROVIDER, "preview_link", Some(&handle.name)))?;
     Ok(PreviewLink {
         url,
         port,
