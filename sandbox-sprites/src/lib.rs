@@ -30,6 +30,10 @@
 //!   Sessions outlive a dropped socket, so a broken or silent stream is re-attached by session
 //!   id without repeating output; background commands can be listed, re-attached and killed.
 //!   There is no per-call rate limit, unlike Fly Machines' exec.
+//!   **`Command::env` is not private on Sprites**: like the arguments, its values travel in the
+//!   exec URL's query and show in the sprite's session list (PROTOCOL.md §13 trap 15; the
+//!   protocol has no private place for them). Keep secrets in the sprite's environment at
+//!   create or in a file. The adapter never logs the URL and scrubs the values from errors.
 //! - **Files** are native (`fs/*`, §7), streamed both ways.
 //! - **Preview links**: the sprite's one URL, when it is public, and only when it is
 //!   `https://<name>-<suffix>.sprites.app` (anything else in the answer is a `Provider` error).

@@ -348,6 +348,41 @@ async fn a_refused_upgrade_echoing_the_token_escaped_never_shows_it() {
     assert!(text.contains("bad token <redacted> here"), "{text}");
 }
 
+/// Issue 33 item 8: `Command::env` travels in the exec URL's query (the protocol has no
+/// private place for it), so a refused upgrade that quotes its request line, as servers and
+/// proxies do, must not get the values into the error.
+#[tokio::test]
+async fn a_refused_upgrade_quoting_the_exec_url_never_shows_env_values() {
+    let url = answering(|head| {
+        if head.contains("/exec") {
+            let line = head.lines().next().unwrap_or_default().replace('"', "'");
+            (400, format!(r#"{{"error":"bad request: {line}"}}"#))
+        } else {
+            (200, json!({"name": NAME, "status": "warm"}).to_string())
+        }
+    })
+    .await;
+    let provider = SpritesProvider::builder()
+        .token(TOKEN)
+        .api_url(url)
+        .build()
+        .unwrap();
+    let sb = provider.connect(NAME).await.unwrap();
+    let command = Command::new("deploy")
+        .env("API_TOKEN", "s3cr3t/value 42")
+        .env("SHORT", "xy");
+    let err = sb.run(&command).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation, "{err}");
+    let text = format!("{err} {err:?}");
+    for shown in ["s3cr3t", "s3cr3t%2Fvalue%2042", "SHORT=xy", "SHORT%3Dxy"] {
+        assert!(!text.contains(shown), "{shown} in {text}");
+    }
+    assert!(
+        text.contains("bad request: GET /v1/sprites/box-1/exec?"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn output_larger_than_the_replay_buffer_arrives_whole() {
     // The simulator keeps 64 KiB for replays; a live reader must still get every byte.

@@ -64,10 +64,12 @@ pub(crate) struct ExecSocket {
 /// What to open: a new command or an existing session.
 pub(crate) enum Target<'a> {
     /// `GET /v1/sprites/{name}/exec?…` with these query pairs (§5.1); `tty` says whether
-    /// they ask for a terminal.
+    /// they ask for a terminal. `hidden` are values of the query (a command's env) that must
+    /// not show in an error, even when a refused upgrade quotes the request.
     Spawn {
         query: &'a [(&'static str, String)],
         tty: bool,
+        hidden: &'a [String],
     },
     /// `GET /v1/sprites/{name}/exec/{id}?stdin=` (§5.5) of a session with or without a
     /// terminal.
@@ -210,7 +212,14 @@ fn ws_error(what: &str, e: tokio_tungstenite::tungstenite::Error) -> Error {
         tokio_tungstenite::tungstenite::Error::Url(_) => ErrorKind::Validation,
         _ => ErrorKind::Transport,
     };
-    Error::new(kind, format!("{what}: {e}")).with_provider(PROVIDER)
+    // A cause that names a URL could carry the exec query, and with it the command's env.
+    let cause = e.to_string();
+    let message = if cause.contains("://") || cause.contains('?') {
+        what.to_owned()
+    } else {
+        format!("{what}: {cause}")
+    };
+    Error::new(kind, message).with_provider(PROVIDER)
 }
 
 /// The WebSocket URL of `path` with `query`: the API base with `http` → `ws` (§2).
@@ -237,12 +246,13 @@ pub(crate) async fn open(
 ) -> Result<ExecSocket> {
     let settings = &api.settings;
     let base = format!("{}/exec", Api::sprite_path(name));
-    let (path, query, tty) = match target {
-        Target::Spawn { query, tty } => (base, query.to_vec(), tty),
+    let (path, query, tty, hidden) = match target {
+        Target::Spawn { query, tty, hidden } => (base, query.to_vec(), tty, hidden),
         Target::Attach { id, stdin, tty } => (
             format!("{base}/{}", encode_path_segment(id)),
             vec![("stdin", stdin.to_string())],
             tty,
+            &[][..],
         ),
     };
     let url = ws_url(&settings.base_url, &path, &query)?;
@@ -275,9 +285,11 @@ pub(crate) async fn open(
             .with_ambiguous(true),
         )),
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
-            // A server that echoes the credential (plain or escaped) must not get it into our
-            // errors: scrubbed before the body is decoded.
-            let secrets = api.secrets();
+            // A server that echoes the credential or quotes the query (the command's env),
+            // plain or escaped, must not get them into our errors: scrubbed before the body
+            // is decoded.
+            let mut secrets = api.secrets();
+            secrets.extend_from_slice(hidden);
             let mut headers = Headers::new();
             for (key, value) in response.headers() {
                 let value = scrub(value.as_bytes(), &secrets);

@@ -8,7 +8,9 @@
 //!   breaks or goes silent and drops the replayed output it already delivered (§5.5, §18.6).
 //! - env: the API's `env` replaces the whole environment, PATH included (§5.1, trap 3), so
 //!   per-command variables are set with `env NAME=VALUE program …` instead, on top of the
-//!   sprite's own environment. cwd travels as `dir`; a relative one resolves against the sprite
+//!   sprite's own environment. Either way they travel in the URL's query and show in the
+//!   session list (trap 15): not private. They are never logged, and are scrubbed from a
+//!   refused upgrade's answer before it is quoted. cwd travels as `dir`; a relative one resolves against the sprite
 //!   user's home (§18.11). Commands run as the sprite user: `user` may be unset or `sprite`.
 //! - A foreground command outlives a dropped socket for the builder's detach grace, so a
 //!   re-attach finds it (trap 2); a background one runs until it ends
@@ -84,6 +86,16 @@ fn spawn_query(command: &Command, grace: &str) -> Result<Vec<(&'static str, Stri
     Ok(query)
 }
 
+/// What of `command`'s env must not show in an error: each `NAME=VALUE` and each value (the
+/// query carries them, PROTOCOL.md §5.1).
+fn env_values(command: &Command) -> Vec<String> {
+    command
+        .env
+        .iter()
+        .flat_map(|(k, v)| [format!("{k}={v}"), v.clone()])
+        .collect()
+}
+
 /// Kills one session by signal, and resizes its terminal through its follower.
 struct Control {
     handle: Handle,
@@ -148,7 +160,12 @@ pub(crate) async fn exec(handle: &Handle, command: &Command) -> Result<Process> 
     };
     let query = spawn_query(command, &grace)?;
     let tty = command.pty.is_some();
-    let target = Target::Spawn { query: &query, tty };
+    let hidden = env_values(command);
+    let target = Target::Spawn {
+        query: &query,
+        tty,
+        hidden: &hidden,
+    };
     let mut socket = open(&handle.api, &handle.name, target, "exec").await?;
     // `session_info` comes first (§18.6); output that comes before it is kept. A server that
     // sends none within the request timeout leaves the session unnamed (no re-attach, no kill).
