@@ -6,7 +6,7 @@
 //!
 //! Rust ignores SIGPIPE, so a write to a closed pipe fails with `EPIPE` instead of ending the
 //! process, and `println!` panics on it: every write to stdout goes through this module
-//! ([`line`], [`text`], [`failed`], [`Closing`]) instead. Other write errors (a full disk) are
+//! ([`line()`], [`text()`], [`failed()`], [`Closing`]) instead. Other write errors (a full disk) are
 //! sbox errors with status 1.
 
 use crate::Fail;
