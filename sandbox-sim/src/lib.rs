@@ -48,6 +48,7 @@
 //! behaviour, never from this workspace's adapters, so they can disagree with an adapter.
 
 pub mod daytona;
+mod disk;
 pub mod e2b;
 pub mod faults;
 pub mod fly;

@@ -60,6 +60,8 @@ pub(crate) struct Call {
     pub request: SimRequest,
     pub sandbox_id: String,
     pub backing: LocalSandbox,
+    /// The sandbox's files ([`crate::disk`]).
+    pub disk: crate::disk::Disk,
 }
 
 impl Call {

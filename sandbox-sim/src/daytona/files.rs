@@ -1,9 +1,15 @@
-//! Toolbox files (`/files…`, PROTOCOL.md §3.3): the sandbox's real files, relative paths
-//! resolved against its working directory.
+//! Toolbox files (`/files…`, PROTOCOL.md §3.3): the sandbox's real files, every path resolved
+//! inside the sandbox ([`crate::disk`]): relative ones against its working directory,
+//! absolute ones outside it in a root of the sandbox's own, links followed as the sandbox
+//! sees them.
+
+// A refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
+#![allow(clippy::result_large_err)]
 
 use super::api::json_answer;
 use super::call::Call;
 use crate::SimResponse;
+use crate::disk::Disk;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_sdk_core::time::format_rfc3339;
@@ -50,13 +56,23 @@ pub(crate) async fn handle(call: Call, s: &[&str]) -> SimResponse {
     }
 }
 
-fn resolve(call: &Call, path: &str) -> PathBuf {
-    let p = Path::new(path);
-    if p.is_absolute() {
-        p.to_owned()
-    } else {
-        call.backing.dir().join(p)
-    }
+/// The host path of `path` with every link followed, or the daemon's answer to a path that
+/// cannot be resolved (too many links).
+fn resolve(call: &Call, path: &str) -> Result<PathBuf, SimResponse> {
+    let (_, host) = call.disk.resolve(call.disk.mount(), path);
+    host.map_err(|e| io_answer(call, &e, path))
+}
+
+/// Like [`resolve`], but a link in the last component is the entry itself.
+fn entry(call: &Call, path: &str) -> Result<PathBuf, SimResponse> {
+    let (_, host) = call.disk.entry(call.disk.mount(), path);
+    host.map_err(|e| io_answer(call, &e, path))
+}
+
+/// The sandbox path of a host path [`resolve`] handed out.
+fn shown(disk: &Disk, host: &Path) -> String {
+    disk.shown(host)
+        .unwrap_or_else(|| host.to_string_lossy().into_owned())
 }
 
 fn io_answer(call: &Call, error: &std::io::Error, path: &str) -> SimResponse {
@@ -75,11 +91,15 @@ fn io_answer(call: &Call, error: &std::io::Error, path: &str) -> SimResponse {
     }
 }
 
-/// `FileInfo` of the file at `full`, reported under `shown`.
-fn file_info(full: &Path, name: &str, shown: &str) -> std::io::Result<Value> {
+/// `FileInfo` of the entry at `full`, reported under `shown`: a link as what it names inside
+/// the sandbox (as itself when that is nothing).
+fn file_info(disk: &Disk, full: &Path, name: &str, shown: &str) -> std::io::Result<Value> {
     let meta = std::fs::symlink_metadata(full)?;
     let meta = if meta.file_type().is_symlink() {
-        std::fs::metadata(full).unwrap_or(meta)
+        match disk.resolve("/", shown).1 {
+            Ok(target) => std::fs::symlink_metadata(target).unwrap_or(meta),
+            Err(_) => meta,
+        }
     } else {
         meta
     };
@@ -151,50 +171,56 @@ fn account_name(file: &str, id: u32) -> String {
 }
 
 fn list(call: &Call, path: &str, depth: u32) -> SimResponse {
-    let root = if path.is_empty() {
-        call.backing.dir().to_owned()
-    } else {
-        resolve(call, path)
+    let root = match resolve(call, path) {
+        Ok(r) => r,
+        Err(answer) => return answer,
     };
     let mut out = Vec::new();
-    if let Err(e) = walk(&root, depth, &mut out) {
+    if let Err(e) = walk(&call.disk, &root, depth, &mut out) {
         return io_answer(call, &e, path);
     }
     json_answer(200, &Value::Array(out))
 }
 
-fn walk(dir: &Path, depth: u32, out: &mut Vec<Value>) -> std::io::Result<()> {
+/// The entries under `dir` down to `depth`; a link is listed, never walked into.
+fn walk(disk: &Disk, dir: &Path, depth: u32, out: &mut Vec<Value>) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let full = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Ok(info) = file_info(&full, &name, &full.to_string_lossy()) else {
+        let Ok(info) = file_info(disk, &full, &name, &shown(disk, &full)) else {
             continue;
         };
-        let is_dir = info["isDir"] == true;
+        let walk_into = depth > 1 && entry.file_type().is_ok_and(|t| t.is_dir());
         out.push(info);
-        if is_dir && depth > 1 {
-            walk(&full, depth - 1, out)?;
+        if walk_into {
+            walk(disk, &full, depth - 1, out)?;
         }
     }
     Ok(())
 }
 
 fn info(call: &Call, path: &str) -> SimResponse {
-    let full = resolve(call, path);
+    let full = match entry(call, path) {
+        Ok(f) => f,
+        Err(answer) => return answer,
+    };
     let name = full
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match file_info(&full, &name, &full.to_string_lossy()) {
+    match file_info(&call.disk, &full, &name, &shown(&call.disk, &full)) {
         Ok(v) => json_answer(200, &v),
         Err(e) => io_answer(call, &e, path),
     }
 }
 
 fn download(call: &Call, path: &str) -> SimResponse {
-    let full = resolve(call, path);
+    let full = match resolve(call, path) {
+        Ok(f) => f,
+        Err(answer) => return answer,
+    };
     match std::fs::metadata(&full) {
         Ok(m) if m.is_dir() => return call.error(400, &format!("{path} is a directory")),
         Ok(_) => {}
@@ -225,11 +251,11 @@ fn bulk_download(call: &Call) -> SimResponse {
     };
     let mut body = Vec::new();
     for path in &paths {
-        let full = resolve(call, path);
-        let read = match std::fs::metadata(&full) {
-            Ok(m) if m.is_dir() => Err(call.error(400, &format!("{path} is a directory"))),
-            Ok(_) => std::fs::read(&full).map_err(|e| io_answer(call, &e, path)),
-            Err(e) => Err(io_answer(call, &e, path)),
+        let read = match resolve(call, path).map(|full| (std::fs::metadata(&full), full)) {
+            Err(answer) => Err(answer),
+            Ok((Ok(m), _)) if m.is_dir() => Err(call.error(400, &format!("{path} is a directory"))),
+            Ok((Ok(_), full)) => std::fs::read(&full).map_err(|e| io_answer(call, &e, path)),
+            Ok((Err(e), _)) => Err(io_answer(call, &e, path)),
         };
         // Each part is named by the path exactly as the client asked for it.
         let (name, content_type, data) = match read {
@@ -296,9 +322,10 @@ fn bulk_upload(call: &Call) -> SimResponse {
             errors.push(json!(format!("files[{index}]: no path before the file")));
             continue;
         };
-        match write_file(&resolve(call, path), &data) {
-            Ok(()) => written.push(json!({ "path": path, "bytes": data.len() })),
-            Err(e) => errors.push(json!(format!("{path}: {e}"))),
+        match resolve(call, path).map(|full| write_file(&full, &data)) {
+            Ok(Ok(())) => written.push(json!({ "path": path, "bytes": data.len() })),
+            Ok(Err(e)) => errors.push(json!(format!("{path}: {e}"))),
+            Err(_) => errors.push(json!(format!("{path}: too many levels of symbolic links"))),
         }
     }
     if errors.is_empty() {
@@ -327,7 +354,10 @@ fn upload_v2(call: &Call, path: Option<String>) -> SimResponse {
     } else {
         call.request.body.clone()
     };
-    let full = resolve(call, &path);
+    let full = match resolve(call, &path) {
+        Ok(f) => f,
+        Err(answer) => return answer,
+    };
     if let Err(e) = write_file(&full, &data) {
         return io_answer(call, &e, &path);
     }
@@ -337,7 +367,7 @@ fn upload_v2(call: &Call, path: Option<String>) -> SimResponse {
         .unwrap_or_default();
     json_answer(
         200,
-        &json!({ "name": name, "path": full.to_string_lossy(), "type": "file" }),
+        &json!({ "name": name, "path": shown(&call.disk, &full), "type": "file" }),
     )
 }
 
@@ -352,7 +382,10 @@ fn folder(call: &Call, path: Option<String>, mode: Option<String>) -> SimRespons
             return call.error(400, &format!("invalid mode: {}", mode.unwrap_or_default()));
         }
     };
-    let full = resolve(call, &path);
+    let full = match resolve(call, &path) {
+        Ok(f) => f,
+        Err(answer) => return answer,
+    };
     if let Err(e) = std::fs::create_dir_all(&full) {
         return io_answer(call, &e, &path);
     }
@@ -369,7 +402,10 @@ fn rename(call: &Call, source: Option<String>, destination: Option<String>) -> S
     let (Some(source), Some(destination)) = (source, destination) else {
         return call.error(400, "source and destination are required");
     };
-    let (from, to) = (resolve(call, &source), resolve(call, &destination));
+    let (from, to) = match (entry(call, &source), entry(call, &destination)) {
+        (Ok(from), Ok(to)) => (from, to),
+        (Err(answer), _) | (_, Err(answer)) => return answer,
+    };
     if let Err(e) = std::fs::symlink_metadata(&from) {
         return io_answer(call, &e, &source);
     }
@@ -390,7 +426,10 @@ fn remove(call: &Call, path: Option<String>, recursive: bool) -> SimResponse {
     let Some(path) = path else {
         return call.error(400, "path is required");
     };
-    let full = resolve(call, &path);
+    let full = match entry(call, &path) {
+        Ok(f) => f,
+        Err(answer) => return answer,
+    };
     let result = match std::fs::symlink_metadata(&full) {
         Ok(m) if m.is_dir() && !recursive => {
             return call.error(400, &format!("{path} is a directory: set recursive=true"));

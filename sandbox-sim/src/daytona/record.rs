@@ -60,6 +60,9 @@ pub(crate) struct Record {
     pub(super) last_activity: SystemTime,
     pub(super) last_activity_instant: Instant,
     pub backing: LocalSandbox,
+    /// Its files as the toolbox sees them: the working directory shown at its own (host)
+    /// path, every other absolute path in a root of the sandbox's own ([`crate::disk`]).
+    pub disk: crate::disk::Disk,
     pub preview_token: String,
     pub(super) signed: Vec<(String, u16, SystemTime)>,
     pub(super) ssh: Option<(String, SystemTime)>,
@@ -101,6 +104,7 @@ impl Record {
             updated_at: now,
             last_activity: now,
             last_activity_instant: Instant::now(),
+            disk: crate::disk::Disk::new(backing.dir(), &backing.dir().to_string_lossy()),
             backing,
             preview_token: super::random_token(32),
             signed: Vec::new(),

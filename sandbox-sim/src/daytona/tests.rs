@@ -892,3 +892,79 @@ async fn a_wrong_preview_token_is_refused_before_the_body_is_read() {
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("preview token is invalid"), "{body}");
 }
+
+/// A client's absolute paths are the sandbox's own: a path naming a host directory (a
+/// temporary one standing in for the host's home or `/tmp`) and links planted in the working
+/// directory (to a host directory, absolute or relative) resolve inside the sandbox; nothing
+/// outside it is read, written, listed, moved or removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_paths_and_links_stay_inside_the_sandbox() {
+    let sim = sim().await;
+    let c = Client::of(&sim);
+    let id = c.started(json!({})).await;
+    let t = format!("/toolbox/{id}/files");
+    let (_, dir) = c.get(&format!("/toolbox/{id}/work-dir")).await;
+    let work = std::path::PathBuf::from(dir["dir"].as_str().unwrap());
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("secret"), b"host").unwrap();
+    let outside = host.path().to_string_lossy().into_owned();
+    std::os::unix::fs::symlink(host.path(), work.join("abs")).unwrap();
+    let up = "../".repeat(work.components().count()) + &outside[1..];
+    std::os::unix::fs::symlink(&up, work.join("rel")).unwrap();
+    let q = |p: &str| url::form_urlencoded::byte_serialize(p.as_bytes()).collect::<String>();
+    for (dir, name) in [
+        (outside.clone(), "a"),
+        (format!("{}/abs", work.display()), "b"),
+        ("rel".to_owned(), "c"),
+    ] {
+        let path = format!("{dir}/{name}");
+        let written = c
+            .req(
+                reqwest::Method::POST,
+                &format!("{t}/upload-v2?path={}", q(&path)),
+            )
+            .body("inside")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(written.status().as_u16(), 200, "{path}");
+        let read = c
+            .req(
+                reqwest::Method::GET,
+                &format!("{t}/download?path={}", q(&path)),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.text().await.unwrap(), "inside", "{path}");
+        assert!(
+            !host.path().join(name).exists(),
+            "{path} was written on the host"
+        );
+        let secret = format!("{dir}/secret");
+        let (status, _) = c.get(&format!("{t}/download?path={}", q(&secret))).await;
+        assert_eq!(status, 404, "{secret} was read from the host");
+        let (_, listed) = c.get(&format!("{t}?path={}", q(&dir))).await;
+        assert!(!listed.to_string().contains("secret"), "{dir}: {listed}");
+        let moved = c
+            .post(
+                &format!("{t}/move?source={}&destination=stolen", q(&secret)),
+                json!({}),
+            )
+            .await;
+        assert_eq!(moved.0, 404, "{secret} was moved");
+        let removed = c
+            .req(reqwest::Method::DELETE, &format!("{t}?path={}", q(&secret)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(removed.status().as_u16(), 404, "{secret} was removed");
+    }
+    let names: Vec<_> = std::fs::read_dir(host.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["secret"]);
+    assert_eq!(std::fs::read(host.path().join("secret")).unwrap(), b"host");
+}

@@ -103,16 +103,16 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
         if r.state == "started" {
             r.touch();
         }
-        (r.state, r.backing.clone(), r.id.clone())
+        (r.state, r.backing.clone(), r.disk.clone(), r.id.clone())
     });
-    let (backing, id) = match found {
+    let (backing, disk, id) = match found {
         None => return proxy_error(&request, 404, "sandbox not found"),
         // The daemon of a sandbox that is not running (a snapshot or a fork leaves it running)
         // is unreachable: the proxy's empty 502.
         Some((state, ..)) if !matches!(state, "started" | "snapshotting" | "forking") => {
             return SimResponse::empty(502);
         }
-        Some((_, backing, id)) => (backing, id),
+        Some((_, backing, disk, id)) => (backing, disk, id),
     };
     let method = request.method.as_str().to_owned();
     if s.starts_with(&["process", "session"])
@@ -127,6 +127,7 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
             request,
             sandbox_id: id,
             backing,
+            disk,
         };
         let (sid, cid) = (s[2].to_owned(), s[4].to_owned());
         return super::follow::upgrade(call, upgrade, &sid, &cid);
@@ -141,6 +142,7 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
             request,
             sandbox_id: id,
             backing,
+            disk,
         };
         return super::interpreter::upgrade(call, upgrade);
     }
@@ -149,6 +151,7 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
         request,
         sandbox_id: id,
         backing,
+        disk,
     };
     match (method.as_str(), s.as_slice()) {
         ("POST", ["process", "interpreter", "context"]) => super::interpreter::create(call).await,

@@ -316,6 +316,10 @@ async fn files(sb: &Arc<Sandbox>, request: &SimRequest) -> SimResponse {
 async fn download(sb: &Sandbox, request: &SimRequest) -> SimResponse {
     let path = request.query_param("path").unwrap_or_default();
     let (shown, host) = sb.resolve(&path);
+    let host = match host {
+        Ok(h) => h,
+        Err(e) => return envd_error(500, &format!("error opening file '{shown}': {e}")),
+    };
     let meta = match tokio::fs::metadata(&host).await {
         Ok(m) => m,
         Err(_) => return envd_error(404, &format!("path '{shown}' does not exist")),
@@ -520,6 +524,10 @@ async fn upload(sb: &Sandbox, request: &SimRequest) -> SimResponse {
     let mut written = Vec::new();
     for (dest, data) in files {
         let (shown, host) = sb.resolve(&dest);
+        let host = match host {
+            Ok(h) => h,
+            Err(e) => return envd_error(500, &format!("error writing file '{shown}': {e}")),
+        };
         if !seen.insert(shown.clone()) {
             return envd_error(
                 400,

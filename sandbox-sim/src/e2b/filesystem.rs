@@ -3,7 +3,7 @@
 //! directory's listing every few milliseconds.
 
 use super::connect::{self, RpcError, StreamTx};
-use super::{Sandbox, lock, random_hex};
+use super::{HOME, Sandbox, lock, random_hex};
 use crate::{SimRequest, SimResponse};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -129,6 +129,15 @@ pub(crate) fn entry(sb: &Sandbox, host: &Path) -> std::io::Result<Value> {
     Ok(v)
 }
 
+/// The host path `path` names, or the error of a path that cannot be resolved (too many
+/// links), with the path as envd shows it.
+fn host_of(resolved: (String, std::io::Result<PathBuf>)) -> Result<(String, PathBuf), RpcError> {
+    match resolved {
+        (shown, Ok(host)) => Ok((shown, host)),
+        (shown, Err(e)) => Err(RpcError::invalid(format!("{shown}: {e}"))),
+    }
+}
+
 fn io_text(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file or directory".into(),
@@ -137,14 +146,14 @@ fn io_text(e: &std::io::Error) -> String {
 }
 
 fn stat(sb: &Sandbox, path: &str) -> Result<Value, RpcError> {
-    let (shown, host) = sb.resolve(path);
+    let (shown, host) = host_of(sb.entry(path))?;
     entry(sb, &host)
         .map(|e| json!({ "entry": e }))
         .map_err(|e| RpcError::not_found(format!("file not found: stat {shown}: {}", io_text(&e))))
 }
 
 fn list_dir(sb: &Sandbox, path: &str, depth: u64) -> Result<Value, RpcError> {
-    let (shown, host) = sb.resolve(path);
+    let (shown, host) = host_of(sb.resolve(path))?;
     match std::fs::metadata(&host) {
         Err(e) => {
             return Err(RpcError::not_found(format!(
@@ -184,7 +193,7 @@ fn walk(sb: &Sandbox, dir: &Path, depth: u64, out: &mut Vec<Value>) {
 }
 
 fn make_dir(sb: &Sandbox, path: &str) -> Result<Value, RpcError> {
-    let (shown, host) = sb.resolve(path);
+    let (shown, host) = host_of(sb.resolve(path))?;
     match std::fs::metadata(&host) {
         Ok(m) if m.is_dir() => {
             return Err(RpcError::new(
@@ -206,8 +215,8 @@ fn make_dir(sb: &Sandbox, path: &str) -> Result<Value, RpcError> {
 }
 
 fn move_entry(sb: &Sandbox, source: &str, destination: &str) -> Result<Value, RpcError> {
-    let (from_shown, from) = sb.resolve(source);
-    let (to_shown, to) = sb.resolve(destination);
+    let (from_shown, from) = host_of(sb.entry(source))?;
+    let (to_shown, to) = host_of(sb.entry(destination))?;
     if std::fs::symlink_metadata(&from).is_err() {
         return Err(RpcError::not_found(format!(
             "source file not found: stat {from_shown}: no such file or directory"
@@ -235,9 +244,9 @@ fn move_entry(sb: &Sandbox, source: &str, destination: &str) -> Result<Value, Rp
 }
 
 fn remove(sb: &Sandbox, path: &str) -> Result<Value, RpcError> {
-    let (shown, host) = sb.resolve(path);
-    // Absolute paths outside the home are host paths: never a root or what holds the home.
-    if host.parent().is_none() || sb.home().starts_with(&host) {
+    let (shown, host) = host_of(sb.entry(path))?;
+    // Never the sandbox's `/` or what holds the home.
+    if Path::new(HOME).starts_with(&shown) || sb.home().starts_with(&host) {
         return Err(RpcError::new(
             "permission_denied",
             format!("refusing to remove {shown}"),
@@ -324,7 +333,7 @@ fn changes(
 
 /// The watched directory of a `WatchDir`/`CreateWatcher` request.
 fn watched(sb: &Sandbox, message: &Value) -> Result<PathBuf, RpcError> {
-    let (shown, host) = sb.resolve(message["path"].as_str().unwrap_or(""));
+    let (shown, host) = host_of(sb.resolve(message["path"].as_str().unwrap_or("")))?;
     match std::fs::metadata(&host) {
         Err(e) => Err(RpcError::not_found(format!(
             "path {shown} not found: {}",

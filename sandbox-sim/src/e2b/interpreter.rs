@@ -127,7 +127,10 @@ async fn start(sb: &Sandbox, language: &str, cwd: &str) -> Result<(String, Conte
             ),
         ));
     }
-    let (_, host) = sb.resolve(cwd);
+    let host = sb
+        .resolve(cwd)
+        .1
+        .map_err(|e| text(500, &format!("Failed to create context: {cwd}: {e}")))?;
     let spec = ContextSpec::new(Language::Python).cwd(host.to_string_lossy());
     let made = sb
         .local

@@ -66,8 +66,11 @@
 //! Sandboxes are `local` sandboxes ([`Backing`]): commands are real processes (every one started
 //! as a background process, so closing a `Start` stream leaves it running, as envd does), files
 //! are real files. The sandbox's home `/home/user` is its host directory: file paths under it
-//! (and relative ones) map there; other absolute paths are host paths, as in the `local`
-//! provider, and command lines are not rewritten (use relative paths or `$HOME` in them).
+//! (and relative ones) map there; every other absolute path lives in a root of the sandbox's
+//! own (`/tmp/x` is the sandbox's, never the host's), and links are followed inside the
+//! sandbox ([`crate::disk`]). Snapshots and forks carry the home. Commands are host processes:
+//! their cwd maps the same way, but command lines are not rewritten (use relative paths or
+//! `$HOME` in them).
 //! Pause stops the processes (`SIGSTOP`; `memory: false` kills them), resume continues them.
 //! A sandbox past its timeout is killed, or paused when created with `autoPause`. More than
 //! [`E2bSimBuilder::max_running`] running sandboxes (20 by default, the hobby tier's cap) is a 429.
@@ -336,6 +339,8 @@ pub(crate) struct Sandbox {
     pub allow_internet: Option<bool>,
     pub network: Mutex<Option<serde_json::Value>>,
     pub local: LocalSandbox,
+    /// Its files: the home shown at [`HOME`], every other absolute path in a root of its own.
+    pub disk: crate::disk::Disk,
     pub life: Mutex<Life>,
     pub processes: Mutex<BTreeMap<u32, Arc<process::SimProcess>>>,
     pub file_meta: Mutex<HashMap<PathBuf, BTreeMap<String, String>>>,
@@ -360,28 +365,22 @@ impl Sandbox {
         lock(&self.life).phase
     }
 
-    /// Resolves an envd path: relative against the home, `/home/user/...` into the sandbox's
-    /// directory, any other absolute path as a host path. Returns (shown path, host path).
-    pub fn resolve(&self, path: &str) -> (String, PathBuf) {
-        let shown = sandbox_sdk_core::absolute_path(HOME, path);
-        (shown.clone(), self.host_path(&shown))
+    /// Resolves an envd path inside the sandbox ([`crate::disk`]): relative against the home,
+    /// links followed. Returns (shown path, host path).
+    pub fn resolve(&self, path: &str) -> (String, std::io::Result<PathBuf>) {
+        self.disk.resolve(HOME, path)
     }
 
-    fn host_path(&self, shown: &str) -> PathBuf {
-        match shown.strip_prefix(HOME) {
-            Some("") => self.home().to_owned(),
-            Some(rest) if rest.starts_with('/') => self.home().join(&rest[1..]),
-            _ => PathBuf::from(shown),
-        }
+    /// Like [`Sandbox::resolve`], a link in the last component being the entry itself.
+    pub fn entry(&self, path: &str) -> (String, std::io::Result<PathBuf>) {
+        self.disk.entry(HOME, path)
     }
 
-    /// The envd path of a host path (the inverse of [`Sandbox::resolve`]).
+    /// The envd path of a host path of the sandbox (the inverse of [`Sandbox::resolve`]).
     pub fn shown(&self, host: &Path) -> String {
-        match host.strip_prefix(self.home()) {
-            Ok(rest) if rest.as_os_str().is_empty() => HOME.to_owned(),
-            Ok(rest) => format!("{HOME}/{}", rest.to_string_lossy()),
-            Err(_) => host.to_string_lossy().into_owned(),
-        }
+        self.disk
+            .shown(host)
+            .unwrap_or_else(|| host.to_string_lossy().into_owned())
     }
 }
 

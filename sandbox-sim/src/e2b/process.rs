@@ -160,7 +160,10 @@ async fn start(sb: &Arc<Sandbox>, request: &SimRequest) -> Result<SimResponse, R
         serde_json::from_value(config["envs"].clone()).unwrap_or_default();
     let cwd = match config["cwd"].as_str().filter(|c| !c.is_empty()) {
         Some(c) => {
-            let (_, host) = sb.resolve(c);
+            let host = sb
+                .resolve(c)
+                .1
+                .map_err(|e| RpcError::invalid(format!("cwd '{c}': {e}")))?;
             if !host.is_dir() {
                 return Err(RpcError::invalid(format!("cwd '{c}' does not exist")));
             }

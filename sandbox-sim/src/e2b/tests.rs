@@ -1147,3 +1147,89 @@ async fn envd_credentials_and_caps_are_checked_before_the_body_is_read() {
         .unwrap();
     assert_eq!(answer.status(), 200);
 }
+
+/// A client's absolute paths are the sandbox's own: a path naming a host directory (here a
+/// temporary one standing in for the host's home or `/tmp`), `..` climbing above `/`, and
+/// links planted in the home (to a host directory, absolute or relative) all resolve inside
+/// the sandbox, so nothing outside it is read, written, listed or removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_paths_and_links_stay_inside_the_sandbox() {
+    let sim = E2bSim::start().await.unwrap();
+    let c = Client::of(&sim);
+    let sb = c.create(json!({"templateID": "base"})).await;
+    let home = sim.sandbox_dir(sb["sandboxID"].as_str().unwrap()).unwrap();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("secret"), b"host").unwrap();
+    let outside = host.path().to_string_lossy().into_owned();
+    let climb = format!("/home/user/../../../..{outside}");
+    std::os::unix::fs::symlink(host.path(), home.join("abs")).unwrap();
+    let up = "../".repeat(home.components().count()) + &outside[1..];
+    std::os::unix::fs::symlink(&up, home.join("rel")).unwrap();
+    let upload = |path: String, data: &'static [u8]| {
+        let form = reqwest::multipart::Form::new()
+            .part("file", reqwest::multipart::Part::bytes(data).file_name("f"));
+        c.envd(&sb, reqwest::Method::POST, "/files")
+            .query(&[("path", path)])
+            .multipart(form)
+            .send()
+    };
+    let download = |path: String| {
+        c.envd(&sb, reqwest::Method::GET, "/files")
+            .query(&[("path", path)])
+            .send()
+    };
+    for (dir, name) in [
+        (outside.clone(), "a"),
+        (climb.clone(), "b"),
+        ("/home/user/abs".to_owned(), "c"),
+        ("/home/user/rel".to_owned(), "d"),
+    ] {
+        let path = format!("{dir}/{name}");
+        assert_eq!(
+            upload(path.clone(), b"inside").await.unwrap().status(),
+            200,
+            "{path}"
+        );
+        let read = download(path.clone()).await.unwrap();
+        assert_eq!(read.status(), 200, "{path}");
+        assert_eq!(&read.bytes().await.unwrap()[..], b"inside", "{path}");
+        assert!(
+            !host.path().join(name).exists(),
+            "{path} was written on the host"
+        );
+        let secret = download(format!("{dir}/secret")).await.unwrap();
+        assert_eq!(secret.status(), 404, "{dir}/secret was read from the host");
+        let (_, listed) = c
+            .unary(&sb, "filesystem.Filesystem/ListDir", json!({"path": dir}))
+            .await;
+        assert!(
+            !listed.to_string().contains("secret"),
+            "{dir} listed the host: {listed}"
+        );
+        let (status, _) = c
+            .unary(
+                &sb,
+                "filesystem.Filesystem/Remove",
+                json!({"path": format!("{dir}/secret")}),
+            )
+            .await;
+        assert_eq!(status, 404, "{dir}/secret");
+    }
+    assert_eq!(std::fs::read(host.path().join("secret")).unwrap(), b"host");
+    let names: Vec<_> = std::fs::read_dir(host.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["secret"]);
+    // Removing a link removes the link, never what it names.
+    let (status, _) = c
+        .unary(
+            &sb,
+            "filesystem.Filesystem/Remove",
+            json!({"path": "/home/user/abs"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(host.path().join("secret").exists());
+}

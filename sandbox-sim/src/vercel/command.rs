@@ -72,6 +72,9 @@ pub(crate) async fn start(
         return refused;
     }
     let (shown, host) = session.disk.resolve(CWD, cwd);
+    let Ok(host) = host else {
+        return bad(&format!("The working directory {shown} does not exist."));
+    };
     if !host.is_dir() {
         return bad(&format!("The working directory {shown} does not exist."));
     }

@@ -151,6 +151,7 @@ fn extract(disk: &Disk, base: &str, body: &[u8]) -> Result<(), String> {
             continue;
         }
         let io = |e: std::io::Error| format!("Cannot write {shown}: {e}");
+        let host = host.map_err(io)?;
         if let Some(parent) = host.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
@@ -178,7 +179,7 @@ fn extract(disk: &Disk, base: &str, body: &[u8]) -> Result<(), String> {
 /// `POST …/fs/write`: the gzip tar body under `x-cwd` (PROTOCOL.md §7.1) → `{}`.
 pub(crate) async fn write(disk: &Disk, x_cwd: Option<&str>, body: Bytes) -> SimResponse {
     let base = match x_cwd.filter(|c| !c.is_empty()) {
-        Some(c) => disk.resolve(CWD, c).0,
+        Some(c) => sandbox_sdk_core::absolute_path(CWD, c),
         None => CWD.to_owned(),
     };
     let disk = disk.clone();
@@ -206,10 +207,13 @@ fn target(
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
     {
-        Some(c) => disk.resolve(CWD, c).0,
+        Some(c) => sandbox_sdk_core::absolute_path(CWD, c),
         None => CWD.to_owned(),
     };
-    Ok(disk.resolve(&base, path))
+    match disk.resolve(&base, path) {
+        (shown, Ok(host)) => Ok((shown, host)),
+        (shown, Err(e)) => Err(error(400, "bad_request", &format!("{shown}: {e}"))),
+    }
 }
 
 /// `POST …/fs/read` (PROTOCOL.md §7.2): the bytes streamed, 404 when there is no such file.

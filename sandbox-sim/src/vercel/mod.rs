@@ -69,7 +69,8 @@
 //!   up to [`VercelSimBuilder::max_timeout`]) stops by itself.
 //! - **Disks**: each sandbox is one `local` sandbox ([`crate::Backing`]): its directory is
 //!   `/vercel/sandbox`, the session `cwd`; every other absolute path of the file API and of a
-//!   command's `cwd` resolves under a private root beside it, never onto the host. A persistent
+//!   command's `cwd` resolves under a private root beside it, never onto the host, and links
+//!   are followed inside the sandbox ([`crate::disk`]). A persistent
 //!   sandbox (the default) keeps its disk across sessions (each stop records an automatic
 //!   snapshot); `persistent: false` starts every new session from an empty disk. A manual
 //!   snapshot copies the disk; a fork (and a create with a snapshot `source`) starts from the
@@ -112,7 +113,7 @@
 //! access token is accepted), the legacy v1 API, snapshot expiry and `keepLastSnapshots`
 //! eviction (recorded, never applied), per-plan quotas other than the two rate limits. Command
 //! lines are not rewritten: an absolute path inside a command's arguments is a host path (use
-//! relative paths or `$HOME`). Symbolic links inside a sandbox are not confined.
+//! relative paths or `$HOME`).
 
 mod api;
 mod command;

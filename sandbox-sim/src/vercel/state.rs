@@ -75,44 +75,36 @@ pub(crate) fn code_of(status: u16) -> &'static str {
     }
 }
 
-/// A sandbox's disk: its `local` sandbox's directory is `/vercel/sandbox`; every other absolute
-/// path lives under a private root beside it (removed with the sandbox).
+/// A sandbox's disk: its `local` sandbox (whose directory is `/vercel/sandbox`) and where its
+/// paths live ([`crate::disk`]: every other absolute path under a private root beside it,
+/// removed with the sandbox; links followed inside the sandbox).
 #[derive(Clone)]
 pub(crate) struct Disk {
     pub local: LocalSandbox,
-    root: PathBuf,
+    /// Where its paths live on the host, and how a path gets there.
+    pub files: crate::disk::Disk,
 }
 
 impl Disk {
     pub fn new(local: LocalSandbox) -> Disk {
-        let root = local
-            .dir()
-            .parent()
-            .map(|p| p.join("root"))
-            .unwrap_or_else(|| local.dir().join(".root"));
-        Disk { local, root }
+        let files = crate::disk::Disk::new(local.dir(), CWD);
+        Disk { local, files }
     }
 
     /// The host directory behind `/vercel/sandbox`.
     pub fn work(&self) -> &Path {
-        self.local.dir()
+        self.files.work()
     }
 
-    /// `path` (relative to `base`, itself absolute) as the sandbox shows it, normalised (`..`
-    /// never climbs above `/`), and the host path behind it.
-    pub fn resolve(&self, base: &str, path: &str) -> (String, PathBuf) {
-        let shown = sandbox_sdk_core::absolute_path(base, path);
-        let host = match shown.strip_prefix(CWD) {
-            Some("") => self.work().to_owned(),
-            Some(rest) if rest.starts_with('/') => self.work().join(&rest[1..]),
-            _ => self.root.join(&shown[1..]),
-        };
-        (shown, host)
+    /// `path` (relative to `base`, itself absolute) as the sandbox shows it, normalised, and
+    /// the host path behind it ([`crate::disk::Disk::resolve`]).
+    pub fn resolve(&self, base: &str, path: &str) -> (String, std::io::Result<PathBuf>) {
+        self.files.resolve(base, path)
     }
 
     /// Empties the disk (a session of a sandbox that does not persist starts from nothing).
     pub fn wipe(&self) {
-        for dir in [self.work(), &self.root] {
+        for dir in [self.work(), self.files.root()] {
             if let Ok(entries) = std::fs::read_dir(dir) {
                 for entry in entries.flatten() {
                     let path = entry.path();
@@ -124,23 +116,31 @@ impl Disk {
                 }
             }
         }
+        self.files.prepare();
     }
 
     /// Copies the whole disk into `to` (`to/work`, `to/root`).
     pub fn save(&self, to: &Path) -> std::io::Result<()> {
         copy_tree(self.work(), &to.join("work"))?;
-        if self.root.exists() {
-            copy_tree(&self.root, &to.join("root"))?;
-        }
-        Ok(())
+        copy_tree(self.files.root(), &to.join("root"))
     }
 
-    /// Replaces the disk with what [`Disk::save`] wrote into `from`.
+    /// Replaces the disk with what [`Disk::save`] wrote into `from` (or another disk's
+    /// directories).
     pub fn restore(&self, from: &Path) -> std::io::Result<()> {
+        self.copy_from(&from.join("work"), &from.join("root"))
+    }
+
+    /// Replaces the disk with another one's files.
+    pub fn restore_disk(&self, source: &Disk) -> std::io::Result<()> {
+        self.copy_from(source.work(), source.files.root())
+    }
+
+    fn copy_from(&self, work: &Path, root: &Path) -> std::io::Result<()> {
         self.wipe();
-        copy_tree(&from.join("work"), self.work())?;
-        if from.join("root").exists() {
-            copy_tree(&from.join("root"), &self.root)?;
+        copy_tree(work, self.work())?;
+        if root.exists() {
+            copy_tree(root, self.files.root())?;
         }
         Ok(())
     }
@@ -806,14 +806,7 @@ impl State {
         let disk = disk.clone();
         let result = tokio::task::spawn_blocking(move || match (files, from_disk) {
             (Some(dir), _) => disk.restore(&dir),
-            (None, Some(source)) => {
-                disk.wipe();
-                copy_tree(source.work(), disk.work())?;
-                if source.root.exists() {
-                    copy_tree(&source.root, &disk.root)?;
-                }
-                Ok(())
-            }
+            (None, Some(source)) => disk.restore_disk(&source),
             (None, None) => Ok(()),
         })
         .await;

@@ -1027,3 +1027,63 @@ async fn update_network_policy_and_the_session_list() {
     let (_, _, exit, _) = c.sh(&next, "test -e f").await;
     assert_eq!(exit, 1, "the disk was not kept");
 }
+
+impl Client {
+    /// `fs/write` of a gzip tar body under `x-cwd: /`.
+    async fn write_tar(&self, session: &str, body: Vec<u8>) -> Answer {
+        self.send(
+            self.http
+                .post(self.url(&format!("/v2/sandboxes/sessions/{session}/fs/write")))
+                .bearer_auth(&self.token)
+                .header("content-type", "application/gzip")
+                .header("x-cwd", "/")
+                .body(body),
+        )
+        .await
+    }
+}
+
+/// Links planted in the working directory (a command's, to a host directory, absolute or
+/// relative) resolve inside the sandbox: nothing outside it is read or written through them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_in_the_disk_resolve_inside_the_sandbox() {
+    let sim = VercelSim::start().await.unwrap();
+    let c = Client::new(&sim);
+    let (name, session) = c.create(json!({})).await;
+    let work = sim.sandbox_dir(&name).unwrap();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("secret"), b"host").unwrap();
+    let outside = host.path().to_string_lossy().into_owned();
+    std::os::unix::fs::symlink(host.path(), work.join("abs")).unwrap();
+    let up = "../".repeat(work.components().count()) + &outside[1..];
+    std::os::unix::fs::symlink(&up, work.join("rel")).unwrap();
+    let read_path = format!("/v2/sandboxes/sessions/{session}/fs/read");
+    for link in ["abs", "rel"] {
+        let read = c
+            .post(&read_path, json!({ "path": format!("{link}/secret") }))
+            .await;
+        assert_eq!(read.status, 404, "{link}/secret was read from the host");
+        let entry = format!("vercel/sandbox/{link}/x");
+        let written = c
+            .write_tar(&session, gzip_tar(&[(&entry, b"in", 0o644)]))
+            .await;
+        assert_eq!(written.status, 200, "{}", written.body);
+        let read = c
+            .post(&read_path, json!({ "path": format!("{link}/x") }))
+            .await;
+        assert_eq!(&read.raw[..], b"in");
+        let made = c
+            .post(
+                &format!("/v2/sandboxes/sessions/{session}/fs/mkdir"),
+                json!({ "path": format!("{link}/d") }),
+            )
+            .await;
+        assert_eq!(made.status, 200);
+    }
+    let names: Vec<_> = std::fs::read_dir(host.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["secret"]);
+}
