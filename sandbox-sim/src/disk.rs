@@ -122,6 +122,38 @@ impl Disk {
         Some(sandbox_sdk_core::absolute_path(base, &rest))
     }
 
+    /// Whether a link at sandbox path `link` to `target`, followed by the host from where the
+    /// link lies, lands where the sandbox follows it: `target` is relative, never climbs
+    /// above the tree the link is in (the mount, or the root outside it) and never steps into
+    /// the other one. Any other link stays inside the disk only as the file API sees it; the
+    /// host (and every command) would follow it somewhere else.
+    pub fn link_stays_in_its_tree(&self, link: &str, target: &str) -> bool {
+        if target.starts_with('/') {
+            return false;
+        }
+        let in_mount = |at: &[String]| {
+            let path = format!("/{}", at.join("/"));
+            self.mount != "/" && self.host(&path).starts_with(&self.work)
+        };
+        let mut at: Vec<String> = parts(&sandbox_sdk_core::absolute_path(link, "..")).into();
+        let side = in_mount(&at);
+        let top = if side { parts(&self.mount).len() } else { 0 };
+        for part in parts(target) {
+            if part == ".." {
+                if at.len() <= top {
+                    return false;
+                }
+                at.pop();
+            } else {
+                at.push(part);
+            }
+            if in_mount(&at) != side {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The host path of a normalised sandbox path, by text.
     fn host(&self, shown: &str) -> PathBuf {
         let in_mount = match shown.strip_prefix(self.mount.trim_end_matches('/')) {
@@ -272,6 +304,27 @@ mod tests {
         // The entry itself, when asked for it.
         assert_eq!(disk.entry("/home/user", "abs").1.unwrap(), work.join("abs"));
         assert_eq!(host(&disk, "abs"), disk.root().join(o));
+    }
+
+    #[test]
+    fn a_link_stays_in_its_tree_only_when_the_host_follows_it_as_the_sandbox_does() {
+        let (_base, disk, _outside) = disk();
+        for (link, target, stays) in [
+            ("/home/user/a", "b", true),
+            ("/home/user/d/a", "../b", true),
+            ("/home/user/a", "../x", false),
+            ("/home/user/a", "/home/user/b", false),
+            ("/tmp/a", "../etc/passwd", true),
+            ("/tmp/a", "../../../x", false),
+            ("/tmp/a", "../home/user/x", false),
+            ("/home/a", "user/x", false),
+        ] {
+            assert_eq!(
+                disk.link_stays_in_its_tree(link, target),
+                stays,
+                "{link} -> {target}"
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,13 @@
 //! The file endpoints (PROTOCOL.md §7): write a gzip tar under `x-cwd`, read one file
-//! (streamed), make a directory. Paths are the sandbox's ([`Disk::resolve`]).
+//! (streamed), make a directory. Paths are the sandbox's ([`crate::disk`]).
+//!
+//! An archive is written whole or not at all: it is inflated up to [`MAX_UNPACKED`] bytes
+//! (past that, 413 `payload_too_large`, as soon as the decoder passes the cap), and every entry
+//! is checked before the first is written. A symbolic link is kept only when its target is
+//! relative and stays in the tree the link is in (the host follows it where the sandbox does);
+//! one that leaves it (an absolute target, `..` out of `/vercel/sandbox` or of the rest of the
+//! disk) refuses the archive with 400. A hard link must name a file of the sandbox (one
+//! already there or earlier in the archive).
 
 // An endpoint's refusal is its whole HTTP answer, made once per request: boxing it buys nothing.
 #![allow(clippy::result_large_err)]
@@ -28,7 +36,16 @@ enum Entry {
         name: String,
         target: String,
     },
+    HardLink {
+        name: String,
+        target: String,
+    },
 }
+
+/// The most bytes the tar of one `fs/write` unpacks to. Vercel documents no limit (PROTOCOL.md
+/// §7.1); this is the simulator's, twice the largest file the benchmarks move, so a small
+/// archive cannot fill the host's disk (254 KiB of gzip can hold a 256 MiB file).
+pub(crate) const MAX_UNPACKED: usize = 128 << 20;
 
 /// An octal field of a tar header.
 fn octal(field: &[u8]) -> Result<u64, String> {
@@ -122,6 +139,10 @@ fn entries(tar: &[u8]) -> Result<Vec<Entry>, String> {
                 name,
                 target: text(&header[157..257]),
             }),
+            b'1' => out.push(Entry::HardLink {
+                name,
+                target: text(&header[157..257]),
+            }),
             _ => {}
         }
         at = data_at + size.div_ceil(512) * 512;
@@ -136,40 +157,96 @@ fn set_mode(path: &Path, mode: u32) {
     }
 }
 
-/// Extracts the gzip tar `body` into `disk` under `base` (blocking).
-fn extract(disk: &Disk, base: &str, body: &[u8]) -> Result<(), String> {
+fn bad(message: &str) -> SimResponse {
+    error(400, "bad_request", message)
+}
+
+/// Extracts the gzip tar `body` into `disk` under `base` (blocking), whole or not at all.
+fn extract(disk: &Disk, base: &str, body: &[u8]) -> Result<(), SimResponse> {
     let mut tar = Vec::new();
     flate2::read::GzDecoder::new(body)
+        .take(MAX_UNPACKED as u64 + 1)
         .read_to_end(&mut tar)
-        .map_err(|e| format!("The body is not a gzip-compressed tar archive: {e}"))?;
-    for entry in entries(&tar)? {
-        let name = match &entry {
-            Entry::File { name, .. } | Entry::Dir { name, .. } | Entry::Link { name, .. } => name,
+        .map_err(|e| {
+            bad(&format!(
+                "The body is not a gzip-compressed tar archive: {e}"
+            ))
+        })?;
+    if tar.len() > MAX_UNPACKED {
+        return Err(error(
+            413,
+            "payload_too_large",
+            &format!("The archive unpacks to more than {MAX_UNPACKED} bytes."),
+        ));
+    }
+    let entries = entries(&tar).map_err(|why| bad(&why))?;
+    let files = &disk.files;
+    let mut archived = std::collections::HashSet::new();
+    for entry in &entries {
+        match entry {
+            Entry::File { name, .. } => {
+                archived.insert(sandbox_sdk_core::absolute_path(base, name));
+            }
+            Entry::Link { name, target } => {
+                let shown = sandbox_sdk_core::absolute_path(base, name);
+                if !files.link_stays_in_its_tree(&shown, target) {
+                    return Err(bad(&format!(
+                        "The link {shown} -> {target} leads outside the directory it is in."
+                    )));
+                }
+            }
+            Entry::HardLink { name, target } => {
+                let linked = sandbox_sdk_core::absolute_path(base, target);
+                let exists = || disk.resolve(base, target).1.is_ok_and(|h| h.is_file());
+                if !archived.contains(&linked) && !exists() {
+                    let shown = sandbox_sdk_core::absolute_path(base, name);
+                    return Err(bad(&format!(
+                        "The hard link {shown} names {linked}, which is not a file of the sandbox."
+                    )));
+                }
+            }
+            Entry::Dir { .. } => {}
+        }
+    }
+    for entry in entries {
+        let (shown, host) = match &entry {
+            Entry::Dir { name, .. } => disk.resolve(base, name),
+            Entry::File { name, .. } | Entry::Link { name, .. } | Entry::HardLink { name, .. } => {
+                files.entry(base, name)
+            }
         };
-        let (shown, host) = disk.resolve(base, name);
         if shown == "/" {
             continue;
         }
-        let io = |e: std::io::Error| format!("Cannot write {shown}: {e}");
+        let io = |e: std::io::Error| bad(&format!("Cannot write {shown}: {e}"));
         let host = host.map_err(io)?;
         if let Some(parent) = host.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
+        let replace = |host: &Path| {
+            if std::fs::symlink_metadata(host).is_ok_and(|m| !m.is_dir()) {
+                std::fs::remove_file(host)?;
+            }
+            Ok(())
+        };
         match entry {
             Entry::Dir { mode, .. } => {
                 std::fs::create_dir_all(&host).map_err(io)?;
                 set_mode(&host, mode);
             }
             Entry::File { mode, data, .. } => {
-                if host.is_symlink() {
-                    std::fs::remove_file(&host).map_err(io)?;
-                }
+                replace(&host).map_err(io)?;
                 std::fs::write(&host, data).map_err(io)?;
                 set_mode(&host, if mode == 0 { 0o644 } else { mode });
             }
             Entry::Link { target, .. } => {
-                let _ = std::fs::remove_file(&host);
+                replace(&host).map_err(io)?;
                 std::os::unix::fs::symlink(target, &host).map_err(io)?;
+            }
+            Entry::HardLink { target, .. } => {
+                let linked = disk.resolve(base, &target).1.map_err(io)?;
+                replace(&host).map_err(io)?;
+                std::fs::hard_link(linked, &host).map_err(io)?;
             }
         }
     }
@@ -185,7 +262,7 @@ pub(crate) async fn write(disk: &Disk, x_cwd: Option<&str>, body: Bytes) -> SimR
     let disk = disk.clone();
     match tokio::task::spawn_blocking(move || extract(&disk, &base, &body)).await {
         Ok(Ok(())) => SimResponse::json(200, &json!({})),
-        Ok(Err(why)) => error(400, "bad_request", &why),
+        Ok(Err(refused)) => refused,
         Err(e) => error(500, "internal_server_error", &e.to_string()),
     }
 }
@@ -212,7 +289,7 @@ fn target(
     };
     match disk.resolve(&base, path) {
         (shown, Ok(host)) => Ok((shown, host)),
-        (shown, Err(e)) => Err(error(400, "bad_request", &format!("{shown}: {e}"))),
+        (shown, Err(e)) => Err(bad(&format!("{shown}: {e}"))),
     }
 }
 

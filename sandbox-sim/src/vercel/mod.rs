@@ -93,7 +93,9 @@
 //!   closed or broken answers 400 `command_stdin_unavailable`. A write the process does not
 //!   read within 10 s answers 504 with the `bytesWritten` reached.
 //! - **Files** (§7): write extracts a gzip tar under `x-cwd` (default: the session cwd),
-//!   creating parents, with the entries' modes; read answers `application/octet-stream` with
+//!   creating parents, with the entries' modes, whole or not at all: an archive that unpacks
+//!   past 128 MiB is 413 `payload_too_large`, a link entry that leaves the tree it is in is
+//!   400 (see `files.rs`); read answers `application/octet-stream` with
 //!   `Content-Disposition`, 404 `file_not_found` when missing, 400 for a directory; mkdir makes
 //!   parents and accepts an existing directory.
 //! - **Rate limits** (§12, on unless [`Simulator::set_rate_limits`] turns them off): creates

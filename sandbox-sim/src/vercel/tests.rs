@@ -1043,6 +1043,19 @@ impl Client {
     }
 }
 
+/// The bytes of every file under `dir`.
+fn tree_size(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
 /// Links planted in the working directory (a command's, to a host directory, absolute or
 /// relative) resolve inside the sandbox: nothing outside it is read or written through them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1086,4 +1099,155 @@ async fn links_in_the_disk_resolve_inside_the_sandbox() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(names, ["secret"]);
+}
+
+/// A tar entry of kind `kind` (`b'2'` a symbolic link, `b'1'` a hard link) at `name` naming
+/// `target`.
+fn link_entry(name: &str, target: &str, kind: u8) -> Vec<u8> {
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name.as_bytes());
+    header[100..107].copy_from_slice(b"0000777");
+    header[124..135].copy_from_slice(b"00000000000");
+    header[156] = kind;
+    header[157..157 + target.len()].copy_from_slice(target.as_bytes());
+    header[257..262].copy_from_slice(b"ustar");
+    header.to_vec()
+}
+
+/// A regular-file tar entry (its header and data blocks).
+fn file_entry(name: &str, data: &[u8], size: usize) -> Vec<u8> {
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name.as_bytes());
+    header[100..107].copy_from_slice(b"0000644");
+    header[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
+    header[156] = b'0';
+    header[257..262].copy_from_slice(b"ustar");
+    let mut block = header.to_vec();
+    block.extend_from_slice(data);
+    block.resize(block.len().div_ceil(512) * 512, 0);
+    block
+}
+
+/// `entries` (raw tar blocks) gzipped, with the end-of-archive blocks.
+fn gzip_blocks(entries: &[Vec<u8>]) -> Vec<u8> {
+    let mut tar: Vec<u8> = entries.concat();
+    tar.resize(tar.len() + 1024, 0);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar).unwrap();
+    gz.finish().unwrap()
+}
+
+/// A link entry that leaves the disk (an absolute target, or `..` out of the tree it is in) is
+/// refused with nothing of the archive written, so no host file is reached without a command
+/// run; a link that stays inside is kept, and a hard link names a file of the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tar_links_that_leave_the_disk_are_refused_and_nothing_is_written() {
+    let sim = VercelSim::start().await.unwrap();
+    let c = Client::new(&sim);
+    let (name, session) = c.create(json!({})).await;
+    let work = sim.sandbox_dir(&name).unwrap();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("secret"), b"host").unwrap();
+    let outside = host.path().to_string_lossy().into_owned();
+    let up = "../".repeat(work.components().count() + 2) + &outside[1..];
+    for (link, target, kind) in [
+        ("vercel/sandbox/abs", outside.as_str(), b'2'),
+        ("vercel/sandbox/rel", up.as_str(), b'2'),
+        ("vercel/sandbox/climb", "../../etc", b'2'),
+        ("tmp/abs", "/etc/passwd", b'2'),
+        (
+            "vercel/sandbox/hard",
+            &format!("{outside}/secret")[1..],
+            b'1',
+        ),
+    ] {
+        let archive = gzip_blocks(&[
+            file_entry("vercel/sandbox/before.txt", b"first", 5),
+            link_entry(link, target, kind),
+            file_entry(&format!("{link}/after"), b"through", 7),
+        ]);
+        let refused = c.write_tar(&session, archive).await;
+        assert_eq!(refused.status, 400, "{link} -> {target}: {}", refused.body);
+        assert!(
+            !work.join("before.txt").exists(),
+            "{link}: half the archive was written"
+        );
+        assert!(std::fs::symlink_metadata(work.join("abs")).is_err());
+    }
+    let names: Vec<_> = std::fs::read_dir(host.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["secret"]);
+    assert_eq!(std::fs::read(host.path().join("secret")).unwrap(), b"host");
+    // Links inside the tree they are in are kept; a hard link names a file of the sandbox.
+    let kept = c
+        .write_tar(
+            &session,
+            gzip_blocks(&[
+                file_entry("vercel/sandbox/d/a.txt", b"inside", 6),
+                link_entry("vercel/sandbox/d/b.txt", "a.txt", b'2'),
+                link_entry("vercel/sandbox/c.txt", "d/a.txt", b'2'),
+                link_entry("vercel/sandbox/h.txt", "vercel/sandbox/d/a.txt", b'1'),
+            ]),
+        )
+        .await;
+    assert_eq!(kept.status, 200, "{}", kept.body);
+    let read_path = format!("/v2/sandboxes/sessions/{session}/fs/read");
+    for path in ["d/b.txt", "c.txt", "h.txt"] {
+        let read = c.post(&read_path, json!({ "path": path })).await;
+        assert_eq!(&read.raw[..], b"inside", "{path}");
+    }
+    assert_eq!(
+        std::fs::read_link(work.join("c.txt")).unwrap(),
+        std::path::Path::new("d/a.txt")
+    );
+}
+
+/// A gzip of `prefix` then `zeros` zero bytes, made in a moment whatever `zeros` is: one
+/// deflated MiB of zeros repeated (its back-references reach only zeros), no valid trailer
+/// (a decoder that stops at its cap never reads it).
+fn gzip_bomb(prefix: &[u8], zeros_mib: usize) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut deflate = Compress::new(Compression::best(), false);
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let mut step = |input: &[u8]| {
+        let mut chunk = Vec::with_capacity(input.len() + 1024);
+        deflate
+            .compress_vec(input, &mut chunk, FlushCompress::Sync)
+            .unwrap();
+        chunk
+    };
+    out.extend(step(prefix));
+    let zeros = vec![0u8; 1 << 20];
+    out.extend(step(&zeros));
+    let repeated = step(&zeros);
+    for _ in 1..zeros_mib {
+        out.extend_from_slice(&repeated);
+    }
+    out
+}
+
+/// An upload that inflates past the cap (254 KiB of gzip holding a 256 MiB file) is refused
+/// with Vercel's 413 as soon as the decoder passes the cap, and nothing of it is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_inflates_past_the_cap_is_refused_and_nothing_is_written() {
+    let sim = VercelSim::start().await.unwrap();
+    let c = Client::new(&sim);
+    let (name, session) = c.create(json!({})).await;
+    let work = sim.sandbox_dir(&name).unwrap();
+    // A small file, then the header of a 256 MiB one whose data is the zeros.
+    let mut prefix = file_entry("vercel/sandbox/small.txt", b"first", 5);
+    prefix.extend(file_entry("vercel/sandbox/big.bin", b"", 256 << 20));
+    let bomb = gzip_bomb(&prefix, 256);
+    assert!(bomb.len() < 1 << 20, "{} bytes of gzip", bomb.len());
+    let refused = c.write_tar(&session, bomb).await;
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "payload_too_large");
+    assert!(
+        !work.join("small.txt").exists(),
+        "half the archive was written"
+    );
+    assert_eq!(tree_size(work.parent().unwrap()), 0, "the disk stays empty");
 }
