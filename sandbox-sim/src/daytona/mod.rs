@@ -69,7 +69,7 @@
 //!   /files/download` and `POST /files/bulk-download` (`files.read`), `POST /files/bulk-upload`
 //!   and `/files/upload-v2` (`files.write`), `POST /files/folder` (`files.mkdir`), `POST
 //!   /files/move` (`files.move`), `DELETE /files` (`files.remove`). Every path is the
-//!   sandbox's ([`crate::disk`]): relative ones resolve against its working directory, which
+//!   sandbox's (`crate::disk`): relative ones resolve against its working directory, which
 //!   shows at its own host path (what `GET /work-dir` and `GET /user-home-dir` report, and
 //!   where commands run); every other absolute path lives in a root of the sandbox's own,
 //!   never on the host, and links are followed inside the sandbox.

@@ -68,7 +68,7 @@
 //! are real files. The sandbox's home `/home/user` is its host directory: file paths under it
 //! (and relative ones) map there; every other absolute path lives in a root of the sandbox's
 //! own (`/tmp/x` is the sandbox's, never the host's), and links are followed inside the
-//! sandbox ([`crate::disk`]). Snapshots and forks carry the home. Commands are host processes:
+//! sandbox (`crate::disk`). Snapshots and forks carry the home. Commands are host processes:
 //! their cwd maps the same way, but command lines are not rewritten (use relative paths or
 //! `$HOME` in them).
 //! Pause stops the processes (`SIGSTOP`; `memory: false` kills them), resume continues them.
@@ -365,7 +365,7 @@ impl Sandbox {
         lock(&self.life).phase
     }
 
-    /// Resolves an envd path inside the sandbox ([`crate::disk`]): relative against the home,
+    /// Resolves an envd path inside the sandbox (`crate::disk`): relative against the home,
     /// links followed. Returns (shown path, host path).
     pub fn resolve(&self, path: &str) -> (String, std::io::Result<PathBuf>) {
         self.disk.resolve(HOME, path)

@@ -70,7 +70,7 @@
 //! - **Disks**: each sandbox is one `local` sandbox ([`crate::Backing`]): its directory is
 //!   `/vercel/sandbox`, the session `cwd`; every other absolute path of the file API and of a
 //!   command's `cwd` resolves under a private root beside it, never onto the host, and links
-//!   are followed inside the sandbox ([`crate::disk`]). A persistent
+//!   are followed inside the sandbox (`crate::disk`). A persistent
 //!   sandbox (the default) keeps its disk across sessions (each stop records an automatic
 //!   snapshot); `persistent: false` starts every new session from an empty disk. A manual
 //!   snapshot copies the disk; a fork (and a create with a snapshot `source`) starts from the
