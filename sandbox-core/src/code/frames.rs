@@ -3,11 +3,12 @@
 //! kernel's driver speaks too, so one parser serves both. The driver adds `ready`,
 //! `truncated`, an `id` naming the request, `status` on the end, and `spilled` on results.
 //!
-//! [`LineReader`] splits a byte stream into lines in linear time with a bound on line length.
+//! Lines come from core's one [`LineReader`](crate::lines::LineReader), re-exported here.
 
 use super::{CodeEvent, CodeResult, ExecutionError, SpilledOutput, mime};
-use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value};
+
+pub use crate::lines::{Line, LineReader};
 
 /// How a cell ended, from an `end_of_execution` line (`ok` when the line says nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,88 +156,9 @@ pub fn result_to_wire(result: &CodeResult) -> Map<String, Value> {
     object
 }
 
-/// Splits bytes into `\n`-terminated lines, scanning each byte once, refusing a line longer
-/// than its bound (the bytes of such a line are dropped up to its end and reported once).
-#[derive(Debug)]
-pub struct LineReader {
-    buffer: BytesMut,
-    /// How much of `buffer` is known to hold no `\n`.
-    scanned: usize,
-    max_line: usize,
-    /// Inside an overlong line: drop bytes until its `\n`.
-    skipping: bool,
-}
-
-/// What [`LineReader::push`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Line {
-    /// A whole line, without its `\n`.
-    Whole(Bytes),
-    /// A line longer than the bound was dropped.
-    TooLong,
-}
-
-impl LineReader {
-    /// A reader that refuses lines over `max_line` bytes.
-    pub fn new(max_line: usize) -> Self {
-        LineReader {
-            buffer: BytesMut::new(),
-            scanned: 0,
-            max_line,
-            skipping: false,
-        }
-    }
-
-    /// Adds bytes and returns the lines they completed.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<Line> {
-        let mut lines = Vec::new();
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            if self.skipping {
-                match memchr(rest) {
-                    Some(end) => {
-                        self.skipping = false;
-                        rest = &rest[end + 1..];
-                    }
-                    None => return lines,
-                }
-                continue;
-            }
-            let room = self.max_line.saturating_sub(self.buffer.len()) + 1;
-            let take = rest.len().min(room);
-            self.buffer.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            while let Some(offset) = memchr(&self.buffer[self.scanned..]) {
-                let end = self.scanned + offset;
-                let line = self.buffer.split_to(end + 1);
-                self.scanned = 0;
-                lines.push(Line::Whole(line.freeze().slice(..end)));
-            }
-            self.scanned = self.buffer.len();
-            if self.buffer.len() > self.max_line {
-                self.buffer.clear();
-                self.scanned = 0;
-                self.skipping = true;
-                lines.push(Line::TooLong);
-            }
-        }
-        lines
-    }
-
-    /// Bytes held after the last `\n` (a line without its end).
-    pub fn pending(&self) -> usize {
-        self.buffer.len()
-    }
-}
-
-fn memchr(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|b| *b == b'\n')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
     fn e2b_lines_parse_into_events() {
@@ -270,43 +192,5 @@ mod tests {
         .unwrap();
         assert_eq!(id.as_deref(), Some("c1"));
         assert_eq!(count, Frame::Event(CodeEvent::ExecutionCount(3)));
-    }
-
-    #[test]
-    fn an_overlong_line_is_dropped_and_reported_once() {
-        let mut reader = LineReader::new(8);
-        let mut lines = reader.push(b"short\n0123456789");
-        lines.extend(reader.push(b"abcdef"));
-        lines.extend(reader.push(b"ghi\nok\n"));
-        assert_eq!(
-            lines,
-            vec![
-                Line::Whole(Bytes::from_static(b"short")),
-                Line::TooLong,
-                Line::Whole(Bytes::from_static(b"ok")),
-            ]
-        );
-    }
-
-    proptest! {
-        /// However the bytes are cut into chunks, the lines come out the same.
-        #[test]
-        fn chunking_does_not_change_the_lines(
-            lines in proptest::collection::vec("[a-z]{0,20}", 0..20),
-            cuts in proptest::collection::vec(1usize..7, 1..50),
-        ) {
-            let text = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
-            let mut reader = LineReader::new(64);
-            let mut got = Vec::new();
-            let mut rest = text.as_bytes();
-            let mut cut = cuts.iter().cycle();
-            while !rest.is_empty() {
-                let n = (*cut.next().unwrap()).min(rest.len());
-                got.extend(reader.push(&rest[..n]));
-                rest = &rest[n..];
-            }
-            let want: Vec<Line> = lines.iter().map(|l| Line::Whole(Bytes::from(l.clone()))).collect();
-            prop_assert_eq!(got, want);
-        }
     }
 }

@@ -24,9 +24,6 @@ pub(crate) struct Anchor;
 
 #[cfg(not(target_os = "linux"))]
 impl Anchor {
-    fn pid(&self) -> i32 {
-        0
-    }
     fn members(&self) -> Vec<i32> {
         Vec::new()
     }
