@@ -1,30 +1,11 @@
 //! `sbox` against the `local` provider, run as a process: create, exec (live output, exit
 //! code), cp both ways, rm, and the errors a user sees.
 
+mod run;
+
+use run::{create, sbox, stderr, stdout};
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn sbox(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sbox"))
-        .args(args)
-        .env("SBOX_LOCAL_ROOT", root.join("root"))
-        .output()
-        .unwrap()
-}
-
-fn create(root: &Path) -> String {
-    let out = sbox(root, &["create", "--provider", "local"]);
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 #[test]
 fn exec_passes_output_through_and_exits_with_the_commands_code() {

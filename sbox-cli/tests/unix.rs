@@ -2,27 +2,15 @@
 //! every command quietly with status 141, `ls` of `local` shows what an earlier `sbox create`
 //! made, and the help names every provider of the registry.
 
+mod run;
+
+use run::{create, sbox, sbox_command, stderr, stdout};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 /// What sbox exits with when its standard output is closed: 128 + SIGPIPE, as a shell reports
 /// a command that SIGPIPE ended.
 const CLOSED_STDOUT: i32 = 141;
-
-fn sbox_command(root: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sbox"));
-    command
-        .args(args)
-        .env("SBOX_LOCAL_ROOT", root.join("root"))
-        // A panic would print its backtrace: the test looks for it.
-        .env("RUST_BACKTRACE", "1")
-        .stdin(Stdio::null());
-    command
-}
-
-fn sbox(root: &Path, args: &[&str]) -> Output {
-    sbox_command(root, args).output().unwrap()
-}
 
 /// `sbox` with its standard output a pipe whose reader has already gone, as in
 /// `sbox ... | head -0`: every write to it fails with `EPIPE`, with no race against the reader.
@@ -34,20 +22,6 @@ fn sbox_to_closed_pipe(root: &Path, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .output()
         .unwrap()
-}
-
-fn create(root: &Path) -> String {
-    let out = sbox(root, &["create", "-p", "local"]);
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
