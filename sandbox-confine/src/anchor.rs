@@ -43,6 +43,9 @@ pub struct ViewSpec {
     pub home: String,
     /// Network off: a namespace with only loopback.
     pub network_off: bool,
+    /// The anchor, and with it the sandbox, ends when the process that made it ends (else it
+    /// runs on until killed or until its work directory is removed).
+    pub tethered: bool,
 }
 
 /// One step of building a view, run by the anchor (paths under the view's mount point).
@@ -77,12 +80,73 @@ struct AnchorPlan {
     held: [CString; 2],
     /// Write end: the anchor writes `0` when ready, or the failed step and errno.
     report: RawFd,
+    /// Read end of the process's [`tether`] when tethered: it hangs up when the process ends.
+    tether: Option<RawFd>,
+}
+
+/// How often an idle anchor looks whether its work directory or its tether is gone.
+const ANCHOR_LOOK: libc::c_int = 250;
+
+/// This process's tether: a pipe whose write end only this process holds (close-on-exec,
+/// and every anchor closes its copy), so its read end hangs up once the process has ended.
+fn tether() -> Option<RawFd> {
+    static TETHER: std::sync::OnceLock<Option<(OwnedFd, OwnedFd)>> = std::sync::OnceLock::new();
+    TETHER
+        .get_or_init(|| pipe().ok())
+        .as_ref()
+        .map(|(read, _)| read.as_raw_fd())
+}
+
+/// Closes every descriptor of the anchor but `keep` and points 0, 1 and 2 at `/dev/null`: the
+/// anchor is a copy of its maker and would otherwise hold its maker's sockets and pipes open.
+unsafe fn close_all_but(keep: &mut [RawFd]) {
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+        keep.sort_unstable();
+        let mut from = 3u32;
+        for &fd in keep.iter() {
+            let fd = fd as u32;
+            if fd > from {
+                libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32);
+            }
+            from = from.max(fd + 1);
+        }
+        libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32);
+    }
+}
+
+/// True when the anchor should end: its work directory ([`HELD`]`[0]`) was removed, or the
+/// tether hung up.
+unsafe fn anchor_orphaned(tether: Option<RawFd>) -> bool {
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(HELD[0], &mut st) == 0 && st.st_nlink == 0 {
+            return true;
+        }
+        let mut poll = libc::pollfd {
+            fd: tether.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        libc::poll(&mut poll, 1, ANCHOR_LOOK) > 0
+            && poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLIN) != 0
+    }
 }
 
 /// A confined sandbox's anchor and what each command needs to join it.
 #[derive(Debug)]
 pub struct Anchor {
     pid: i32,
+    /// A pidfd of the anchor, so a signal never reaches another process that took its pid.
+    pidfd: Option<OwnedFd>,
     namespaces: Vec<(OwnedFd, libc::c_int)>,
     landlock: Option<(OwnedFd, u32)>,
     filter: Vec<libc::sock_filter>,
@@ -375,6 +439,8 @@ extern "C" fn anchor_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at the plan, alive in this process's copy of the parent's memory.
     let plan = unsafe { &*(arg as *const AnchorPlan) };
     unsafe {
+        let mut keep = [plan.go, plan.report, plan.tether.unwrap_or(plan.go)];
+        close_all_but(&mut keep);
         let mut byte = 0u8;
         if libc::read(plan.go, (&mut byte as *mut u8).cast(), 1) != 1 {
             libc::_exit(1);
@@ -452,14 +518,12 @@ extern "C" fn anchor_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         report(plan.report, 0, 0);
         libc::close(plan.report);
+        // Reap the orphans that fall to PID 1 until there is no reason to go on.
         loop {
             let mut status = 0;
-            if libc::waitpid(-1, &mut status, 0) < 0 && errno() == libc::ECHILD {
-                let pause = libc::timespec {
-                    tv_sec: 1,
-                    tv_nsec: 0,
-                };
-                libc::nanosleep(&pause, std::ptr::null_mut());
+            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+            if anchor_orphaned(plan.tether) {
+                libc::_exit(0);
             }
         }
     }
@@ -524,6 +588,10 @@ impl Anchor {
             network_off: spec.network_off,
             go: go_read.as_raw_fd(),
             report: report_write.as_raw_fd(),
+            tether: match spec.tethered {
+                true => Some(tether().ok_or("cannot make the process's tether pipe")?),
+                false => None,
+            },
         });
         let mut flags = libc::CLONE_NEWUSER
             | libc::CLONE_NEWNS
@@ -596,7 +664,15 @@ impl Anchor {
             Err(why) => return Err(fail(why)),
         }
         drop(plan);
-        Anchor::joined(pid, spec, limits, owner).map_err(fail)
+        let anchor = Anchor::joined(pid, spec, limits, owner).map_err(fail)?;
+        // The anchor is this process's child: reap it whenever it ends, so it leaves no zombie.
+        let _ = std::thread::Builder::new()
+            .name("sandbox-anchor-reaper".into())
+            .stack_size(64 << 10)
+            .spawn(move || unsafe {
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            });
+        Ok(anchor)
     }
 
     /// Takes over the anchor `pid` that an earlier process started for the view `spec`, if it
@@ -666,8 +742,14 @@ impl Anchor {
                 None
             }
         };
+        // SAFETY: a plain system call; the descriptor it returns is owned here.
+        let pidfd = unsafe {
+            let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0u32);
+            (fd >= 0).then(|| OwnedFd::from_raw_fd(fd as RawFd))
+        };
         Ok(Anchor {
             pid,
+            pidfd,
             namespaces,
             landlock,
             filter: seccomp_filter(),
@@ -708,13 +790,23 @@ impl Anchor {
 
     /// Ends the anchor, and with it every process of the sandbox.
     pub fn kill(&self) {
+        // SAFETY: plain system calls on a pidfd owned here or a pid checked just before.
         unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
+            match &self.pidfd {
+                Some(fd) => {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0u32,
+                    );
+                }
+                None => {
+                    libc::kill(self.pid, libc::SIGKILL);
+                }
+            }
         }
-        let pid = self.pid;
-        std::thread::spawn(move || unsafe {
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        });
     }
 
     /// Makes `cmd` run confined: joining the namespaces, its cwd `cwd` inside, limits,
@@ -811,12 +903,6 @@ impl Anchor {
                 child => wait_and_mirror(child),
             }
         }
-    }
-}
-
-impl Drop for Anchor {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

@@ -18,6 +18,7 @@ fn start(network_off: bool) -> Box_ {
         tmp: dir.path().join("tmp"),
         home: "/home/user".into(),
         network_off,
+        tethered: true,
     };
     let limits = Limits {
         processes: 64,
@@ -154,4 +155,50 @@ fn a_fork_bomb_and_a_file_size_bomb_end_bounded() {
     let out = sh(&b, "head -c 4194304 /dev/zero > /home/user/big");
     assert!(!out.status.success());
     assert!(std::fs::metadata(b.spec.work.join("big")).unwrap().len() <= 1 << 20);
+}
+
+/// Waits (polling, at most 10 s) for `done`.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..1000 {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn an_anchor_holds_none_of_its_makers_descriptors() {
+    use std::io::Read;
+    let (mut read, write) = std::io::pipe().unwrap();
+    let b = start(true);
+    drop(write);
+    // Were the anchor holding a copy of the write end, this read would wait for ever.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        tx.send(read.read_to_end(&mut buf).map(|_| buf.len()).ok())
+    });
+    let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+    assert_eq!(got, Ok(Some(0)), "the anchor kept its maker's pipe open");
+    drop(b);
+}
+
+#[test]
+fn removing_the_work_directory_ends_the_sandbox() {
+    let b = start(true);
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg("sleep 1000");
+    b.anchor.confine(&mut cmd, "/").unwrap();
+    let mut child = cmd.spawn().unwrap();
+    assert!(eventually(|| !b.anchor.members().is_empty()));
+    let pid = b.anchor.pid();
+    std::fs::remove_dir_all(&b.spec.work).unwrap();
+    assert!(!child.wait().unwrap().success());
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat.contains(") Z "))
+    };
+    assert!(eventually(gone), "the anchor outlived its directory");
 }

@@ -47,15 +47,18 @@ pub(crate) struct Settings {
     pub network: bool,
     pub limits: Limits,
     pub home: String,
+    /// The sandboxes end with this process.
+    pub tethered: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            mode: Confine::Off,
+            mode: Confine::default(),
             network: false,
             limits: Limits::default(),
             home: "/home/user".into(),
+            tethered: false,
         }
     }
 }
@@ -119,6 +122,7 @@ impl Settings {
             tmp: base.join("tmp"),
             home: self.home.clone(),
             network_off: !self.network,
+            tethered: self.tethered,
         }
     }
 

@@ -245,11 +245,11 @@ impl LocalProvider {
     }
 
     /// How the sandboxes this provider creates confine their processes.
-    /// [`Confine::Required`](confine::Confine::Required): every layer (namespaces, view,
-    /// seccomp, Landlock, limits), or create fails saying which is missing;
-    /// [`Confine::BestEffort`](confine::Confine::BestEffort): what this machine offers;
-    /// [`Confine::Off`](confine::Confine::Off), for now the default: plain host processes, for
-    /// trusted code only (the simulators and suites have yet to run confined by default).
+    /// [`Confine::Required`](confine::Confine::Required), the default: every layer
+    /// (namespaces, view, seccomp, Landlock, limits), or create fails saying which is missing;
+    /// [`Confine::BestEffort`](confine::Confine::BestEffort): what this machine offers, the
+    /// rest reported by [`confinement`](Self::confinement);
+    /// [`Confine::Off`](confine::Confine::Off): plain host processes, for trusted code only.
     pub fn confine(mut self, mode: confine::Confine) -> Self {
         self.confinement.mode = mode;
         self
@@ -265,6 +265,15 @@ impl LocalProvider {
     /// The resource limits of each confined process (default [`confine::Limits::default`]).
     pub fn limits(mut self, limits: confine::Limits) -> Self {
         self.confinement.limits = limits;
+        self
+    }
+
+    /// Ends the confined sandboxes this provider creates (and every process in them) when
+    /// this process ends, as a test harness or a simulator wants. By default they run on
+    /// until destroyed or until their directory is removed, so a later process (another `sbox`
+    /// call) finds them running.
+    pub fn end_with_process(mut self, on: bool) -> Self {
+        self.confinement.tethered = on;
         self
     }
 
