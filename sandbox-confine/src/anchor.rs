@@ -455,7 +455,11 @@ extern "C" fn anchor_main(arg: *mut libc::c_void) -> libc::c_int {
             }
             libc::close(fd);
         }
-        if libc::setresgid(0, 0, 0) != 0 || libc::setresuid(0, 0, 0) != 0 {
+        // Raw system calls: glibc's wrappers would broadcast the change to the threads of the
+        // process this is a copy of, which do not exist here, and can wait for them for ever.
+        if libc::syscall(libc::SYS_setresgid, 0, 0, 0) != 0
+            || libc::syscall(libc::SYS_setresuid, 0, 0, 0) != 0
+        {
             report(plan.report, 6, errno());
             libc::_exit(1);
         }
