@@ -245,11 +245,12 @@ impl LocalProvider {
     }
 
     /// How the sandboxes this provider creates confine their processes.
-    /// [`Confine::Required`](confine::Confine::Required), the default: every layer
-    /// (namespaces, view, seccomp, Landlock, limits), or create fails saying which is missing;
+    /// [`Confine::Required`](confine::Confine::Required): every layer (namespaces, view,
+    /// seccomp, Landlock, limits), or create fails saying which is missing;
     /// [`Confine::BestEffort`](confine::Confine::BestEffort): what this machine offers, the
     /// rest reported by [`confinement`](Self::confinement);
-    /// [`Confine::Off`](confine::Confine::Off): plain host processes, for trusted code only.
+    /// [`Confine::Off`](confine::Confine::Off), for now the default: plain host processes, for
+    /// trusted code only (the simulators and suites do not yet all pass confined).
     pub fn confine(mut self, mode: confine::Confine) -> Self {
         self.confinement.mode = mode;
         self
