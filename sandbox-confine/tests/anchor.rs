@@ -90,27 +90,27 @@ fn exit_codes_and_signals_read_as_without_confinement() {
 #[test]
 fn destroying_the_anchor_ends_every_process() {
     let b = start(true);
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c").arg("setsid sleep 1000 & sleep 1000");
-    b.anchor.confine(&mut cmd, "/home/user").unwrap();
-    let mut child = cmd.spawn().unwrap();
-    for _ in 0..200 {
-        if b.anchor.members().len() >= 2 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert!(b.anchor.members().len() >= 2, "{:?}", b.anchor.members());
+    let mut child = spawn(&b, "setsid sleep 1000 & sleep 1000");
+    assert!(
+        eventually(|| b.anchor.members().len() >= 2),
+        "{:?}",
+        b.anchor.members()
+    );
     b.anchor.kill();
-    let status = child.wait().unwrap();
-    assert!(!status.success());
-    for _ in 0..200 {
-        if b.anchor.members().is_empty() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("processes outlived the anchor: {:?}", b.anchor.members());
+    assert!(!child.wait().unwrap().success());
+    assert!(
+        eventually(|| b.anchor.members().is_empty()),
+        "processes outlived the anchor: {:?}",
+        b.anchor.members()
+    );
+}
+
+/// `script` started in the sandbox, in its home.
+fn spawn(b: &Box_, script: &str) -> std::process::Child {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(script);
+    b.anchor.confine(&mut cmd, "/home/user").unwrap();
+    cmd.spawn().unwrap()
 }
 
 #[test]
@@ -188,10 +188,7 @@ fn an_anchor_holds_none_of_its_makers_descriptors() {
 #[test]
 fn removing_the_work_directory_ends_the_sandbox() {
     let b = start(true);
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c").arg("sleep 1000");
-    b.anchor.confine(&mut cmd, "/").unwrap();
-    let mut child = cmd.spawn().unwrap();
+    let mut child = spawn(&b, "sleep 1000");
     assert!(eventually(|| !b.anchor.members().is_empty()));
     let pid = b.anchor.pid();
     std::fs::remove_dir_all(&b.spec.work).unwrap();
