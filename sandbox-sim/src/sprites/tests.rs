@@ -620,7 +620,8 @@ async fn files_round_trip_and_never_leave_the_sprite() {
         .send()
         .await
         .unwrap();
-    assert_eq!(write.status(), 400);
+    // The link's absolute target is a path of the sprite's own (its confined `/tmp`).
+    assert_eq!(write.status(), 200);
     assert!(!outside.path().join("new").exists());
 }
 
