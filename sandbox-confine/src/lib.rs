@@ -38,15 +38,15 @@ pub use anchor::{Anchor, ViewSpec};
 /// How the `local` provider (`LocalProvider::confine`) confines what its sandboxes run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Confine {
-    /// Every layer this module builds, or create fails naming the one that is missing. The
-    /// default.
-    #[default]
+    /// Every layer this module builds, or create fails naming the one that is missing.
     Required,
     /// The layers this machine offers; the rest are reported missing
     /// (`LocalProvider::confinement`) and create goes on.
     BestEffort,
     /// No confinement: commands are ordinary host processes that can read and write whatever
-    /// the user can. For trusted code only; the report says so.
+    /// the user can. For trusted code only; the report says so. The default until the
+    /// simulators and suites pass confined.
+    #[default]
     Off,
 }
 

@@ -35,19 +35,8 @@ pub(crate) struct Disk {
     mount: String,
     /// The host directory behind every other absolute path (`work` itself for a mount of `/`).
     root: PathBuf,
-    /// The host directory shown at `/tmp` when it is not under `root`: a confined sandbox's
-    /// own tmp directory, where its commands see `/tmp`.
-    tmp: Option<PathBuf>,
     /// The canonical forms of `work` and `root`, for link targets written as host paths.
     canonical: (PathBuf, PathBuf),
-}
-
-/// Which of a disk's host directories a sandbox path lies in.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Tree {
-    Mount,
-    Tmp,
-    Root,
 }
 
 impl Disk {
@@ -71,20 +60,8 @@ impl Disk {
             work: work.to_owned(),
             mount,
             root,
-            tmp: None,
         };
         disk.prepare();
-        disk
-    }
-
-    /// The disk of simulated sandbox `local`, its directory shown at `mount` (where its
-    /// commands see it: the backing's home), and `/tmp` where its commands see it when it
-    /// runs confined.
-    pub fn of(local: &sandbox_sdk_core::local::LocalSandbox, mount: &str) -> Disk {
-        let mut disk = Disk::new(local.dir(), mount);
-        if local.is_confined() {
-            disk.tmp = local.host_path("/tmp");
-        }
         disk
     }
 
@@ -105,12 +82,6 @@ impl Disk {
     /// The host directory behind every absolute path outside the mount.
     pub fn root(&self) -> &Path {
         &self.root
-    }
-
-    /// The host directory shown at `/tmp` when it is not under the root (a confined
-    /// sandbox's own).
-    pub fn tmp(&self) -> Option<&Path> {
-        self.tmp.as_deref()
     }
 
     /// Where the mount shows in the sandbox.
@@ -139,19 +110,14 @@ impl Disk {
                 .ok()
                 .map(|rest| rest.to_string_lossy().into_owned())
         };
-        let in_tmp = self
-            .tmp
-            .as_ref()
-            .and_then(|tmp| host.strip_prefix(tmp).ok());
-        let (base, rest) = match (
+        let (in_mount, in_root) = (
             under(&self.work, &self.canonical.0),
-            in_tmp,
             under(&self.root, &self.canonical.1),
-        ) {
-            (Some(rest), _, _) => (self.mount.as_str(), rest),
-            (None, Some(rest), _) => ("/tmp", rest.to_string_lossy().into_owned()),
-            (None, None, Some(rest)) => ("/", rest),
-            (None, None, None) => return None,
+        );
+        let (base, rest) = match (in_mount, in_root) {
+            (Some(rest), _) => (self.mount.as_str(), rest),
+            (None, Some(rest)) => ("/", rest),
+            (None, None) => return None,
         };
         Some(sandbox_sdk_core::absolute_path(base, &rest))
     }
@@ -165,14 +131,13 @@ impl Disk {
         if target.starts_with('/') {
             return false;
         }
-        let tree = |at: &[String]| self.tree(&format!("/{}", at.join("/"))).0;
-        let mut at: Vec<String> = parts(&sandbox_sdk_core::absolute_path(link, "..")).into();
-        let side = tree(&at);
-        let top = match side {
-            Tree::Mount => parts(&self.mount).len(),
-            Tree::Tmp => 1,
-            Tree::Root => 0,
+        let in_mount = |at: &[String]| {
+            let path = format!("/{}", at.join("/"));
+            self.mount != "/" && self.host(&path).starts_with(&self.work)
         };
+        let mut at: Vec<String> = parts(&sandbox_sdk_core::absolute_path(link, "..")).into();
+        let side = in_mount(&at);
+        let top = if side { parts(&self.mount).len() } else { 0 };
         for part in parts(target) {
             if part == ".." {
                 if at.len() <= top {
@@ -182,48 +147,24 @@ impl Disk {
             } else {
                 at.push(part);
             }
-            if tree(&at) != side {
+            if in_mount(&at) != side {
                 return false;
             }
         }
         true
     }
 
-    /// Which tree a normalised sandbox path lies in, and the rest of it below that tree's top.
-    fn tree<'a>(&self, shown: &'a str) -> (Tree, &'a str) {
-        let below = |top: &str| match shown.strip_prefix(top.trim_end_matches('/')) {
+    /// The host path of a normalised sandbox path, by text.
+    fn host(&self, shown: &str) -> PathBuf {
+        let in_mount = match shown.strip_prefix(self.mount.trim_end_matches('/')) {
             Some("") => Some(""),
             Some(rest) if rest.starts_with('/') => Some(&rest[1..]),
             _ => None,
         };
-        if self.mount != "/"
-            && let Some(rest) = below(&self.mount)
-        {
-            return (Tree::Mount, rest);
-        }
-        if self.tmp.is_some()
-            && let Some(rest) = below("/tmp")
-        {
-            return (Tree::Tmp, rest);
-        }
-        if self.mount == "/" {
-            return (Tree::Mount, &shown[1..]);
-        }
-        (Tree::Root, &shown[1..])
-    }
-
-    /// The host path of a normalised sandbox path, by text.
-    fn host(&self, shown: &str) -> PathBuf {
-        let (tree, rest) = self.tree(shown);
-        let top = match tree {
-            Tree::Mount => &self.work,
-            Tree::Tmp => self.tmp.as_ref().unwrap_or(&self.root),
-            Tree::Root => &self.root,
-        };
-        if rest.is_empty() {
-            top.clone()
-        } else {
-            top.join(rest)
+        match in_mount {
+            Some("") => self.work.clone(),
+            Some(rest) => self.work.join(rest),
+            None => self.root.join(&shown[1..]),
         }
     }
 

@@ -68,21 +68,6 @@ use sandbox_sdk_core::local::{LocalProvider, LocalSandbox};
 use sandbox_sdk_core::{CreateSpec, Result};
 use std::path::Path;
 
-/// The most output one simulated code cell sends.
-const SIM_CODE_OUTPUT: usize = 64 << 20;
-
-/// The path a command of simulated sandbox `local` gets for a path the client named:
-/// `shown` as the sandbox shows it, `host` the file API's host path behind it. Confined, the
-/// command sees the sandbox's own paths (`shown` for a path its view has not got); unconfined,
-/// the host path.
-pub(crate) fn command_path(
-    local: &sandbox_sdk_core::local::LocalSandbox,
-    shown: &str,
-    host: &Path,
-) -> String {
-    local.path_seen(host).unwrap_or_else(|| shown.to_owned())
-}
-
 /// `n` characters drawn uniformly from `alphabet` (ASCII, at most 256 characters) with the
 /// operating system's random source: every key, token and id a simulator makes comes from
 /// here.
@@ -91,6 +76,9 @@ pub(crate) fn command_path(
 ///
 /// When the operating system has no random source to give (a simulator does not fall back to
 /// guessable secrets).
+/// The most output one simulated code cell sends.
+const SIM_CODE_OUTPUT: usize = 64 << 20;
+
 pub(crate) fn random_from(alphabet: &[u8], n: usize) -> String {
     assert!(
         (1..=256).contains(&alphabet.len()),
@@ -151,27 +139,24 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The real sandboxes behind a simulator: confined `local` sandboxes (their own user, mount,
-/// PID and network namespaces, a view where their directory is the provider's home) under a
-/// private temporary directory, which is removed when the backing is dropped (a simulator
-/// destroys a sandbox through the `local` provider, which stops its processes). They end with
-/// the simulator's process.
+/// The real sandboxes behind a simulator: `local` sandboxes under a private temporary
+/// directory, which is removed when the backing is dropped (a simulator destroys a sandbox
+/// through the `local` provider, which stops its processes).
 pub struct Backing {
     provider: LocalProvider,
     root: tempfile::TempDir,
 }
 
 impl Backing {
-    /// A backing whose sandboxes' commands see their directory at `home` (the provider's
-    /// working directory: `/home/user` on E2B), under a fresh directory in the system's
-    /// temporary directory.
-    pub fn new(home: &str) -> std::io::Result<Backing> {
-        Backing::new_in(&std::env::temp_dir(), home)
+    /// A backing under a fresh directory in the system's temporary directory.
+    pub fn new() -> std::io::Result<Backing> {
+        Backing::new_in(&std::env::temp_dir())
     }
 
-    /// Like [`Backing::new`], under a fresh directory in `parent`: `sandbox-sim-` and a random
-    /// suffix, created new (never a directory that was there already) with mode 0700.
-    pub fn new_in(parent: &Path, home: &str) -> std::io::Result<Backing> {
+    /// A backing under a fresh directory in `parent` (for a simulator that mounts its own
+    /// `/tmp` over the system's and needs its sandboxes elsewhere): `sandbox-sim-` and a
+    /// random suffix, created new (never a directory that was there already) with mode 0700.
+    pub fn new_in(parent: &Path) -> std::io::Result<Backing> {
         let mut builder = tempfile::Builder::new();
         builder.prefix("sandbox-sim-").rand_bytes(16);
         #[cfg(unix)]
@@ -183,10 +168,7 @@ impl Backing {
         Ok(Backing {
             // The services do not cap a cell's output (the SDKs' adapters do), so neither do
             // their simulated kernels, short of a bound that keeps the simulator's memory sane.
-            provider: LocalProvider::with_root(root.path())
-                .code_output_cap(SIM_CODE_OUTPUT)
-                .home(home)
-                .end_with_process(true),
+            provider: LocalProvider::with_root(root.path()).code_output_cap(SIM_CODE_OUTPUT),
             root,
         })
     }
@@ -453,8 +435,8 @@ mod tests {
             std::fs::write(planted.join("planted"), b"x").unwrap();
             std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
-        let backing = Backing::new_in(parent.path(), "/home/user").unwrap();
-        let other = Backing::new_in(parent.path(), "/home/user").unwrap();
+        let backing = Backing::new_in(parent.path()).unwrap();
+        let other = Backing::new_in(parent.path()).unwrap();
         assert_ne!(backing.root(), other.root());
         for root in [backing.root(), other.root()] {
             let meta = std::fs::symlink_metadata(root).unwrap();

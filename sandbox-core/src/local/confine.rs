@@ -227,25 +227,6 @@ impl Confined {
             .map(|rest| self.tmp.join(rest))
     }
 
-    /// The path a confined command sees for host path `host`, where it is one of the
-    /// sandbox's own (its work or tmp directory, or below).
-    pub(crate) fn inside_path(&self, host: &Path) -> Option<String> {
-        let shown = |base: &str, rest: &Path| {
-            let rest = rest.to_string_lossy();
-            if rest.is_empty() {
-                base.to_string()
-            } else {
-                format!("{}/{rest}", base.trim_end_matches('/'))
-            }
-        };
-        if let Ok(rest) = host.strip_prefix(&self.work) {
-            return Some(shown(&self.home, rest));
-        }
-        host.strip_prefix(&self.tmp)
-            .ok()
-            .map(|rest| shown("/tmp", rest))
-    }
-
     /// The variables a confined command starts with, before the sandbox's and its own.
     pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![

@@ -1082,34 +1082,6 @@ impl LocalSandbox {
         &self.inner.work
     }
 
-    /// Whether the sandbox's commands run confined (see [`confine`]).
-    pub fn is_confined(&self) -> bool {
-        self.inner.confined.anchor.is_some()
-    }
-
-    /// The host path behind `inside`, an absolute path as the sandbox's commands see it:
-    /// confined, a path under the sandbox's home or `/tmp` maps to its work or tmp directory
-    /// (any other is not the sandbox's own: `None`); unconfined, commands see host paths, so
-    /// it is `inside` itself.
-    pub fn host_path(&self, inside: &str) -> Option<PathBuf> {
-        if self.is_confined() {
-            self.inner.confined.host_path(inside)
-        } else {
-            Some(PathBuf::from(inside))
-        }
-    }
-
-    /// The path the sandbox's commands see for `host`, one of the sandbox's own host paths
-    /// (its [`dir`](Self::dir) or below, or its tmp directory when confined): the inverse of
-    /// [`host_path`](Self::host_path). `None` for any other host path when confined.
-    pub fn path_seen(&self, host: &Path) -> Option<String> {
-        if self.is_confined() {
-            self.inner.confined.inside_path(host)
-        } else {
-            Some(host.to_string_lossy().into_owned())
-        }
-    }
-
     fn ctx(&self, op: &str) -> impl FnOnce(Error) -> Error + '_ {
         let id = self.inner.id.as_str();
         let op = op.to_owned();

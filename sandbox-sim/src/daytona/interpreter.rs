@@ -60,7 +60,7 @@ fn contexts_of(call: &Call) -> Option<Arc<Contexts>> {
 
 /// Starts a context of the backing sandbox in `cwd` (the working directory when `None`).
 async fn start(call: &Call, cwd: Option<&str>) -> Result<Context, String> {
-    let dir = crate::command_path(&call.backing, super::HOME, call.backing.dir());
+    let dir = call.backing.dir().to_string_lossy().into_owned();
     let cwd = cwd.map(str::to_owned).unwrap_or(dir);
     let spec = ContextSpec::new(Language::Python).cwd(&cwd);
     let made = call

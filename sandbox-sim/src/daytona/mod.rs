@@ -113,10 +113,6 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Where a sandbox's commands see its working directory (the daemon's `work-dir` and
-/// `user-home-dir`), and where the toolbox's relative paths resolve.
-pub const HOME: &str = "/home/daytona";
-
 /// How long a state transition (creating, starting, stopping, …) takes by default.
 pub const DEFAULT_TRANSITION: Duration = Duration::from_millis(100);
 
@@ -191,7 +187,7 @@ impl DaytonaSimBuilder {
 
     /// Starts the simulator on the current runtime.
     pub async fn start(self) -> std::io::Result<DaytonaSim> {
-        let backing = Backing::new(HOME)?;
+        let backing = Backing::new()?;
         let state = Arc::new(api::Api::new(self.config, backing));
         let handler = Arc::new(DaytonaHandler(state.clone()));
         let server = SimServer::start(handler, self.port, self.faults).await?;
@@ -235,11 +231,6 @@ impl DaytonaSim {
     /// The control-plane base URL (`{url}/api`), what `DAYTONA_API_URL` should say.
     pub fn api_url(&self) -> String {
         format!("{}/api", self.server.url())
-    }
-
-    /// The host directory behind a sandbox's working directory ([`HOME`]), while it exists.
-    pub fn sandbox_dir(&self, id_or_name: &str) -> Option<std::path::PathBuf> {
-        self.state.with(id_or_name, |r| r.backing.dir().to_owned())
     }
 
     /// The state (as the API shows it) of the sandbox with this id or name, if it exists.

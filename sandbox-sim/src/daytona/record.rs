@@ -104,7 +104,7 @@ impl Record {
             updated_at: now,
             last_activity: now,
             last_activity_instant: Instant::now(),
-            disk: crate::disk::Disk::of(&backing, super::HOME),
+            disk: crate::disk::Disk::new(backing.dir(), &backing.dir().to_string_lossy()),
             backing,
             preview_token: super::random_token(32),
             signed: Vec::new(),

@@ -9,12 +9,6 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-/// Where a session keeps its commands' logs: on the host, and as its shell sees it.
-struct LogDir {
-    host: PathBuf,
-    inside: String,
-}
-
 /// One command of a session.
 pub(crate) struct SessionCommand {
     /// Its id (a UUID).
@@ -47,8 +41,7 @@ impl SessionCommand {
 pub(crate) struct Session {
     /// The session id the client chose.
     pub id: String,
-    sandbox: LocalSandbox,
-    dir: LogDir,
+    dir: PathBuf,
     pid: String,
     stdin: tokio::sync::Mutex<Option<sandbox_sdk_core::Stdin>>,
     commands: Mutex<Vec<Arc<SessionCommand>>>,
@@ -57,38 +50,24 @@ pub(crate) struct Session {
 
 impl Session {
     /// Starts the session's shell in `sandbox`'s working directory, keeping its command logs
-    /// in a directory of the sandbox's own (in its `/tmp` when confined, where the shell
-    /// writes them).
-    pub async fn start(sandbox: &LocalSandbox, id: &str) -> sandbox_sdk_core::Result<Arc<Session>> {
-        let name = super::random_hex(16);
-        let dir = if sandbox.is_confined() {
-            let inside = format!("/tmp/.daytona-sessions/{name}");
-            // Made through the file API, so the sandbox's own user owns it.
-            sandbox.mkdir(&inside).await?;
-            LogDir {
-                host: sandbox.host_path(&inside).unwrap_or_default(),
-                inside,
-            }
-        } else {
-            let host = sandbox.dir().with_file_name("daytona-sessions").join(name);
-            std::fs::create_dir_all(&host).map_err(|e| {
-                sandbox_sdk_core::Error::new(
-                    sandbox_sdk_core::ErrorKind::Provider,
-                    format!("cannot create the session directory: {e}"),
-                )
-            })?;
-            LogDir {
-                inside: host.to_string_lossy().into_owned(),
-                host,
-            }
-        };
+    /// under `dir`.
+    pub async fn start(
+        sandbox: &LocalSandbox,
+        id: &str,
+        dir: PathBuf,
+    ) -> sandbox_sdk_core::Result<Arc<Session>> {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            sandbox_sdk_core::Error::new(
+                sandbox_sdk_core::ErrorKind::Provider,
+                format!("cannot create the session directory: {e}"),
+            )
+        })?;
         let mut shell = sandbox
             .exec(&LocalCommand::new("bash").background().stdin())
             .await?;
         let (ended, _) = watch::channel(false);
         let session = Arc::new(Session {
             id: id.to_owned(),
-            sandbox: sandbox.clone(),
             dir,
             pid: shell.pid().to_owned(),
             stdin: tokio::sync::Mutex::new(shell.take_stdin()),
@@ -136,32 +115,20 @@ impl Session {
     /// Sends `command` to the shell in the daemon's wrapper.
     pub async fn run(&self, command: &str) -> std::io::Result<Arc<SessionCommand>> {
         let id = super::random_uuid();
-        let inside = format!("{}/{id}", self.dir.inside);
-        // The daemon creates the log before it hands the command to the shell; through the
-        // file API when confined, so the sandbox's own user owns both.
-        if self.sandbox.is_confined() {
-            self.sandbox
-                .mkdir(&inside)
-                .await
-                .map_err(std::io::Error::other)?;
-            self.sandbox
-                .write_file(&format!("{inside}/output.log"), bytes::Bytes::new())
-                .await
-                .map_err(std::io::Error::other)?;
-        } else {
-            std::fs::create_dir_all(&inside)?;
-            std::fs::File::create(format!("{inside}/output.log"))?;
-        }
+        let dir = self.dir.join(&id);
+        std::fs::create_dir_all(&dir)?;
+        // The daemon creates the log before it hands the command to the shell.
+        std::fs::File::create(dir.join("output.log"))?;
         let cmd = Arc::new(SessionCommand {
-            dir: self.dir.host.join(&id),
             id,
             command: command.to_owned(),
+            dir,
         });
         self.commands
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(cmd.clone());
-        self.write(wrapper(&inside, command).as_bytes()).await?;
+        self.write(wrapper(&cmd.dir, command).as_bytes()).await?;
         Ok(cmd)
     }
 
@@ -180,8 +147,8 @@ impl Session {
 /// and stderr from FIFOs line by line and append each line behind its marker to the log; the
 /// exit code is written when both have drained. The command runs in the session's shell
 /// itself (`{ …; }`), so `cd` and `export` persist, and `exit` ends the session.
-fn wrapper(dir: &str, command: &str) -> String {
-    let dir = shell_quote(dir);
+fn wrapper(dir: &std::path::Path, command: &str) -> String {
+    let dir = shell_quote(&dir.to_string_lossy());
     let label = |marker: &str, pipe: &str| {
         format!(
             "( while IFS= read -r __l || [ -n \"$__l\" ]; do printf '{marker}%s\\n' \"$__l\"; done < \"{pipe}\" ) >> \"$__d/output.log\" &"

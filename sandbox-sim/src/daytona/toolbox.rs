@@ -175,7 +175,7 @@ pub(crate) async fn handle(api: Arc<Api>, mut request: SimRequest) -> SimRespons
         }
         ("GET", ["system", "metrics"]) => metrics(call).await,
         ("GET", ["work-dir" | "user-home-dir"]) => {
-            let dir = crate::command_path(&call.backing, super::HOME, call.backing.dir());
+            let dir = call.backing.dir().to_string_lossy().into_owned();
             json_answer(200, &json!({ "dir": dir }))
         }
         (_, ["files", ..]) => super::files::handle(call, &s[1..]).await,
@@ -302,7 +302,14 @@ async fn create_session(call: Call) -> SimResponse {
     if call.session(sid).is_some() {
         return call.error(409, "session already exists");
     }
-    let session = match Session::start(&call.backing, sid).await {
+    let dir = call
+        .backing
+        .dir()
+        .parent()
+        .unwrap_or(call.backing.dir())
+        .join("daytona-sessions")
+        .join(super::random_hex(16));
+    let session = match Session::start(&call.backing, sid, dir).await {
         Ok(s) => s,
         Err(e) => return call.error(500, &e.to_string()),
     };

@@ -356,7 +356,7 @@ async fn make_sandbox(
         auto_resume: new.auto_resume.as_ref().is_some_and(|a| a.enabled),
         allow_internet: new.allow_internet_access,
         network: Mutex::new(new.network.clone()),
-        disk: crate::disk::Disk::of(&local, super::HOME),
+        disk: crate::disk::Disk::new(local.dir(), super::HOME),
         local,
         life: Mutex::new(Life {
             phase: Phase::Running,

@@ -127,10 +127,11 @@ async fn start(sb: &Sandbox, language: &str, cwd: &str) -> Result<(String, Conte
             ),
         ));
     }
-    let (shown, host) = sb.resolve(cwd);
-    let host = host.map_err(|e| text(500, &format!("Failed to create context: {cwd}: {e}")))?;
-    let spec =
-        ContextSpec::new(Language::Python).cwd(crate::command_path(&sb.local, &shown, &host));
+    let host = sb
+        .resolve(cwd)
+        .1
+        .map_err(|e| text(500, &format!("Failed to create context: {cwd}: {e}")))?;
+    let spec = ContextSpec::new(Language::Python).cwd(host.to_string_lossy());
     let made = sb
         .local
         .create_code_context(&spec)

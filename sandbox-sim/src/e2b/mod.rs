@@ -198,7 +198,7 @@ impl E2bSimBuilder {
     pub async fn start(self) -> std::io::Result<E2bSim> {
         let state = Arc::new(State {
             api_key: self.api_key,
-            backing: Backing::new(HOME)?,
+            backing: Backing::new()?,
             transition: self.transition,
             max_running: self.max_running,
             limited: std::sync::atomic::AtomicBool::new(true),

@@ -4,7 +4,7 @@
 
 use super::connect::user_of;
 use super::connect::{self, RpcError, StreamTx, b64, unb64};
-use super::{HOME, Sandbox, lock};
+use super::{Sandbox, lock};
 use crate::{SimRequest, SimResponse};
 use sandbox_sdk_core::{Command, ErrorKind, ExitStatus, ProcessControl, ProcessEvent, Stdin};
 use serde_json::{Value, json};
@@ -167,9 +167,9 @@ async fn start(sb: &Arc<Sandbox>, request: &SimRequest) -> Result<SimResponse, R
             if !host.is_dir() {
                 return Err(RpcError::invalid(format!("cwd '{c}' does not exist")));
             }
-            crate::command_path(&sb.local, &sb.resolve(c).0, &host)
+            host
         }
-        None => HOME.to_owned(),
+        None => sb.home().to_owned(),
     };
     let pty = message["pty"]["size"].as_object().map(|size| {
         let n = |k: &str| size.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -194,8 +194,8 @@ async fn start(sb: &Arc<Sandbox>, request: &SimRequest) -> Result<SimResponse, R
         None => Command::new(cmd).args(args.iter().cloned()),
     };
     command = command
-        .cwd(&cwd)
-        .env("HOME", crate::command_path(&sb.local, HOME, sb.home()))
+        .cwd(cwd.to_string_lossy())
+        .env("HOME", sb.home().to_string_lossy())
         .env("USER", &user)
         .background();
     for (k, v) in &envs {

@@ -312,7 +312,8 @@ async fn start_streams_start_data_end_and_an_end_stream() {
     with_env["process"]["envs"] = json!({"X": "y"});
     with_env["process"]["cwd"] = json!("/home/user");
     let (out, _, _) = output(&c.stream(&sb, "process.Process/Start", with_env).await);
-    assert_eq!(out, format!("y{}\n", super::HOME));
+    let home = sim.sandbox_dir(sb["sandboxID"].as_str().unwrap()).unwrap();
+    assert_eq!(out, format!("y{}\n", home.display()));
 
     let mut missing = run("ls");
     missing["process"]["cwd"] = json!("/nope");

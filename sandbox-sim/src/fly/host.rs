@@ -5,15 +5,19 @@
 //! clock; every call into a machine crosses to the hosts' runtime through `spawn_blocking`,
 //! which keeps a paused clock from jumping ahead while a real process runs.
 //!
-//! Each machine is a confined sandbox ([`Backing`]): its commands see its directory at
-//! [`HOME`] and a `/tmp` of its own, both empty on every boot (a boot makes a fresh sandbox).
+//! Where the host allows mount namespaces (`unshare -m`, as root), each machine also gets a
+//! `/tmp` of its own, empty on every boot: every command runs as
+//! `unshare -m --propagation private sh -c 'mount --bind "$0" /tmp && exec "$@"' DIR ARGV…`,
+//! and the machines' directories live under `/var/tmp`. Elsewhere the host's `/tmp` is shared
+//! by every machine.
 
 use crate::Backing;
 use sandbox_sdk_core::local::LocalSandbox;
 use sandbox_sdk_core::{Command, CreateSpec, ExitStatus, Output, ProcessControl, Sandbox};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
@@ -36,11 +40,42 @@ pub(crate) struct Host {
     mains: Arc<Mutex<HashMap<String, Arc<dyn ProcessControl>>>>,
     /// One lock per machine: its boots, halts and freezes happen one at a time.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Where each machine's own `/tmp` lives, when mount namespaces are available.
+    tmp_root: Option<PathBuf>,
 }
 
-/// Where a machine's commands start and see its directory (root's home, as on a Fly
-/// machine booted from most images).
-pub(crate) const HOME: &str = "/root";
+/// Whether machines get a `/tmp` of their own here.
+#[cfg(test)]
+pub(crate) fn isolates_tmp() -> bool {
+    can_isolate_tmp()
+}
+
+/// Whether this host can give a command a private `/tmp` (checked once per process).
+fn can_isolate_tmp() -> bool {
+    static CAN: OnceLock<bool> = OnceLock::new();
+    *CAN.get_or_init(|| probe_tmp_isolation(&std::env::temp_dir()))
+}
+
+/// Whether a command can get a private `/tmp` here, tried with a probe directory of its own
+/// (a new one with a random name, never one that was there already) under `parent`.
+fn probe_tmp_isolation(parent: &Path) -> bool {
+    let Ok(dir) = tempfile::Builder::new()
+        .prefix("fly-sim-probe-")
+        .tempdir_in(parent)
+    else {
+        return false;
+    };
+    std::fs::write(dir.path().join("probe"), b"").is_ok()
+        && std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount --bind \"$0\" /tmp && test -e /tmp/probe")
+            .arg(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
 
 impl Host {
     /// A host under a fresh temporary directory.
@@ -50,10 +85,19 @@ impl Host {
             .thread_name("fly-sim-host")
             .enable_all()
             .build()?;
-        let backing = Backing::new(HOME)?;
+        // With a /tmp of their own, the machines' directories must not live under the host's
+        // /tmp: a shell's logical `cd` goes through `$PWD`, which would lead into the mount.
+        let isolate = can_isolate_tmp();
+        let backing = if isolate {
+            Backing::new_in(Path::new("/var/tmp"))?
+        } else {
+            Backing::new()?
+        };
+        let tmp_root = isolate.then(|| backing.root().join("machine-tmp"));
         Ok(Host {
             runtime: Some(runtime),
             backing: Some(backing),
+            tmp_root,
             sandboxes: Arc::default(),
             mains: Arc::default(),
             locks: Mutex::default(),
@@ -88,6 +132,32 @@ impl Host {
         locks.entry(id.to_owned()).or_default().clone()
     }
 
+    /// Machine `id`'s own `/tmp`, when machines get one.
+    fn tmp_of(&self, id: &str) -> Option<PathBuf> {
+        self.tmp_root.as_ref().map(|root| root.join(id))
+    }
+
+    /// `argv` run with the machine's own `/tmp` mounted, when machines get one.
+    fn in_machine(&self, id: &str, argv: Vec<String>) -> Vec<String> {
+        let Some(tmp) = self.tmp_of(id) else {
+            return argv;
+        };
+        let mut wrapped: Vec<String> = [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount --bind \"$0\" /tmp && exec \"$@\"",
+        ]
+        .map(String::from)
+        .to_vec();
+        wrapped.push(tmp.to_string_lossy().into_owned());
+        wrapped.extend(argv);
+        wrapped
+    }
+
     fn sandbox(&self, id: &str) -> Option<LocalSandbox> {
         let sandboxes = self.sandboxes.lock().unwrap_or_else(|e| e.into_inner());
         sandboxes.get(id).cloned()
@@ -102,6 +172,11 @@ impl Host {
                 .await
                 .map(|_| false)
                 .map_err(|e| e.to_string());
+        }
+        if let Some(tmp) = self.tmp_of(id) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(&tmp)
+                .map_err(|e| format!("creating the machine's /tmp: {e}"))?;
         }
         let mut spec = CreateSpec::new();
         spec.env = env;
@@ -129,6 +204,9 @@ impl Host {
         if let Some(sandbox) = sandbox {
             let _ = self.run(async move { sandbox.destroy().await }).await;
         }
+        if let Some(tmp) = self.tmp_of(id) {
+            let _ = std::fs::remove_dir_all(tmp);
+        }
     }
 
     /// Freezes every process of machine `id` (memory kept).
@@ -147,6 +225,7 @@ impl Host {
         on_exit: impl FnOnce(ExitStatus) + Send + 'static,
     ) -> Result<(), String> {
         let sandbox = self.sandbox(id).ok_or("the machine has no host")?;
+        let argv = self.in_machine(id, argv);
         let control = self
             .run(async move {
                 let mut command = Command::new(argv[0].clone()).background();
@@ -184,6 +263,7 @@ impl Host {
         let Some(sandbox) = self.sandbox(id) else {
             return ExecEnd::Failed("the machine is not running".into());
         };
+        let argv = self.in_machine(id, argv);
         self.run(async move {
             let mut command = Command::new(argv[0].clone());
             command.argv = argv;
@@ -251,5 +331,34 @@ impl Drop for Host {
         } else {
             cleanup();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tmp_probe_writes_only_into_a_directory_of_its_own() {
+        let parent = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        // Another local user guessed the probe's name and pointed it at a directory of theirs.
+        std::os::unix::fs::symlink(
+            victim.path(),
+            parent
+                .path()
+                .join(format!("fly-sim-probe-{}", std::process::id())),
+        )
+        .unwrap();
+        probe_tmp_isolation(parent.path());
+        assert!(
+            std::fs::read_dir(victim.path()).unwrap().next().is_none(),
+            "the probe wrote into another user's directory"
+        );
+        let left: Vec<_> = std::fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "the probe leaves nothing behind: {left:?}");
     }
 }

@@ -213,7 +213,7 @@ impl SpritesSimBuilder {
 
     /// Starts the simulator on the current runtime.
     pub async fn start(self) -> std::io::Result<SpritesSim> {
-        let state = Arc::new(State::new(self.settings, Backing::new(HOME)?));
+        let state = Arc::new(State::new(self.settings, Backing::new()?));
         let server = SimServer::start(
             Arc::new(SpritesHandler(state.clone())),
             self.port,

@@ -80,11 +80,8 @@ pub(crate) async fn start(
     }
     let mut command = sandbox_sdk_core::Command::new(program)
         .args(args.iter().cloned())
-        .cwd(crate::command_path(&session.disk.local, &shown, &host))
-        .env(
-            "HOME",
-            crate::command_path(&session.disk.local, CWD, session.disk.work()),
-        )
+        .cwd(host.to_string_lossy())
+        .env("HOME", session.disk.work().to_string_lossy())
         .background();
     if attach_stdin {
         command = command.stdin();

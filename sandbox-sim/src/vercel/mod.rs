@@ -256,7 +256,7 @@ impl VercelSimBuilder {
 
     /// Starts the simulator on the current runtime.
     pub async fn start(self) -> std::io::Result<VercelSim> {
-        let state = Arc::new(State::new(self.settings, Backing::new(CWD)?));
+        let state = Arc::new(State::new(self.settings, Backing::new()?));
         let server = SimServer::start(
             Arc::new(VercelHandler(state.clone())),
             self.port,

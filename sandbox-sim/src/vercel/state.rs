@@ -87,7 +87,7 @@ pub(crate) struct Disk {
 
 impl Disk {
     pub fn new(local: LocalSandbox) -> Disk {
-        let files = crate::disk::Disk::of(&local, CWD);
+        let files = crate::disk::Disk::new(local.dir(), CWD);
         Disk { local, files }
     }
 
@@ -104,10 +104,7 @@ impl Disk {
 
     /// Empties the disk (a session of a sandbox that does not persist starts from nothing).
     pub fn wipe(&self) {
-        for dir in [Some(self.work()), Some(self.files.root()), self.files.tmp()]
-            .into_iter()
-            .flatten()
-        {
+        for dir in [self.work(), self.files.root()] {
             if let Ok(entries) = std::fs::read_dir(dir) {
                 for entry in entries.flatten() {
                     let path = entry.path();
